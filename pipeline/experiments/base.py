@@ -1,0 +1,327 @@
+"""The experiment contract: parameters, domains, output columns and one function.
+
+An experiment is declared once, as an :class:`Experiment`, and registered with
+:func:`register`. The engine knows nothing of the science: it validates a grid
+against ``params`` and ``checks``, hashes each parameter point into a task id,
+calls ``run(params, seed)`` on a worker, and types the rows with ``columns``.
+
+Example::
+
+    register(Experiment(
+        name="composition", version=1,
+        doc="Optimal k-fold composition of (eps, delta)-DP (Kairouz et al. 2015).",
+        params=[
+            Param("eps", float, 1.0, Interval(0, None, lo_closed=False), "per-step epsilon"),
+            Param("k", int, 10, Interval(1, 10**7), "number of compositions"),
+        ],
+        columns={"eps_optimal": pa.float64()},
+        run=run_composition,
+    ))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+
+REQUIRED = object()  # sentinel: the parameter has no default and must be given
+
+
+class ParamError(ValueError):
+    """A parameter value outside its declared domain or limits (exit code 2)."""
+
+    def __init__(self, experiment: str, param: str, message: str):
+        self.experiment = experiment
+        self.param = param
+        super().__init__(f"experiment '{experiment}', parameter '{param}': {message}")
+
+
+# --------------------------------------------------------------------------- domains
+class Domain:
+    """A set of allowed values; ``describe()`` is shown to the user on error."""
+
+    def contains(self, value: Any) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Interval(Domain):
+    """Real or integer interval; ``None`` means unbounded on that side."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_closed: bool = True
+    hi_closed: bool = True
+
+    def contains(self, value: Any) -> bool:
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            return False
+        if math.isnan(v):
+            return False
+        if self.lo is not None and (v < self.lo or (v == self.lo and not self.lo_closed)):
+            return False
+        if self.hi is not None and (v > self.hi or (v == self.hi and not self.hi_closed)):
+            return False
+        return True
+
+    def describe(self) -> str:
+        lo = "-inf" if self.lo is None else repr(self.lo)
+        hi = "inf" if self.hi is None else repr(self.hi)
+        left = "[" if (self.lo is not None and self.lo_closed) else "("
+        right = "]" if (self.hi is not None and self.hi_closed) else ")"
+        return f"a value in {left}{lo}, {hi}{right}"
+
+
+@dataclass(frozen=True)
+class Choice(Domain):
+    values: tuple
+
+    def __init__(self, *values: Any):
+        object.__setattr__(self, "values", tuple(values))
+
+    def contains(self, value: Any) -> bool:
+        return value in self.values
+
+    def describe(self) -> str:
+        return "one of {" + ", ".join(str(v) for v in self.values) + "}"
+
+
+@dataclass(frozen=True)
+class Check(Domain):
+    """Any predicate, with the text that tells the user what is allowed."""
+
+    predicate: Callable[[Any], bool]
+    description: str
+
+    def contains(self, value: Any) -> bool:
+        try:
+            return bool(self.predicate(value))
+        except Exception:
+            return False
+
+    def describe(self) -> str:
+        return self.description
+
+
+# --------------------------------------------------------------------------- params
+_ARROW_TYPES = {
+    int: pa.int64(),
+    float: pa.float64(),
+    str: pa.string(),
+    bool: pa.bool_(),
+    "int_list": pa.list_(pa.int64()),
+    "float_list": pa.list_(pa.float64()),
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared parameter.
+
+    ``type`` is ``int``, ``float``, ``str``, ``bool``, ``"int_list"`` or ``"float_list"``.
+    A list parameter's domain applies to each element. ``default=REQUIRED`` makes it mandatory.
+    """
+
+    name: str
+    type: Any
+    default: Any = REQUIRED
+    domain: Domain | None = None
+    doc: str = ""
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return _ARROW_TYPES[self.type]
+
+    def coerce(self, value: Any, experiment: str = "?") -> Any:
+        """Return ``value`` as this parameter's Python type, or raise :class:`ParamError`."""
+        try:
+            if self.type in ("int_list", "float_list"):
+                if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+                    raise TypeError("expected a list")
+                elem = int if self.type == "int_list" else float
+                out = [_coerce_scalar(elem, v) for v in value]
+                if self.domain is not None:
+                    bad = [v for v in out if not self.domain.contains(v)]
+                    if bad:
+                        raise ParamError(experiment, self.name,
+                                         f"element {bad[0]!r} not allowed; each element must be "
+                                         f"{self.domain.describe()}")
+                return out
+            out = _coerce_scalar(self.type, value)
+        except ParamError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise ParamError(experiment, self.name,
+                             f"cannot read {value!r} as {_type_name(self.type)} ({exc})") from None
+        if self.domain is not None and not self.domain.contains(out):
+            raise ParamError(experiment, self.name,
+                             f"value {value!r} not allowed; allowed: {self.domain.describe()}")
+        return out
+
+
+def _type_name(t: Any) -> str:
+    return t if isinstance(t, str) else t.__name__
+
+
+def _coerce_scalar(t: type, value: Any) -> Any:
+    if t is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if value in (0, 1):
+            return bool(value)
+        raise ValueError("expected true or false")
+    if t is int:
+        if isinstance(value, bool):
+            raise ValueError("expected an integer, got a boolean")
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError("expected an integer")
+            return int(value)
+        return int(value)
+    if t is float:
+        if isinstance(value, bool):
+            raise ValueError("expected a number, got a boolean")
+        return float(value)
+    if t is str:
+        if isinstance(value, (list, dict)):
+            raise ValueError("expected a string")
+        return str(value)
+    raise TypeError(f"unsupported parameter type {t!r}")
+
+
+@dataclass(frozen=True)
+class PointCheck:
+    """A limit that involves several parameters (e.g. ``rows * cols <= 24``).
+
+    ``fn`` receives a dict with exactly the parameters named in ``params`` and returns
+    ``None`` when the combination is allowed, or a message naming the parameters and the
+    allowed values. The engine evaluates it once per *distinct* combination of those
+    parameters in the grid, before any task runs.
+    """
+
+    params: tuple[str, ...]
+    fn: Callable[[dict], str | None]
+
+
+# --------------------------------------------------------------------------- experiment
+Rows = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+
+
+@dataclass
+class Experiment:
+    """A sweepable experiment.
+
+    ``run(params, seed)`` maps one fully-resolved parameter point (every declared
+    parameter present, typed) to one row (a dict) or several rows (a list of dicts).
+    Row keys must be declared in ``columns``; missing columns become null. ``seed`` is a
+    63-bit integer derived from the task id; deterministic experiments may ignore it,
+    stochastic ones (``stochastic=True``) must draw all randomness from it, and then the
+    ``seed`` column is stored.
+    """
+
+    name: str
+    version: int
+    params: Sequence[Param]
+    columns: Mapping[str, pa.DataType]
+    run: Callable[[dict, int], Rows]
+    doc: str = ""
+    stochastic: bool = False
+    checks: Sequence[PointCheck] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: duplicate parameter names")
+        clash = set(names) & set(self.columns)
+        if clash:
+            raise ValueError(f"{self.name}: columns shadow parameters: {sorted(clash)}")
+        from pipeline.engine.schema import RESERVED_COLUMNS  # the engine's bookkeeping names
+
+        reserved = (set(names) | set(self.columns)) & set(RESERVED_COLUMNS)
+        if reserved:
+            raise ValueError(f"{self.name}: names reserved by the engine: {sorted(reserved)}")
+        for check in self.checks:
+            unknown = set(check.params) - set(names)
+            if unknown:
+                raise ValueError(f"{self.name}: check uses undeclared params {sorted(unknown)}")
+
+    @property
+    def param_map(self) -> dict[str, Param]:
+        return {p.name: p for p in self.params}
+
+    def resolve(self, values: Mapping[str, Any] | None = None, **kwargs: Any) -> dict:
+        """One fully-resolved, typed parameter point: defaults filled in, domains and checks applied.
+
+        ``exp.run(exp.resolve(eps=0.5, k=10), seed)`` runs one point without the engine.
+        """
+        given = {**(values or {}), **kwargs}
+        unknown = set(given) - set(self.param_map)
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ParamError(self.name, name, "unknown parameter; declared: "
+                             + ", ".join(p.name for p in self.params))
+        point = {}
+        for p in self.params:
+            if p.name in given:
+                point[p.name] = p.coerce(given[p.name], self.name)
+            elif p.default is REQUIRED:
+                raise ParamError(self.name, p.name, "required parameter has no value")
+            else:
+                point[p.name] = p.default if p.default is None else p.coerce(p.default, self.name)
+        for check in self.checks:
+            message = check.fn({k: point[k] for k in check.params})
+            if message:
+                raise ParamError(self.name, ",".join(check.params), message)
+        return point
+
+
+_REGISTRY: dict[str, Experiment] = {}
+
+
+def register(experiment: Experiment) -> Experiment:
+    if experiment.name in _REGISTRY and _REGISTRY[experiment.name] is not experiment:
+        raise ValueError(f"experiment '{experiment.name}' registered twice")
+    _REGISTRY[experiment.name] = experiment
+    return experiment
+
+
+def registry() -> dict[str, Experiment]:
+    """All experiments, importing every module of ``pipeline.experiments`` once."""
+    from pipeline.experiments import discover
+
+    discover()
+    return dict(_REGISTRY)
+
+
+def get_experiment(name: str) -> Experiment:
+    experiments = registry()
+    if name not in experiments:
+        raise KeyError(name)
+    return experiments[name]
+
+
+def exact_int(value: int) -> str:
+    """An exact integer as a decimal string (the storage form for counts beyond int64)."""
+    return str(int(value))
+
+
+def log_of_int(value: int) -> float:
+    """Natural log of a positive Python integer of any size, accurate to double precision."""
+    value = int(value)
+    if value <= 0:
+        return -math.inf if value == 0 else math.nan
+    bits = value.bit_length()
+    if bits < 1000:
+        return math.log(value)
+    shift = bits - 64  # keep 64 significant bits; relative error ~ 2^-64
+    return math.log(value >> shift) + shift * math.log(2.0)

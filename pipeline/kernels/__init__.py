@@ -1,0 +1,1 @@
+"""Pure numerical kernels (numpy/scipy only): no dask, no hydra, no I/O."""
