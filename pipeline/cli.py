@@ -1,0 +1,300 @@
+"""The command line: Hydra composes the config, this module validates it and runs the sweep.
+
+Exit codes: 0 every task ok; 1 some task failed (rows are stored with their errors);
+2 invalid configuration, rejected before any task ran and before anything was written;
+130 interrupted (what finished is stored; rerun the same command to resume).
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = Path(os.environ.get("PIPELINE_CONF_DIR", REPO_ROOT / "conf"))
+EXIT_OK, EXIT_FAILED_TASKS, EXIT_BAD_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+PACKAGES = ("pipeline", "numpy", "scipy", "pandas", "pyarrow", "dask", "distributed",
+            "hydra-core", "omegaconf", "networkx", "dask-jobqueue")
+
+log = logging.getLogger("pipeline")
+
+
+class ConfigError(ValueError):
+    """Bad input: reported with exit code 2, before anything runs or is written."""
+
+
+def _setup_logging() -> None:
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+# --------------------------------------------------------------------------- argv handling
+_NODE_OVERRIDE = re.compile(r"^(grid|params)\.[A-Za-z_][\w.]*=")
+
+
+def rewrite_overrides(args: list[str]) -> list[str]:
+    """``grid.X=...`` and ``params.X=...`` may name keys the YAML does not list: Hydra's
+    force-add form ``++`` adds or replaces, so every declared parameter can be swept."""
+    return [f"++{a}" if _NODE_OVERRIDE.match(a) else a for a in args]
+
+
+def available_experiments() -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+
+
+def check_experiment_choice(args: list[str]) -> None:
+    from pipeline.experiments.base import registry
+
+    known = available_experiments()
+    registered = registry()
+    for arg in args:
+        if arg.startswith("experiment="):
+            for name in arg.split("=", 1)[1].split(","):
+                name = name.strip()
+                if name not in known or name not in registered:
+                    raise ConfigError(f"unknown experiment '{name}'; available experiments: "
+                                      + ", ".join(n for n in known if n in registered))
+
+
+# --------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    import hydra
+
+    _setup_logging()
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        check_experiment_choice(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    codes: list[int] = []
+
+    def job(cfg) -> None:
+        codes.append(execute(cfg))
+
+    task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "run.py", *rewrite_overrides(args)]
+    try:
+        task()
+    except SystemExit as exc:  # Hydra reports composition errors itself and exits 1
+        if not codes:
+            return EXIT_BAD_CONFIG if exc.code not in (0, None) else EXIT_OK
+        raise
+    finally:
+        sys.argv = saved
+    return max(codes) if codes else EXIT_OK
+
+
+def execute(cfg) -> int:
+    """Run one composed config (one Hydra job). Returns the exit code."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    name = HydraConfig.get().runtime.choices.get("experiment")
+    conf = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        grid, options = validate(name, conf)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    if options["report"]:
+        from pipeline.report.build import build_report
+
+        return build_report(options["results_dir"], name)
+    if options["dry_run"]:
+        return dry_run(grid, options)
+    return sweep(grid, conf, options)
+
+
+def validate(name: str, conf: dict) -> tuple[Any, dict]:
+    """Every check that can fail before work starts; raises ConfigError with a clear message."""
+    from pipeline.engine.cluster import ClusterConfigError
+    from pipeline.engine.cluster import validate as validate_cluster
+    from pipeline.engine.grid import Grid
+    from pipeline.experiments.base import ParamError, get_experiment
+
+    try:
+        experiment = get_experiment(name)
+    except KeyError:
+        raise ConfigError(f"unknown experiment '{name}'") from None
+    allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
+                   "grid", "params", "cluster"}
+    unknown = set(conf) - allowed_top
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
+                          + ", ".join(sorted(allowed_top)))
+    for key in ("dry_run", "retry_failed", "progress", "report"):
+        if not isinstance(conf.get(key), bool):
+            raise ConfigError(f"{key} must be true or false, got {conf.get(key)!r}")
+    batch_size = conf.get("batch_size", "auto")
+    if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
+                                     and batch_size >= 1):
+        raise ConfigError(f"batch_size must be 'auto' or an integer >= 1, got {batch_size!r}")
+    if not conf.get("results_dir"):
+        raise ConfigError("results_dir must be a directory path")
+    try:
+        validate_cluster(conf.get("cluster") or {})
+    except ClusterConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    for node in ("grid", "params"):
+        if conf.get(node) is not None and not isinstance(conf[node], dict):
+            raise ConfigError(f"{node} must be a mapping of parameter names to values")
+    try:
+        grid = Grid(experiment, conf.get("grid") or {}, conf.get("params") or {})
+    except ParamError as exc:
+        raise ConfigError(str(exc)) from None
+    options = {k: conf.get(k) for k in allowed_top - {"grid", "params"}}
+    options["results_dir"] = str(options["results_dir"])
+    return grid, options
+
+
+def dry_run(grid, options: dict) -> int:
+    from pipeline.engine.grid import describe_axes, fixed_summary
+    from pipeline.engine.runner import plan_sweep
+    from pipeline.store.parquet import experiment_dir
+
+    path = experiment_dir(options["results_dir"], grid.name)
+    plan = plan_sweep(grid, path, options["retry_failed"])
+    print(f"experiment {grid.name} (version {grid.version}) -> {path}")
+    print(f"tasks in grid: {plan.total:,}")
+    print(f"already done:  {plan.done_ok:,} ok, {plan.done_failed:,} failed (skipped"
+          f"{'' if not options['retry_failed'] else '; retry_failed=true re-runs them'})")
+    print(f"to run:        {plan.pending.size:,}")
+    print("axes:")
+    print("\n".join(describe_axes(grid)) or "  (none: a single point)")
+    print("fixed:")
+    print("\n".join(fixed_summary(grid)) or "  (none)")
+    print("sample points:")
+    for i in grid.sample_indices(5):
+        print(f"  #{i} task_id={grid.task_id(i)} {grid.point(i)}")
+    return EXIT_OK
+
+
+def sweep(grid, conf: dict, options: dict) -> int:
+    from pipeline.engine.cluster import connect
+    from pipeline.engine.runner import plan_sweep, run_sweep
+    from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
+                                        experiment_dir, new_run_id, update_manifest)
+
+    path = experiment_dir(options["results_dir"], grid.name)
+    run_id = new_run_id()
+    record = {
+        "run_id": run_id, "experiment": grid.name, "version": grid.version,
+        "status": "running", "started_at": _now(), "finished_at": None,
+        "host": socket.gethostname(), "user": _user(), "pid": os.getpid(),
+        "python": platform.python_version(), "platform": platform.platform(),
+        "packages": _versions(), "git": _git_info(), "argv": sys.argv[1:], "config": conf,
+    }
+    try:
+        lock = SweepLock(path).__enter__()
+    except StoreLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    try:
+        removed = clean_temp_files(path)
+        if removed:
+            log.info("removed %d unfinished temp file(s) left by a killed run", removed)
+        plan = plan_sweep(grid, path, options["retry_failed"])
+        record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
+                            "already_failed_skipped": plan.done_failed,
+                            "to_run": int(plan.pending.size)}
+        update_manifest(path, record)
+        log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
+                 plan.done_ok + plan.done_failed, plan.pending.size, path)
+        writer = PartWriter(path, run_id)
+        stats = None
+        try:
+            if plan.pending.size:
+                with connect(conf.get("cluster") or {}, log) as client:
+                    record["cluster"] = {"kind": (conf.get("cluster") or {}).get("kind", "local"),
+                                         "dashboard": client.dashboard_link,
+                                         "threads": sum(client.nthreads().values())}
+                    stats = run_sweep(grid, client, writer, plan.pending,
+                                      batch_size=options["batch_size"],
+                                      progress=options["progress"])
+        except KeyboardInterrupt:
+            record.update(status="interrupted", finished_at=_now(),
+                          written={"rows": writer.rows, "parts": writer.seq})
+            update_manifest(path, record)
+            print(f"\ninterrupted: {writer.seq} part file(s) kept; rerun the same command to "
+                  "resume", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if stats is not None:
+            record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
+                                    rows=stats.rows, parts=stats.parts, batches=stats.batches,
+                                    elapsed_s=round(stats.elapsed_s, 3))
+        record.update(status="finished", finished_at=_now())
+        update_manifest(path, record)
+    finally:
+        lock.__exit__(None, None, None)
+    return _summarise(grid, path, plan, stats)
+
+
+def _summarise(grid, path, plan, stats) -> int:
+    from pipeline.report.summary import summary_table
+
+    failed_now = stats.failed if stats else 0
+    ran = stats.ran if stats else 0
+    print(f"\nresults: {path}  (load with pipeline.load({str(path.parent)!r}, {grid.name!r}))")
+    print(summary_table(path, grid.experiment))
+    if stats and stats.ran:
+        print(f"ran {stats.ran:,} tasks in {stats.elapsed_s:.1f} s "
+              f"({stats.ran / max(stats.elapsed_s, 1e-9):,.0f} tasks/s), {stats.parts} part file(s)")
+    if failed_now or plan.done_failed:
+        first = (stats.first_errors[0] if stats and stats.first_errors else
+                 "see the error column of the failed rows")
+        print(f"FAILED: {failed_now} of {ran} task(s) failed this run"
+              f"{f', {plan.done_failed} earlier failure(s) skipped (retry_failed=true re-runs them)' if plan.done_failed else ''}"
+              f"; first error: {first}", file=sys.stderr)
+        return EXIT_FAILED_TASKS
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- provenance
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+def _versions() -> dict:
+    out = {}
+    for pkg in PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _git_info() -> dict:
+    def git(*cmd):
+        return subprocess.run(["git", "-C", str(REPO_ROOT), *cmd], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        return {"commit": commit or None, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}

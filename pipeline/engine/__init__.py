@@ -1,0 +1,1 @@
+"""Grid expansion, task identity, batching and Dask execution (no science here)."""

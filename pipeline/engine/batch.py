@@ -1,0 +1,174 @@
+"""Worker side: run a batch of grid points and return one typed Arrow table.
+
+A batch is (grid, indices). Every point becomes one or more rows; an exception inside the
+experiment becomes a single ``status=failed`` row carrying the error text, so one bad point
+never loses the batch.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import traceback
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from pipeline.engine.grid import Grid, seed_of
+from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN
+
+
+def result_schema(grid: Grid) -> pa.Schema:
+    exp = grid.experiment
+    fields = [pa.field(p.name, p.arrow_type) for p in exp.params]
+    fields += [pa.field(name, typ) for name, typ in exp.columns.items()]
+    if exp.stochastic:
+        fields.append(pa.field(*SEED_COLUMN))
+    fields += [pa.field(name, typ) for name, typ in BOOKKEEPING.items()]
+    return pa.schema(fields, metadata={"experiment": exp.name, "version": str(exp.version)})
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _as_rows(out: Any) -> Sequence[Mapping[str, Any]]:
+    if out is None:
+        return [{}]
+    if isinstance(out, Mapping):
+        return [out]
+    rows = list(out)
+    if not rows:
+        raise ValueError("experiment returned no rows")
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise TypeError(f"experiment must return a dict or a list of dicts, got {type(row)}")
+    return rows
+
+
+def _error_text(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" [{os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name}]" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def run_batch(grid: Grid, indices: Sequence[int]) -> tuple[pa.Table, float]:
+    """Run the points ``indices`` of ``grid``; return (rows as a table, wall seconds)."""
+    t_batch = time.perf_counter()
+    exp = grid.experiment
+    schema = result_schema(grid)
+    param_names = [p.name for p in exp.params]
+    out_columns = list(exp.columns)
+    allowed = set(out_columns)
+    worker = _worker_name()
+    columns: dict[str, list] = {f.name: [] for f in schema}
+    tasks: list[tuple[int, int]] = []  # (first row, row count) per task, for error isolation
+
+    for index in indices:
+        index = int(index)
+        tid = grid.task_id(index)
+        point = grid.point(index)
+        seed = seed_of(tid)
+        started = time.time_ns() // 1000
+        t0 = time.perf_counter()
+        try:
+            rows = _as_rows(exp.run(point, seed))
+            for row in rows:
+                extra = row.keys() - allowed
+                if extra:
+                    raise KeyError(f"undeclared output column(s) {sorted(extra)}")
+            status, error = "ok", None
+        except Exception as exc:  # a failing point is data, not a crash
+            rows, status, error = [{}], "failed", _error_text(exc)
+        elapsed = time.perf_counter() - t0
+        finished = time.time_ns() // 1000
+        tasks.append((len(columns["task_id"]), len(rows)))
+        for r, row in enumerate(rows):
+            for name in param_names:
+                columns[name].append(point[name])
+            for name in out_columns:
+                columns[name].append(row.get(name))
+            if exp.stochastic:
+                columns["seed"].append(seed)
+            columns["task_id"].append(tid)
+            columns["experiment_version"].append(grid.version)
+            columns["status"].append(status)
+            columns["error"].append(error)
+            columns["elapsed_s"].append(elapsed)
+            columns["worker"].append(worker)
+            columns["started_at"].append(started)
+            columns["finished_at"].append(finished)
+            columns["row_index"].append(r)
+
+    try:
+        table = _to_table(columns, schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        table = _to_table(_isolate_bad_rows(columns, schema, tasks, out_columns), schema)
+    return table, time.perf_counter() - t_batch
+
+
+def _to_table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
+    arrays = []
+    for f in schema:
+        values = columns[f.name]
+        if pa.types.is_timestamp(f.type):
+            arrays.append(pa.array(values, pa.int64()).cast(f.type))
+        else:
+            arrays.append(pa.array(values, f.type, from_pandas=True))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _isolate_bad_rows(columns, schema, tasks, out_columns):
+    """A value that does not fit its declared Arrow type fails its task, not the batch."""
+    types = {f.name: f.type for f in schema}
+    for first, count in tasks:
+        problem = None
+        for r in range(first, first + count):
+            for name in out_columns:
+                try:
+                    pa.array([columns[name][r]], types[name], from_pandas=True)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError,
+                        OverflowError) as exc:
+                    problem = (f"TypeError: column '{name}' value {columns[name][r]!r} does not fit "
+                               f"declared type {types[name]}: {exc}")
+                    break
+            if problem:
+                break
+        if problem:
+            for r in range(first, first + count):
+                for name in out_columns:
+                    columns[name][r] = None
+                columns["status"][r] = "failed"
+                columns["error"][r] = problem
+    return columns
+
+
+def failed_batch_table(grid: Grid, indices: Sequence[int], error: str) -> pa.Table:
+    """Rows for a whole batch lost at the cluster level (e.g. its workers kept dying)."""
+    exp = grid.experiment
+    schema = result_schema(grid)
+    columns: dict[str, list] = {f.name: [] for f in schema}
+    now = time.time_ns() // 1000
+    for index in indices:
+        point = grid.point(int(index))
+        tid = grid.task_id(int(index))
+        for name in columns:
+            columns[name].append(None)
+        for p in exp.params:
+            columns[p.name][-1] = point[p.name]
+        if exp.stochastic:
+            columns["seed"][-1] = seed_of(tid)
+        columns["task_id"][-1] = tid
+        columns["experiment_version"][-1] = grid.version
+        columns["status"][-1] = "failed"
+        columns["error"][-1] = error
+        columns["started_at"][-1] = now
+        columns["finished_at"][-1] = now
+        columns["row_index"][-1] = 0
+    return _to_table(columns, schema)

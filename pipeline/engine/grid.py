@@ -1,0 +1,319 @@
+"""Grid expansion: YAML ``grid:``/``params:`` into a lazy, indexable set of typed points.
+
+Grammar of a ``grid:`` value (per parameter):
+
+- a list ``[a, b, c]``: an axis of the cartesian product;
+- a scalar: a single value (same as putting it in ``params:``);
+- a range helper, as a mapping or a string:
+  ``{linspace: [start, stop, num]}`` / ``"linspace(start, stop, num)"`` (numpy.linspace),
+  ``{logspace: [a, b, num]}`` / ``"logspace(a, b, num)"`` (10**linspace(a, b, num)),
+  ``{range: [start, stop, step]}`` / ``"range(start, stop[, step])"`` (Python range, stop excluded);
+- for list-typed parameters (``float_list``/``int_list``) a list of lists is an axis, a flat list
+  one value.
+
+The special key ``zip`` holds a list of groups; each group maps parameters to equal-length lists
+that vary together, forming one axis. ``params:`` gives fixed values; a grid value wins over the
+same key in ``params:``. Points are numbered 0..N-1 with the last axis varying fastest, so a
+point is decoded from its index without materialising the grid (a 10^7-point grid costs nothing
+until it is iterated).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from itertools import product
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from pipeline.experiments.base import REQUIRED, Experiment, ParamError
+
+RANGE_HELPERS = ("linspace", "logspace", "range")
+_HELPER_RE = re.compile(r"^\s*(linspace|logspace|range)\s*\((.*)\)\s*$")
+
+
+def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
+    if isinstance(args, Mapping):
+        keys = {"linspace": ("start", "stop", "num"), "logspace": ("start", "stop", "num"),
+                "range": ("start", "stop", "step")}[name]
+        args = [args[k] for k in keys if k in args]
+    if not isinstance(args, (list, tuple)):
+        raise ParamError(experiment, param, f"{name} takes a list of arguments, got {args!r}")
+    try:
+        if name == "range":
+            if not 1 <= len(args) <= 3:
+                raise ValueError("range takes 1 to 3 integers (start, stop, step)")
+            ints = [int(a) for a in args]
+            if any(float(a) != i for a, i in zip(args, ints)):
+                raise ValueError("range arguments must be integers")
+            return list(range(*ints))
+        if len(args) != 3:
+            raise ValueError(f"{name} takes exactly 3 arguments (start, stop, num)")
+        start, stop, num = float(args[0]), float(args[1]), int(args[2])
+        if num < 1:
+            raise ValueError("num must be >= 1")
+        values = np.linspace(start, stop, num)
+        if name == "logspace":
+            values = 10.0 ** values
+        return [float(v) for v in values]
+    except (TypeError, ValueError) as exc:
+        raise ParamError(experiment, param, f"bad {name} helper {args!r}: {exc}") from None
+
+
+def expand_value(value: Any, param: str, experiment: str, list_typed: bool = False) -> list:
+    """The list of raw values one ``grid:`` entry stands for."""
+    if isinstance(value, Mapping):
+        if len(value) == 1 and next(iter(value)) in RANGE_HELPERS:
+            name, args = next(iter(value.items()))
+            return _helper_args(name, args, param, experiment)
+        raise ParamError(experiment, param, f"a grid value must be a list, a scalar or one of "
+                         f"{{{', '.join(RANGE_HELPERS)}}}; got mapping {dict(value)!r}")
+    if isinstance(value, str):
+        match = _HELPER_RE.match(value)
+        if match:
+            name, body = match.groups()
+            try:
+                args = [json.loads(a) for a in body.split(",") if a.strip()]
+            except json.JSONDecodeError:
+                raise ParamError(experiment, param, f"cannot parse {value!r}") from None
+            return _helper_args(name, args, param, experiment)
+        return [value]
+    if isinstance(value, (list, tuple)):
+        if list_typed and not any(isinstance(v, (list, tuple)) for v in value):
+            return [list(value)]  # a flat list is one value of a list-typed parameter
+        return list(value)
+    return [value]
+
+
+def _fragment(value: Any) -> str:
+    """Canonical JSON of one typed value (the unit the task id hashes)."""
+    if isinstance(value, float):
+        if value == 0.0:
+            value = 0.0  # fold -0.0
+        if math.isnan(value) or math.isinf(value):
+            return json.dumps(repr(value))
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_fragment(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+@dataclass(frozen=True)
+class Axis:
+    names: tuple[str, ...]
+    values: tuple[tuple, ...]  # one tuple of typed values per position
+
+
+class Grid:
+    """A validated experiment grid: typed axes, fixed values and task identities."""
+
+    def __init__(self, experiment: Experiment, grid: Mapping[str, Any] | None,
+                 params: Mapping[str, Any] | None):
+        self._spec = (experiment.name, _plain(grid or {}), _plain(params or {}))
+        self.experiment = experiment
+        self.name = experiment.name
+        self.version = int(experiment.version)
+        declared = experiment.param_map
+        grid = dict(self._spec[1])
+        params = dict(self._spec[2])
+        zip_groups = grid.pop("zip", None) or []
+        if isinstance(zip_groups, Mapping):
+            zip_groups = [zip_groups]
+
+        def check_known(key: str) -> None:
+            if key not in declared:
+                raise ParamError(self.name, key, "unknown parameter; declared parameters are: "
+                                 + ", ".join(declared))
+
+        axes: list[Axis] = []
+        seen: set[str] = set()
+        for group in zip_groups:
+            if not isinstance(group, Mapping) or not group:
+                raise ParamError(self.name, "zip", "each zip group maps parameters to lists")
+            columns = []
+            for key, raw in group.items():
+                check_known(key)
+                if key in seen:
+                    raise ParamError(self.name, key, "appears twice in the grid")
+                seen.add(key)
+                p = declared[key]
+                vals = expand_value(raw, key, self.name, p.type in ("int_list", "float_list"))
+                columns.append([p.coerce(v, self.name) for v in vals])
+            lengths = {len(c) for c in columns}
+            if len(lengths) != 1:
+                raise ParamError(self.name, ",".join(group), f"zip group lists differ in length "
+                                 f"({sorted(lengths)}); they must be equal")
+            axes.append(Axis(tuple(group), tuple(zip(*columns))))
+        for key, raw in grid.items():
+            check_known(key)
+            if key in seen:
+                raise ParamError(self.name, key, "appears both in a zip group and in the grid")
+            seen.add(key)
+            p = declared[key]
+            vals = expand_value(raw, key, self.name, p.type in ("int_list", "float_list"))
+            if not vals:
+                raise ParamError(self.name, key, "empty list of values")
+            axes.append(Axis((key,), tuple((p.coerce(v, self.name),) for v in vals)))
+
+        fixed: dict[str, Any] = {}
+        for key, raw in params.items():
+            check_known(key)
+            if key not in seen:
+                fixed[key] = declared[key].coerce(raw, self.name)
+        for p in experiment.params:
+            if p.name in seen or p.name in fixed:
+                continue
+            if p.default is REQUIRED:
+                raise ParamError(self.name, p.name, "required parameter: give it in grid: or params:")
+            fixed[p.name] = p.default if p.default is None else p.coerce(p.default, self.name)
+
+        self.axes = axes
+        self.fixed = fixed
+        self.sizes = [len(a.values) for a in axes]
+        self.total = math.prod(self.sizes) if axes else 1
+        self.param_names = [p.name for p in experiment.params]
+        self._build_hash_plan()
+        self._check_combinations()
+
+    @classmethod
+    def from_spec(cls, name: str, grid: Mapping[str, Any], params: Mapping[str, Any]) -> "Grid":
+        """Rebuild (once per process) from the plain spec; used when a Grid is unpickled."""
+        key = json.dumps([name, grid, params], sort_keys=True, default=repr)
+        cached = _GRID_CACHE.get(key)
+        if cached is None:
+            from pipeline.experiments.base import get_experiment
+
+            cached = _GRID_CACHE[key] = cls(get_experiment(name), grid, params)
+        return cached
+
+    def __reduce__(self):
+        # Ship only the plain spec: workers rebuild the grid from the registry, so experiment
+        # functions and checks never need to be pickled.
+        return (Grid.from_spec, self._spec)
+
+    # ------------------------------------------------------------------ identity
+    def _build_hash_plan(self) -> None:
+        prefix = json.dumps({"experiment": self.name, "version": self.version})[:-1]
+        # For each param (sorted) either a fixed fragment or (axis, position) whose fragments
+        # are precomputed: hashing a point is then a join and one sha256.
+        self._axis_fragments = [[tuple(_fragment(v) for v in vals) for vals in axis.values]
+                                for axis in self.axes]
+        where: dict[str, tuple[int, int]] = {}
+        for ai, axis in enumerate(self.axes):
+            for pos, name in enumerate(axis.names):
+                where[name] = (ai, pos)
+        plan = []
+        for name in sorted(self.param_names):
+            key = json.dumps(name) + ":"
+            if name in where:
+                plan.append((key, where[name]))
+            else:
+                plan.append((key + _fragment(self.fixed[name]), None))
+        self._hash_prefix = prefix + ',"params":{'
+        self._hash_plan = plan
+
+    def _digits(self, index: int) -> list[int]:
+        if not 0 <= index < self.total:
+            raise IndexError(index)
+        digits = [0] * len(self.sizes)
+        for ai in range(len(self.sizes) - 1, -1, -1):
+            index, digits[ai] = divmod(index, self.sizes[ai])
+        return digits
+
+    def canonical(self, index: int) -> str:
+        digits = self._digits(index)
+        parts = []
+        for key, loc in self._hash_plan:
+            if loc is None:
+                parts.append(key)
+            else:
+                ai, pos = loc
+                parts.append(key + self._axis_fragments[ai][digits[ai]][pos])
+        return self._hash_prefix + ",".join(parts) + "}}"
+
+    def task_id(self, index: int) -> str:
+        return task_id_of(self.canonical(index))
+
+    def point(self, index: int) -> dict:
+        """The fully-resolved, typed parameter point with this index."""
+        digits = self._digits(index)
+        point = dict(self.fixed)
+        for axis, d in zip(self.axes, digits):
+            for name, value in zip(axis.names, axis.values[d]):
+                point[name] = value
+        return {name: _copy(point[name]) for name in self.param_names}
+
+    def iter_indices(self) -> Iterator[int]:
+        return iter(range(self.total))
+
+    def sample_indices(self, count: int) -> list[int]:
+        if self.total <= count:
+            return list(range(self.total))
+        return sorted({int(round(i)) for i in np.linspace(0, self.total - 1, count)})
+
+    # ------------------------------------------------------------------ validation
+    def _check_combinations(self) -> None:
+        """Run each multi-parameter limit once per distinct combination it depends on."""
+        for check in self.experiment.checks:
+            wanted = set(check.params)
+            projections = []
+            for axis in self.axes:
+                names = [n for n in axis.names if n in wanted]
+                if names:
+                    idx = [axis.names.index(n) for n in names]
+                    combos = sorted({tuple(v[i] for i in idx) for v in axis.values}, key=repr)
+                    projections.append((names, combos))
+            for choice in product(*[combos for _, combos in projections]):
+                values = {n: self.fixed[n] for n in wanted if n in self.fixed}
+                for (names, _), combo in zip(projections, choice):
+                    values.update(zip(names, combo))
+                message = check.fn(values)
+                if message:
+                    shown = ", ".join(f"{k}={values[k]!r}" for k in check.params)
+                    raise ParamError(self.name, ",".join(check.params), f"{message} (at {shown})")
+
+
+_GRID_CACHE: dict[str, "Grid"] = {}
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts/lists/scalars (OmegaConf containers and tuples converted)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _copy(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
+
+
+def task_id_of(canonical: str) -> str:
+    """Stable 96-bit task id (hex) of a canonical parameter string."""
+    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
+
+
+def seed_of(task_id: str) -> int:
+    """The 63-bit seed of a task: a hash of its id, the same on any worker and any run."""
+    return int(hashlib.sha256(b"seed:" + task_id.encode()).hexdigest()[:16], 16) >> 1
+
+
+def describe_axes(grid: Grid) -> list[str]:
+    lines = []
+    for axis in grid.axes:
+        head = " & ".join(axis.names) if len(axis.names) > 1 else axis.names[0]
+        vals = [v if len(v) > 1 else v[0] for v in axis.values]
+        shown = vals if len(vals) <= 6 else [*vals[:3], "...", *vals[-2:]]
+        lines.append(f"  {head}: {len(vals)} value(s) {shown}")
+    return lines
+
+
+def fixed_summary(grid: Grid) -> Sequence[str]:
+    return [f"  {k} = {v!r}" for k, v in grid.fixed.items()]

@@ -1,0 +1,197 @@
+"""Driver side: plan a sweep against the store, fan batches out on Dask, stream parts to disk.
+
+The driver never holds more than the batches in flight: each finished batch is written as a
+part file and released. Batches are sized adaptively (``batch_size="auto"``) so each Dask task
+carries about ``target_batch_seconds`` of work, measured on the workers as the sweep runs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.compute as pc
+
+from pipeline.engine.batch import failed_batch_table, run_batch
+from pipeline.engine.grid import Grid
+from pipeline.store.parquet import PartWriter, stored_task_status
+
+TARGET_BATCH_SECONDS = 0.2
+MAX_BATCH = 50_000
+
+
+@dataclass
+class Plan:
+    total: int
+    pending: np.ndarray  # grid indices still to run, ascending
+    done_ok: int
+    done_failed: int  # stored as failed and not retried this time
+
+
+def plan_sweep(grid: Grid, path, retry_failed: bool = False) -> Plan:
+    """Which grid points still need running, given what the store already holds."""
+    ok_ids, failed_ids = stored_task_status(path)
+    if not ok_ids and not failed_ids:
+        return Plan(grid.total, np.arange(grid.total, dtype=np.int64), 0, 0)
+    skip_failed = not retry_failed
+    pending = array("q")
+    done_ok = done_failed = 0
+    for i in range(grid.total):
+        tid = grid.task_id(i)
+        if tid in ok_ids:
+            done_ok += 1
+        elif tid in failed_ids and skip_failed:
+            done_failed += 1
+        else:
+            pending.append(i)
+    return Plan(grid.total, np.frombuffer(pending, dtype=np.int64), done_ok, done_failed)
+
+
+@dataclass
+class SweepStats:
+    ran: int = 0
+    ok: int = 0
+    failed: int = 0
+    rows: int = 0
+    parts: int = 0
+    batches: int = 0
+    elapsed_s: float = 0.0
+    first_errors: list = field(default_factory=list)
+
+
+class Progress:
+    """One status line: done, failed, remaining, rate and ETA (redrawn in place on a TTY)."""
+
+    def __init__(self, name: str, todo: int, enabled: bool = True, stream=None):
+        self.name, self.todo, self.enabled = name, todo, enabled
+        self.stream = stream or sys.stderr
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+        self.interval = 0.5 if self.tty else 10.0
+
+    def update(self, stats: SweepStats, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self.last < self.interval:
+            return
+        self.last = now
+        elapsed = now - self.t0
+        done = stats.ok + stats.failed
+        rate = done / elapsed if elapsed > 0 else 0.0
+        remaining = self.todo - done
+        eta = remaining / rate if rate > 0 and elapsed > 2 else float("nan")
+        frac = done / self.todo if self.todo else 1.0
+        bar = "#" * int(frac * 24)
+        line = (f"[{self.name}] |{bar:<24}| {done}/{self.todo} done, {stats.failed} failed, "
+                f"{remaining} remaining, {rate:,.0f} tasks/s, ETA {_hms(eta)}")
+        if self.tty:
+            self.stream.write("\r" + line + "\x1b[K")
+            if force:
+                self.stream.write("\n")
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _hms(seconds: float) -> str:
+    if seconds != seconds or seconds == float("inf"):
+        return "--:--:--"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _warm_up(grid: Grid) -> int:
+    """Runs on each worker before the sweep: the grid arrives unpickled, so the registry and
+    the experiment's modules are imported now rather than inside the first timed batch."""
+    return grid.total
+
+
+def _total_threads(client) -> int:
+    try:
+        return max(1, sum(client.nthreads().values()))
+    except Exception:
+        return 1
+
+
+def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
+              batch_size: int | str = "auto", progress: bool = True,
+              target_batch_seconds: float = TARGET_BATCH_SECONDS) -> SweepStats:
+    """Run ``pending`` grid indices on ``client``; each finished batch becomes a part file."""
+    from distributed import as_completed
+
+    stats = SweepStats()
+    todo = int(pending.size)
+    bar = Progress(grid.name, todo, progress)
+    if todo == 0:
+        bar.update(stats, force=True)
+        return stats
+    fixed = None if batch_size in (None, "auto") else int(batch_size)
+    t_start = time.perf_counter()
+    [grid_future] = client.scatter([grid], broadcast=True, hash=False)
+    client.run(_warm_up, grid)  # imports and grid set-up happen once per worker, not in batch 1
+    per_task = None  # seconds of worker time per task, exponentially weighted (forgets warm-up)
+    largest = 1
+    cursor = 0
+    in_flight: dict = {}
+    queue = as_completed()
+
+    def next_size(threads: int) -> int:
+        nonlocal largest
+        if fixed is not None:
+            return fixed
+        if per_task is None:
+            return 1  # first wave: measure before committing work to a batch
+        ideal = max(1, int(target_batch_seconds / max(per_task, 1e-7)))
+        size = min(ideal, 8 * largest, MAX_BATCH)  # grow fast, but not on one lucky sample
+        remaining = todo - cursor
+        if remaining < 2 * threads * size:  # the tail: spread it over every worker...
+            floor = max(1, ideal // 4)  # ...without batches too small to be worth a task
+            size = max(floor, -(-remaining // (2 * threads)))
+        largest = max(largest, size)
+        return size
+
+    def submit_more() -> None:
+        nonlocal cursor
+        threads = _total_threads(client)
+        while cursor < todo and len(in_flight) < 2 * threads + 2:
+            size = next_size(threads)
+            chunk = pending[cursor:cursor + size]
+            cursor += len(chunk)
+            fut = client.submit(run_batch, grid_future, chunk, pure=False, retries=2)
+            in_flight[fut.key] = chunk
+            queue.add(fut)
+
+    submit_more()
+    for fut in queue:
+        chunk = in_flight.pop(fut.key)
+        if fut.status == "finished":
+            table, seconds = fut.result()
+            sample = seconds / len(chunk)
+            # A cheaper sample is believed at once (warm-up is over); a dearer one is averaged.
+            per_task = sample if per_task is None or sample < per_task else 0.5 * (per_task + sample)
+        else:
+            error = f"batch lost on the cluster: {type(fut.exception()).__name__}: {fut.exception()}"
+            table = failed_batch_table(grid, chunk, error)
+        fut.release()
+        writer.write(table)
+        failed_mask = pc.equal(table["status"], "failed")
+        n_failed = len(pc.unique(table.filter(failed_mask)["task_id"]))
+        if n_failed and len(stats.first_errors) < 3:
+            stats.first_errors.append(table.filter(failed_mask)["error"][0].as_py())
+        stats.ran += len(chunk)
+        stats.failed += n_failed
+        stats.ok += len(chunk) - n_failed
+        stats.rows += table.num_rows
+        stats.batches += 1
+        stats.parts = writer.seq
+        del table
+        submit_more()
+        bar.update(stats)
+    stats.elapsed_s = time.perf_counter() - t_start
+    bar.update(stats, force=True)
+    return stats

@@ -1,0 +1,51 @@
+"""``calibration``: a synthetic workload for measuring and testing the engine itself.
+
+Each point busy-waits ``work_us`` microseconds (a stand-in kernel of known cost), draws one
+number from the task seed, and optionally fails (``fail_every``) or emits several rows
+(``rows``). Use it to calibrate a cluster (``python run.py experiment=calibration``) and in the
+engine's tests and benchmarks; it carries no science.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.experiments.base import Experiment, Interval, Param, register
+
+
+def spin(seconds: float) -> None:
+    """Busy-wait (not sleep), so the cost is CPU work like a real kernel's."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def run(p: dict, seed: int) -> list[dict]:
+    if p["work_us"] > 0:
+        spin(p["work_us"] * 1e-6)
+    if p["fail_every"] and p["x"] % p["fail_every"] == 0:
+        raise ValueError(f"calibration failure requested at x={p['x']}")
+    draw = float(np.random.default_rng(seed).random())
+    return [{"value": p["x"] * p["scale"] + r, "draw": draw, "label": f"x{p['x']}-r{r}"}
+            for r in range(p["rows"])]
+
+
+EXPERIMENT = register(Experiment(
+    name="calibration",
+    version=1,
+    doc=__doc__,
+    stochastic=True,
+    params=[
+        Param("x", int, 0, Interval(0, None), "point label; the usual sweep axis"),
+        Param("work_us", float, 10.0, Interval(0, 60e6), "busy-wait per point, microseconds"),
+        Param("scale", float, 1.0, None, "value = x * scale + row"),
+        Param("rows", int, 1, Interval(1, 1000), "rows emitted per point"),
+        Param("fail_every", int, 0, Interval(0, None),
+              "raise at points where x % fail_every == 0 (0: never)"),
+    ],
+    columns={"value": pa.float64(), "draw": pa.float64(), "label": pa.string()},
+    run=run,
+))

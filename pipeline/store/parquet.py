@@ -1,0 +1,175 @@
+"""Parquet result store: one folder per experiment, one part file per finished batch.
+
+Layout of ``results_dir/NAME/``::
+
+    part-<run_id>-<seq>.parquet   result rows (each file written to a hidden temp name, then renamed)
+    _manifest.json                one record per run: config, versions, commit, host, times, counts
+    _report/                      written by the report step
+    .lock                         held while a sweep writes here
+
+Names starting with ``_`` or ``.`` are skipped by pyarrow's dataset discovery, so
+``pandas.read_parquet(results_dir/NAME)`` reads exactly the result rows.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+MANIFEST = "_manifest.json"
+REPORT_DIR = "_report"
+
+
+class StoreLocked(RuntimeError):
+    pass
+
+
+def experiment_dir(results_dir: str | os.PathLike, name: str) -> Path:
+    return Path(results_dir) / name
+
+
+def part_files(path: str | os.PathLike) -> list[Path]:
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.glob("part-*.parquet") if p.is_file())
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+class PartWriter:
+    """Writes result tables as numbered part files, each atomically (temp file + rename)."""
+
+    def __init__(self, path: str | os.PathLike, run_id: str):
+        self.path = Path(path)
+        self.run_id = run_id
+        self.seq = 0
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> Path | None:
+        if table.num_rows == 0:
+            return None
+        self.path.mkdir(parents=True, exist_ok=True)
+        final = self.path / f"part-{self.run_id}-{self.seq:06d}.parquet"
+        tmp = self.path / f".{final.name}.tmp"
+        pq.write_table(table, tmp, compression="zstd")
+        with open(tmp, "rb+") as fh:  # make the bytes durable before the rename publishes them
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+        self.seq += 1
+        self.rows += table.num_rows
+        return final
+
+
+def clean_temp_files(path: str | os.PathLike) -> int:
+    """Remove temp files left by a killed writer; returns how many."""
+    removed = 0
+    for tmp in Path(path).glob(".part-*.parquet.tmp"):
+        tmp.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def stored_task_status(path: str | os.PathLike) -> tuple[set[str], set[str]]:
+    """Task ids stored with status ok, and those stored only as failed."""
+    files = part_files(path)
+    if not files:
+        return set(), set()
+    table = ds.dataset([str(f) for f in files], format="parquet").to_table(
+        columns=["task_id", "status"])
+    ok = set(table.filter(pa.compute.equal(table["status"], "ok"))["task_id"].to_pylist())
+    failed = set(table.filter(pa.compute.equal(table["status"], "failed"))["task_id"]
+                 .to_pylist()) - ok
+    return ok, failed
+
+
+def read_table(path: str | os.PathLike) -> pa.Table | None:
+    files = part_files(path)
+    if not files:
+        return None
+    schemas = [pq.read_schema(f) for f in files]
+    schema = pa.unify_schemas(schemas, promote_options="permissive")
+    return ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table()
+
+
+def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
+    """One result per task: a task stored ok anywhere drops its failed rows; repeated rows
+    of the same (task_id, row_index) keep the latest finished."""
+    if df.empty:
+        return df
+    ok_ids = set(df.loc[df["status"] == "ok", "task_id"])
+    df = df[(df["status"] == "ok") | ~df["task_id"].isin(ok_ids)]
+    df = df.sort_values("finished_at", kind="stable")
+    df = df.drop_duplicates(["task_id", "row_index"], keep="last")
+    return df.sort_values(["task_id", "row_index"], kind="stable").reset_index(drop=True)
+
+
+def load(results_dir: str | os.PathLike, name: str, status: str | None = None) -> pd.DataFrame:
+    """The whole result table of experiment ``name``, one row set per task id.
+
+    ``status="ok"`` keeps only successful rows. Raises FileNotFoundError if nothing is stored.
+    """
+    path = experiment_dir(results_dir, name)
+    table = read_table(path)
+    if table is None:
+        raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
+    df = deduplicate(table.to_pandas())
+    if status is not None:
+        df = df[df["status"] == status].reset_index(drop=True)
+    return df
+
+
+# --------------------------------------------------------------------------- manifest
+def read_manifest(path: str | os.PathLike) -> dict:
+    file = Path(path) / MANIFEST
+    if not file.exists():
+        return {"runs": []}
+    return json.loads(file.read_text())
+
+
+def update_manifest(path: str | os.PathLike, run: dict) -> None:
+    """Insert or replace this run's record (by run_id), atomically."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(path)
+    runs = [r for r in manifest.get("runs", []) if r.get("run_id") != run["run_id"]]
+    runs.append(run)
+    manifest["runs"] = runs
+    manifest["latest"] = run["run_id"]
+    tmp = path / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, default=str))
+    os.replace(tmp, path / MANIFEST)
+
+
+class SweepLock:
+    """An exclusive lock on an experiment folder; the kernel drops it if the driver dies."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.fh = None
+
+    def __enter__(self) -> "SweepLock":
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.fh = open(self.path / ".lock", "w")
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.fh.close()
+            raise StoreLocked(f"another sweep is writing to {self.path} (lock {self.path / '.lock'})")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fh:
+            fcntl.flock(self.fh, fcntl.LOCK_UN)
+            self.fh.close()

@@ -1,0 +1,12 @@
+"""Command-line entry point: ``python run.py experiment=NAME [grid.PARAM=[...]] [results_dir=DIR]``.
+
+See README.md for every option. Exit codes: 0 all tasks ok, 1 some tasks failed,
+2 invalid configuration (nothing was run or written).
+"""
+
+import sys
+
+from pipeline.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
