@@ -1,0 +1,256 @@
+"""Experiments for the optimal composition of (eps, delta)-DP (issue 3, seed 001).
+
+* ``composition``        eps_optimal (exact, Theorem 3.3) beside the KOV (Thm 3.4), DRV and basic bounds.
+* ``composition_delta``  the forward direction: delta_optimal for a given eps_total.
+* ``composition_region`` the (eps_i, delta_i) lines and the vertices of the k-fold privacy region.
+* ``composition_hetero`` heterogeneous eps_1..eps_k: exact (Murtagh-Vadhan, grouped), lattice
+                         upper/lower bounds with accuracy eta, Theorem 3.5 bound, dp-accounting PLD.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.experiments.base import Choice, Experiment, Interval, Param, PointCheck, register
+from pipeline.kernels import composition as kc
+
+K_MAX = 10**7
+REGION_K_MAX = 10_000
+EXACT_MAX_COMBOS = 2**21  # grouped Murtagh-Vadhan sum: prod (n_j + 1) terms
+LATTICE_MAX_WORK = 3 * 10**8  # k * sum ceil(eps_i / eta) log-space DP cells (~3 s)
+PLD_MAX_DISTINCT = 100  # dp-accounting: one PLD convolution per distinct eps (~1 s at 100)
+HETERO_K_MAX = 100_000
+
+_EPS = Param("eps", float, 0.1, Interval(0, None, lo_closed=False),
+             "per-step epsilon of each (eps, delta)-DP mechanism")
+_DELTA = Param("delta", float, 0.0, Interval(0, 1, hi_closed=False), "per-step delta")
+_K = Param("k", int, 10, Interval(1, K_MAX), "number of adaptively composed mechanisms")
+_DELTA_TARGET = Param("delta_target", float, 1e-6, Interval(0, 1, lo_closed=False, hi_closed=False),
+                      "total delta of the composed mechanism")
+
+
+# --------------------------------------------------------------------------- composition
+def run_composition(params: dict, seed: int) -> dict:
+    eps, delta, k, dt = params["eps"], params["delta"], params["k"], params["delta_target"]
+    return {
+        "eps_optimal": kc.eps_optimal(eps, delta, k, dt),
+        "eps_kov_bound": kc.eps_kov_bound(eps, delta, k, dt),
+        "eps_drv": kc.eps_drv(eps, delta, k, dt),
+        "eps_basic": k * eps,
+        "delta_floor": kc.pure_delta_floor(delta, k),
+    }
+
+
+COMPOSITION = register(Experiment(
+    name="composition", version=1,
+    doc="Optimal k-fold composition of (eps, delta)-DP (Kairouz-Oh-Viswanath Thm 3.3) vs KOV, DRV, basic.",
+    params=[_EPS, _DELTA, _K, _DELTA_TARGET],
+    columns={
+        "eps_optimal": pa.float64(),    # exact smallest eps~; inf if delta_target < delta_floor
+        "eps_kov_bound": pa.float64(),  # Theorem 3.4 closed form (min of k eps and two expressions)
+        "eps_drv": pa.float64(),        # DRV advanced composition with delta' = delta_target - k delta
+        "eps_basic": pa.float64(),      # k * eps
+        "delta_floor": pa.float64(),    # 1 - (1 - delta)^k: smallest reachable delta_target
+    },
+    run=run_composition,
+))
+
+
+# --------------------------------------------------------------------------- composition_delta
+def run_composition_delta(params: dict, seed: int) -> dict:
+    eps, delta, k, et = params["eps"], params["delta"], params["k"], params["eps_total"]
+    return {
+        "delta_optimal": kc.delta_optimal(eps, delta, k, et),
+        "log_delta_optimal": kc.log_delta_optimal(eps, delta, k, et),
+        "delta_floor": kc.pure_delta_floor(delta, k),
+    }
+
+
+COMPOSITION_DELTA = register(Experiment(
+    name="composition_delta", version=1,
+    doc="Forward direction of optimal composition: smallest delta~ for a given eps_total (Thm 3.3).",
+    params=[_EPS, _DELTA, _K,
+            Param("eps_total", float, 1.0, Interval(0, None), "total epsilon of the composed mechanism")],
+    columns={
+        "delta_optimal": pa.float64(),      # smallest delta~ with (eps_total, delta~)-DP
+        "log_delta_optimal": pa.float64(),  # natural log of delta_optimal (finite below 1e-308)
+        "delta_floor": pa.float64(),        # 1 - (1 - delta)^k
+    },
+    run=run_composition_delta,
+))
+
+
+# --------------------------------------------------------------------------- composition_region
+def run_composition_region(params: dict, seed: int) -> list[dict]:
+    eps, delta, k = params["eps"], params["delta"], params["k"]
+    eps_i, delta_i = kc.privacy_region_lines(eps, delta, k)
+    rows = [{"kind": "line", "i": int(i), "eps_i": float(e), "delta_i": float(d),
+             "p_md": None, "p_fa": None}
+            for i, (e, d) in enumerate(zip(eps_i, delta_i))]
+    md, fa = kc.privacy_region_vertices(eps, delta, k)
+    rows += [{"kind": "vertex", "i": int(v), "eps_i": None, "delta_i": None,
+              "p_md": float(x), "p_fa": float(y)}
+             for v, (x, y) in enumerate(zip(md, fa))]
+    return rows
+
+
+COMPOSITION_REGION = register(Experiment(
+    name="composition_region", version=1,
+    doc="Privacy region of the k-fold composition: (eps_i, delta_i) lines and boundary vertices.",
+    params=[Param("eps", float, 0.4, Interval(0, None, lo_closed=False), "per-step epsilon"),
+            Param("delta", float, 0.0, Interval(0, 1, hi_closed=False), "per-step delta"),
+            Param("k", int, 3, Interval(1, REGION_K_MAX), "number of composed mechanisms")],
+    columns={
+        "kind": pa.string(),      # "line" (i, eps_i, delta_i) or "vertex" (i, p_md, p_fa)
+        "i": pa.int64(),          # line index i = 0..floor(k/2), or vertex index along the boundary
+        "eps_i": pa.float64(),    # (k - 2i) eps
+        "delta_i": pa.float64(),  # optimal delta at eps_i (seed eq. (6))
+        "p_md": pa.float64(),     # vertex: probability of missed detection
+        "p_fa": pa.float64(),     # vertex: probability of false alarm
+    },
+    run=run_composition_region,
+))
+
+
+# --------------------------------------------------------------------------- composition_hetero
+EPS_SOURCES = ("list", "uniform", "two_level", "geometric")
+
+
+def hetero_eps_values(params: dict, seed: int) -> np.ndarray:
+    """The eps_1..eps_k of one task: the given list, or generated from the task seed."""
+    src = params["eps_source"]
+    if src == "list":
+        return np.asarray(params["eps_list"], dtype=float)
+    k, lo, hi = params["k"], params["eps_min"], params["eps_max"]
+    if src == "geometric":  # deterministic: eps_max * r^i down to eps_min
+        return hi * (lo / hi) ** (np.arange(k) / max(k - 1, 1))
+    rng = np.random.default_rng(seed)
+    if src == "uniform":
+        return rng.uniform(lo, hi, size=k)
+    return np.where(rng.random(k) < params["p_high"], hi, lo)  # two_level
+
+
+def _max_distinct(p: dict) -> int:
+    if p["eps_source"] == "list":
+        return len(set(p["eps_list"]))
+    return min(2, p["k"]) if p["eps_source"] == "two_level" else p["k"]
+
+
+def _check_source(p: dict) -> str | None:
+    if p["eps_source"] == "list":
+        n = len(p["eps_list"])
+        if n == 0:
+            return "eps_source=list needs a non-empty eps_list (each element > 0)"
+        if n > HETERO_K_MAX:
+            return f"eps_list may hold at most {HETERO_K_MAX} values, got {n}"
+        return None  # k is ignored: the list's length is the number of steps
+    if p["eps_list"]:
+        return f"eps_list is only used with eps_source=list (got eps_source={p['eps_source']})"
+    if p["eps_min"] > p["eps_max"]:
+        return f"eps_min ({p['eps_min']}) must be <= eps_max ({p['eps_max']})"
+    return None
+
+
+def _check_lattice(p: dict) -> str | None:
+    if p["eps_source"] == "list":
+        work = kc.hetero_lattice_size(p["eps_list"], p["eta"]) if p["eps_list"] else 0
+    else:
+        work = p["k"] * p["k"] * math.ceil(p["eps_max"] / p["eta"])
+    if work > LATTICE_MAX_WORK:
+        return (f"the lattice bound costs k * sum(ceil(eps_i/eta)) = {work:.3g} cells > "
+                f"{LATTICE_MAX_WORK:.0e}: use fewer steps k, smaller eps_max or a larger eta")
+    return None
+
+
+def _check_pld(p: dict) -> str | None:
+    if p["pld"] and _max_distinct(p) > PLD_MAX_DISTINCT:
+        return (f"pld=true allows at most {PLD_MAX_DISTINCT} distinct eps values "
+                f"(eps_source={p['eps_source']}, k={p['k']}): set pld=false or reduce k")
+    return None
+
+
+def eps_pld(values, counts, delta: float, delta_target: float, interval: float) -> float | None:
+    """dp-accounting's PLD accountant (pessimistic discretisation) as a reference; None if absent."""
+    try:
+        from dp_accounting.pld import common
+        from dp_accounting.pld import privacy_loss_distribution as pld
+    except ImportError:
+        return None
+    composed = None
+    for e, n in zip(values, counts):
+        one = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(float(e), float(delta)),
+                                          value_discretization_interval=interval)
+        part = one.self_compose(int(n)) if n > 1 else one
+        composed = part if composed is None else composed.compose(part)
+    return float(composed.get_epsilon_for_delta(delta_target))
+
+
+def run_composition_hetero(params: dict, seed: int) -> dict:
+    eps_values = hetero_eps_values(params, seed)
+    delta, dt, eta = params["delta"], params["delta_target"], params["eta"]
+    values, counts = kc.group_eps(eps_values)
+    combos = kc.hetero_exact_combos(counts)
+    exact = kc.hetero_eps_exact(eps_values, delta, dt) if combos <= EXACT_MAX_COMBOS else None
+    upper, lower = kc.hetero_eps_approx(eps_values, delta, dt, eta)
+    return {
+        "k_steps": int(eps_values.size),
+        "n_distinct": int(values.size),
+        "log_exact_combos": float(np.sum(np.log(counts + 1.0))),
+        "eps_values": eps_values.tolist(),
+        "eps_exact": exact,
+        "eps_approx": upper,
+        "eps_approx_lower": lower,
+        "eps_kov_bound": kc.hetero_kov_bound(eps_values, delta, dt),
+        "eps_basic": float(eps_values.sum()),
+        "eps_pld": (eps_pld(values, counts, delta, dt, params["pld_interval"])
+                    if params["pld"] else None),
+    }
+
+
+COMPOSITION_HETERO = register(Experiment(
+    name="composition_hetero", version=1,
+    doc="Optimal composition of heterogeneous (eps_i, delta)-DP mechanisms (Murtagh-Vadhan), "
+        "lattice bounds, Theorem 3.5 bound and dp-accounting PLD.",
+    stochastic=True,
+    params=[
+        Param("eps_source", str, "uniform", Choice(*EPS_SOURCES),
+              "where eps_1..eps_k come from: the given list, or generated from the task seed"),
+        Param("eps_list", "float_list", [], Interval(0, None, lo_closed=False),
+              "explicit eps_1..eps_k (eps_source=list only)"),
+        Param("k", int, 10, Interval(1, HETERO_K_MAX),
+              "number of steps for generated sources (ignored with eps_source=list)"),
+        Param("eps_min", float, 0.05, Interval(0, None, lo_closed=False),
+              "smallest eps (uniform: lower end; two_level: low level; geometric: last value)"),
+        Param("eps_max", float, 0.5, Interval(0, None, lo_closed=False),
+              "largest eps (uniform: upper end; two_level: high level; geometric: first value)"),
+        Param("p_high", float, 0.5, Interval(0, 1), "two_level: probability of eps_max per step"),
+        Param("delta", float, 0.0, Interval(0, 1, hi_closed=False), "per-step delta (same for all steps)"),
+        _DELTA_TARGET,
+        Param("eta", float, 0.01, Interval(0, 1, lo_closed=False),
+              "grid step of the lattice bounds: eps_i rounded up (and down) to multiples of eta"),
+        Param("pld", bool, True, None, "also compute eps_pld with dp-accounting (null if not installed)"),
+        Param("pld_interval", float, 1e-4, Interval(0, 0.1, lo_closed=False),
+              "dp-accounting value_discretization_interval"),
+    ],
+    checks=[
+        PointCheck(("eps_source", "eps_list", "k", "eps_min", "eps_max"), _check_source),
+        PointCheck(("eps_source", "eps_list", "k", "eps_max", "eta"), _check_lattice),
+        PointCheck(("eps_source", "eps_list", "k", "pld"), _check_pld),
+    ],
+    columns={
+        "k_steps": pa.int64(),              # number of composed steps
+        "n_distinct": pa.int64(),           # distinct eps values
+        "log_exact_combos": pa.float64(),   # log prod (n_j + 1): size of the grouped exact sum
+        "eps_values": pa.list_(pa.float64()),  # the eps_1..eps_k used
+        "eps_exact": pa.float64(),          # exact optimum; null when combos > 2^21
+        "eps_approx": pa.float64(),         # guaranteed upper bound (eps rounded up to the eta grid)
+        "eps_approx_lower": pa.float64(),   # guaranteed lower bound (rounded down)
+        "eps_kov_bound": pa.float64(),      # Theorem 3.5
+        "eps_basic": pa.float64(),          # sum eps_i
+        "eps_pld": pa.float64(),            # dp-accounting PLD; null if pld=false or not installed
+    },
+    run=run_composition_hetero,
+))
