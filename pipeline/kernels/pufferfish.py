@@ -126,6 +126,12 @@ def laplace_count_log_tail(log_pmf: np.ndarray, eps: float, threshold: float) ->
     return float(logsumexp(log_pmf + laplace_log_survival(threshold - k, eps)))
 
 
+def laplace_count_log_cdf(log_pmf: np.ndarray, eps: float, threshold: float) -> float:
+    """log P(K + Laplace(1/eps) <= threshold), summed directly (accurate when the tail is ~1)."""
+    k = np.arange(log_pmf.size, dtype=np.float64)
+    return float(logsumexp(log_pmf + laplace_log_survival(k - threshold, eps)))
+
+
 # --------------------------------------------------------------------------- randomized response
 
 
