@@ -86,8 +86,11 @@ def _stirlerr(n):
     return out
 
 
-def _bd0(x, m):
-    """x log(x/m) + m - x for x > 0, m > 0, without cancellation (Loader 2000), vectorised."""
+def _bd0(x, m, log_m: float | None = None):
+    """x log(x/m) + m - x for x > 0, m > 0, without cancellation (Loader 2000), vectorised.
+
+    ``log_m`` keeps the far-from-mean branch finite when m itself underflows (huge eps).
+    """
     x = np.asarray(x, dtype=float)
     m = np.broadcast_to(np.asarray(m, dtype=float), x.shape)
     out = np.empty_like(x)
@@ -105,7 +108,9 @@ def _bd0(x, m):
         s = s_new
     out[close] = s
     xf, mf = x[~close], m[~close]
-    out[~close] = xf * np.log(xf / mf) + mf - xf
+    # log(x) - log(m): x/m may overflow when m underflows towards 0 (huge eps)
+    lm = np.log(mf) if log_m is None else log_m
+    out[~close] = xf * (np.log(xf) - lm) + mf - xf
     return out
 
 
@@ -132,7 +137,7 @@ def log_binom_pmf(x, n: int, p: float, log_p: float | None = None, log_q: float 
     if xm.size:
         nf = float(n)
         out[mid] = (_stirlerr(np.array([nf]))[0] - _stirlerr(xm) - _stirlerr(nf - xm)
-                    - _bd0(xm, nf * p) - _bd0(nf - xm, nf * q)
+                    - _bd0(xm, nf * p, math.log(nf) + log_p) - _bd0(nf - xm, nf * q, math.log(nf) + log_q)
                     + 0.5 * (np.log(nf / (xm * (nf - xm))) - _LOG_2PI))
     return out
 
