@@ -1,0 +1,249 @@
+"""Experiment ``low_influence``: influence, DP, VDP and independence of finite mechanisms on
+graphs of datasets (seed 003, D'Oliveira et al.).
+
+Two modes:
+
+- ``mode=mechanism``: build one mechanism on the dataset graph and measure it: the influence
+  max_{d~d'} Pr[M(d) != M(d')], eps at delta = 0, the hockey-stick delta and the VDP delta at
+  ``eps_eval``, nontriviality (Definition 7) and independence (Proposition 1, checked on the
+  joint distribution). Marginal families (randomized response, truncated geometric, random
+  Dirichlet rows) are coupled independently, through one shared uniform, or by the
+  LP-optimal (minimum-influence) coupling; ``theorem3`` is the joint construction of
+  Theorem 3.
+- ``mode=optimise``: the optima of Examples 5 and 6 on K2 at (eps, delta): utility by LP,
+  influence of the independent optimum by the closed form (checked by a dense search and
+  an LP), influence of the joint optimum by a two-stage LP (checked by the closed form).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.experiments.base import Choice, Experiment, Interval, Param, PointCheck, register
+from pipeline.kernels import finite_mechanisms as fm
+
+GRAPHS = ("K2", "path", "cycle", "complete", "star", "hypercube", "hamming", "petersen", "random_regular")
+MECHANISMS = ("rr_binary", "rr_kary", "truncated_geometric", "dirichlet", "theorem3")
+COUPLINGS = ("independent", "shared_uniform", "lp_optimal")
+
+MAX_DATASETS = 4096          # measures of marginal mechanisms: O(|D|^2) BFS, O(|E| |V|) work
+MAX_PRODUCT_SUPPORT = 1 << 16  # independence check by Proposition 1 materialises V^D
+MAX_LP_FUNCTIONS = 1 << 14   # LP-optimal coupling: one variable per function D -> V
+
+GRAPH_PARAMS = [
+    Param("graph", str, "K2", Choice(*GRAPHS), "dataset graph family"),
+    Param("n", int, 4, Interval(2, 4096), "vertices of path/cycle/complete/star/random_regular "
+          "(cycle needs n >= 3)"),
+    Param("u", int, 3, Interval(1, 20), "hypercube dimension / Hamming individuals"),
+    Param("v", int, 3, Interval(2, 64), "Hamming values per individual"),
+    Param("degree", int, 3, Interval(1, 64), "degree of random_regular"),
+]
+
+
+def _graph_check(p: dict) -> str | None:
+    if p["graph"] == "cycle" and p["n"] < 3:
+        return "graph=cycle needs n >= 3"
+    if p["graph"] == "random_regular" and ((p["n"] * p["degree"]) % 2 or p["degree"] >= p["n"]):
+        return "graph=random_regular needs degree < n and n*degree even"
+    return None
+
+
+def _size_check(p: dict) -> str | None:
+    nd = fm.dataset_count(p["graph"], p["n"], p["u"], p["v"])
+    if nd > MAX_DATASETS:
+        return f"|D| = {nd} datasets; allowed |D| <= {MAX_DATASETS} (n, or v**u for hamming, 2**u for hypercube)"
+    return None
+
+
+def _values(p: dict) -> int:
+    return 2 if p["mechanism"] in ("rr_binary", "theorem3") else p["k"]
+
+
+def _coupling_check(p: dict) -> str | None:
+    if p["mode"] != "mechanism":
+        return None
+    nd = fm.dataset_count(p["graph"], p["n"], p["u"], p["v"])
+    k = _values(p)
+    if p["coupling"] == "lp_optimal" and p["mechanism"] != "theorem3":
+        if k ** nd > MAX_LP_FUNCTIONS:
+            return (f"coupling=lp_optimal has one LP variable per function D -> V: |V|^|D| = "
+                    f"{k}^{nd} > {MAX_LP_FUNCTIONS}; allowed: |V|^|D| <= {MAX_LP_FUNCTIONS} "
+                    f"(e.g. k=2 with |D| <= 14, k=3 with |D| <= 8)")
+    return None
+
+
+def _optimise_check(p: dict) -> str | None:
+    if p["mode"] == "optimise" and p["graph"] != "K2":
+        return "mode=optimise reproduces Examples 5 and 6 of seed 003: allowed graph=K2 only"
+    return None
+
+
+PARAMS = [
+    Param("mode", str, "mechanism", Choice("mechanism", "optimise"),
+          "mechanism: measure one mechanism; optimise: Examples 5/6 optima on K2"),
+    *GRAPH_PARAMS,
+    Param("mechanism", str, "rr_binary", Choice(*MECHANISMS), "mechanism family (mode=mechanism)"),
+    Param("coupling", str, "independent", Choice(*COUPLINGS),
+          "joint law of a marginal family across datasets (ignored by theorem3)"),
+    Param("k", int, 2, Interval(2, 64), "|V| for rr_kary, truncated_geometric, dirichlet"),
+    Param("eps", float, 1.0, Interval(0.0, 50.0),
+          "privacy parameter of rr_*/truncated_geometric; DP level in mode=optimise"),
+    Param("delta", float, 0.0, Interval(0.0, 1.0), "DP delta (mode=optimise)"),
+    Param("alpha", float, 0.1, Interval(0.0, 1.0, lo_closed=False, hi_closed=False),
+          "alpha of the Theorem 3 construction"),
+    Param("eps_eval", float, 0.0, Interval(0.0, 50.0),
+          "eps at which delta_at_eps and vdp_delta are evaluated"),
+    Param("concentration", float, 1.0, Interval(0.0, None, lo_closed=False),
+          "Dirichlet concentration of the random rows"),
+]
+
+COLUMNS = {
+    "n_datasets": pa.int64(),
+    "n_values": pa.int64(),
+    "n_edges": pa.int64(),
+    "support_size": pa.int64(),
+    "utility": pa.float64(),
+    "influence": pa.float64(),
+    "eps_pure": pa.float64(),
+    "delta_at_eps": pa.float64(),
+    "vdp_delta": pa.float64(),
+    "tv_max": pa.float64(),
+    "theorem2_delta": pa.float64(),
+    "nontrivial": pa.bool_(),
+    "independent": pa.bool_(),
+    "influence_independent": pa.float64(),
+    "influence_joint": pa.float64(),
+    "utility_closed_form": pa.float64(),
+    "influence_independent_dense": pa.float64(),
+    "influence_independent_lp": pa.float64(),
+    "influence_joint_closed_form": pa.float64(),
+    "utility_independent_lp": pa.float64(),
+}
+
+
+def _marginal_matrix(p: dict, f2: np.ndarray, fk: np.ndarray, nd: int, rng) -> np.ndarray:
+    mech = p["mechanism"]
+    if mech == "rr_binary":
+        return fm.randomized_response(f2, 2, p["eps"])
+    if mech == "rr_kary":
+        return fm.randomized_response(fk, p["k"], p["eps"])
+    if mech == "truncated_geometric":
+        return fm.truncated_geometric(fk, p["k"], p["eps"])
+    if mech == "dirichlet":
+        return fm.dirichlet_rows(nd, p["k"], rng, p["concentration"])
+    raise ValueError(mech)
+
+
+def _run_mechanism(p: dict, rng: np.random.Generator) -> dict:
+    graph = fm.dataset_graph(p["graph"], p["n"], p["u"], p["v"], p["degree"], rng)
+    nd, edges = graph.n, graph.edges
+    dist0 = fm.distance_matrix_row(graph, 0)
+    f2 = fm.reference_query(dist0, 2)
+    fk = fm.reference_query(dist0, p["k"])
+    joint = None
+    if p["mechanism"] == "theorem3":
+        joint = fm.theorem3_mechanism(nd, (int(edges[0, 0]), int(edges[0, 1])), 2, p["alpha"])
+        m = joint.marginals()
+        f = f2
+    else:
+        m = _marginal_matrix(p, f2, fk, nd, rng)
+        f = f2 if p["mechanism"] == "rr_binary" else fk
+        if p["coupling"] == "shared_uniform":
+            joint = fm.shared_uniform_coupling(m)
+        elif p["coupling"] == "lp_optimal":
+            _, joint = fm.min_influence_coupling(m, edges, MAX_LP_FUNCTIONS)
+    k = m.shape[1]
+    infl_ind = fm.influence_independent(m, edges)
+    if joint is None:  # the independent coupling
+        influence = infl_ind
+        support = None
+        independent = None
+        if np.prod((m > 0).sum(axis=1).astype(float)) <= MAX_PRODUCT_SUPPORT:
+            prod = fm.product_mechanism(m, MAX_PRODUCT_SUPPORT)
+            independent = fm.is_independent(prod)
+            influence_check = fm.influence_joint(prod, edges)
+            if abs(influence_check - infl_ind) > 1e-9:
+                raise RuntimeError("Proposition 5 and Proposition 9 disagree")
+            support = int(prod.probs.size)
+    else:
+        influence = fm.influence_joint(joint, edges)
+        support = int((joint.probs > 0).sum())
+        independent = fm.is_independent(joint)
+    return {
+        "n_datasets": nd,
+        "n_values": k,
+        "n_edges": graph.m,
+        "support_size": support,
+        "utility": fm.balanced_utility(m, f),
+        "influence": influence,
+        "eps_pure": fm.eps_pure(m, edges),
+        "delta_at_eps": fm.hockey_stick_delta(m, edges, p["eps_eval"]),
+        "vdp_delta": fm.vdp_delta(m, edges, p["eps_eval"]),
+        "tv_max": fm.hockey_stick_delta(m, edges, 0.0),
+        "theorem2_delta": influence * (k - 1),
+        "nontrivial": fm.is_nontrivial(m, edges),
+        "independent": independent,
+        "influence_independent": infl_ind,
+        "influence_joint": None if joint is None else influence,
+    }
+
+
+def _run_optimise(p: dict) -> dict:
+    eps, delta = p["eps"], p["delta"]
+    edges = np.array([[0, 1]])
+    f = np.array([0, 1])
+    u_joint, iota_joint, joint = fm.optimise_balanced_joint(2, edges, f, 2, eps, delta)
+    u_ind_lp, m_ind = fm.optimise_balanced_independent_utility(2, edges, f, 2, eps, delta)
+    u5, infl5 = fm.example5_closed_form(eps, delta)
+    u6, infl6 = fm.example6_closed_form(eps, delta)
+    _, infl_dense = fm.example5_dense_search(eps, delta)
+    m_joint = joint.marginals()
+    return {
+        "n_datasets": 2,
+        "n_values": 2,
+        "n_edges": 1,
+        "support_size": int((joint.probs > 0).sum()),
+        "utility": u_joint,
+        "influence": iota_joint,
+        "eps_pure": fm.eps_pure(m_joint, edges, zero_tol=fm.ZERO_TOL),
+        "delta_at_eps": fm.hockey_stick_delta(m_joint, edges, p["eps_eval"]),
+        "vdp_delta": fm.vdp_delta(m_joint, edges, p["eps_eval"]),
+        "tv_max": fm.hockey_stick_delta(m_joint, edges, 0.0),
+        "theorem2_delta": iota_joint,
+        "nontrivial": fm.is_nontrivial(m_joint, edges, tol=1e-9),
+        "independent": fm.is_independent(joint),
+        "influence_independent": infl5,
+        "influence_joint": iota_joint,
+        "utility_closed_form": u5,
+        "influence_independent_dense": infl_dense,
+        "influence_independent_lp": fm.influence_independent(m_ind, edges),
+        "influence_joint_closed_form": infl6,
+        "utility_independent_lp": u_ind_lp,
+    }
+
+
+def run(params: dict, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    if params["mode"] == "optimise":
+        return _run_optimise(params)
+    return _run_mechanism(params, rng)
+
+
+EXPERIMENT = register(Experiment(
+    name="low_influence",
+    version=1,
+    doc=__doc__,
+    params=PARAMS,
+    columns=COLUMNS,
+    run=run,
+    stochastic=True,
+    checks=(
+        PointCheck(("graph", "n", "degree"), _graph_check),
+        PointCheck(("graph", "n", "u", "v"), _size_check),
+        PointCheck(("mode", "graph", "n", "u", "v", "mechanism", "coupling", "k"), _coupling_check),
+        PointCheck(("mode", "graph"), _optimise_check),
+    ),
+))
