@@ -474,7 +474,7 @@ class InfluenceSummary:
     bound: np.ndarray  # Theorem 4.2: 2 (Phi eps)_i, inf when the spectral radius >= 1
 
 
-def influence_summary(gamma, eps: float) -> InfluenceSummary:
+def influence_summary(gamma, eps: float, dense_limit: int = 400) -> InfluenceSummary:
     """Spectral norm, spectral radius, max row sum of Gamma and Theorem 4.2's bound
     nu_i <= 2 (Phi eps)_i with Phi = (I - Gamma)^{-1} (needs spectral radius < 1; ERRATA:
     the seed says spectral norm, but the Neumann series in the proof needs the radius)."""
@@ -491,7 +491,7 @@ def influence_summary(gamma, eps: float) -> InfluenceSummary:
     row = float(np.max(np.asarray(gs.sum(axis=1)).ravel())) if n else 0.0
     if gs.nnz == 0:
         return InfluenceSummary(0.0, 0.0, 0.0, np.full(n, 2.0 * eps))
-    if n <= 1500:
+    if n <= dense_limit:
         g = gs.toarray()
         norm = float(np.linalg.norm(g, 2))
         radius = float(np.max(np.abs(np.linalg.eigvals(g))))
