@@ -1,0 +1,133 @@
+"""Reports for the edge_dp family (seed 002): loss against n for each prior with eps + alpha,
+and the power of the queen-edge test against n."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from pipeline.report.core import report_for
+
+_MECH_SHORT = {"laplace_edge_count": "Laplace count", "randomized_response": "rand. response"}
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "ok"].copy() if "status" in df else df.copy()
+
+
+def _col(df: pd.DataFrame, name: str) -> pd.Series:
+    return df[name] if name in df else pd.Series(np.nan, index=df.index)
+
+
+@report_for("edge_dp")
+def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
+    df = _ok(df)
+    if df.empty:
+        return
+    # one value column: exact where available, MCMC estimate (with SE) otherwise
+    exact = _col(df, "pufferfish_loss")
+    df["loss"] = exact.where(exact.notna(), _col(df, "pufferfish_loss_mcmc"))
+    df["loss_se"] = _col(df, "pufferfish_loss_se")
+    df["alpha"] = _col(df, "alpha_dep").where(_col(df, "alpha_dep").notna(), _col(df, "alpha_dep_mcmc"))
+    df["eps_plus_alpha"] = _col(df, "bound").where(_col(df, "bound").notna(), _col(df, "bound_mcmc"))
+    keys = ["prior", "mechanism", "edge_class", "eps", "n"]
+    cols = keys + ["method", "p_edge", "alpha", "loss", "loss_se", "eps_plus_alpha", "ergm_R",
+                   "ergm_2zeta", "lemma_holds"]
+    table = df[[c for c in cols if c in df]].sort_values(keys).reset_index(drop=True)
+    out.table("edge_dp_loss", table,
+              caption="Edge-level Pufferfish loss of eps-edge-DP mechanisms against the Lemma 4.1 "
+                      "bound eps + alpha_dep (seed 002). method = mcmc rows are estimates; loss_se is "
+                      "their jackknife standard error.")
+
+    exact_rows = df[df["method"] != "mcmc"]
+    if len(exact_rows):
+        summary = (exact_rows.groupby(["prior", "mechanism"])
+                   .agg(rows=("loss", "size"),
+                        lemma_holds=("lemma_holds", "sum"),
+                        max_loss_minus_bound=("loss", lambda s: float(np.max(
+                            s.values - exact_rows.loc[s.index, "eps_plus_alpha"].values))))
+                   .reset_index())
+        out.table("edge_dp_lemma_check", summary,
+                  caption="Lemma 4.1 check on exact rows: loss <= eps + alpha_dep in every row "
+                          "(max_loss_minus_bound <= 0).")
+
+    priors = [p for p in ("er", "hive", "ergm", "sbm") if p in set(df["prior"])]
+    ncols = min(2, len(priors))
+    nrows = int(math.ceil(len(priors) / ncols))
+    fig, axes = out.new_figure(width=5.0, height=3.8, ncols=ncols, nrows=nrows)
+    axes = np.atleast_1d(axes).ravel()
+    for ax in axes[len(priors):]:
+        ax.set_visible(False)
+    many_eps = df["eps"].nunique() > 1
+    markers = {"laplace_edge_count": ("o", "-"), "randomized_response": ("s", ":")}
+    for ax, prior in zip(axes, priors):
+        sub = df[df["prior"] == prior]
+        classes = list(sub.groupby(["edge_class", "eps"]).groups)
+        for (mech, cls, eps), g in sub.groupby(["mechanism", "edge_class", "eps"]):
+            g = g.sort_values("n")
+            color = f"C{classes.index((cls, eps)) % 10}"
+            marker, ls = markers.get(mech, ("^", "-"))
+            label = f"{cls}, {_MECH_SHORT.get(mech, mech)}" + (f", eps={eps:g}" if many_eps else "")
+            ax.errorbar(g["n"], g["loss"], yerr=g["loss_se"].fillna(0).values, marker=marker, ms=4,
+                        ls=ls, color=color, mfc="none" if mech == "randomized_response" else color,
+                        label=label, capsize=2)
+            ax.plot(g["n"], g["eps_plus_alpha"], ls="--", color=color, lw=1)
+        for eps in sorted(sub["eps"].unique()):
+            ax.axhline(eps, color="grey", lw=0.8, ls=":")
+        ax.set_title(f"prior = {prior}  (dashed: eps + alpha; dotted: eps)", fontsize=9)
+        ax.set_xlabel("number of nodes n")
+        ax.set_ylabel("edge Pufferfish loss (nats)")
+        top = sub[["loss", "eps_plus_alpha"]].replace([np.inf], np.nan).max().max()
+        if np.isfinite(top) and top > 20:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(0, 1.15 * top if np.isfinite(top) and top > 0 else 1)
+            ax.ticklabel_format(axis="y", useOffset=False)
+        ax.legend(fontsize=7)
+    out.figure("edge_dp_loss_vs_n", fig,
+               caption="Exact edge-level Pufferfish loss (solid, MCMC with +-1 SE bars) against n for "
+                       "each prior, with the Lemma 4.1 bound eps + alpha_dep (dashed).")
+
+
+@report_for("edge_test")
+def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
+    df = _ok(df)
+    if df.empty:
+        return
+    cols = ["eps", "a", "b", "n", "m", "threshold_used", "size_threshold", "power_threshold",
+            "log_ratio_threshold", "size_np", "power_np", "log_ratio_np", "pufferfish_loss", "bound"]
+    table = df[[c for c in cols if c in df]].sort_values(["eps", "a", "b", "n"]).reset_index(drop=True)
+    out.table("edge_test_size_power", table,
+              caption="Example 1 (seed 002): exact size and power of the threshold test (noisy density "
+                      "> (a+b)/2) and of the Neyman-Pearson test of the queens' edge; ln(power/size) "
+                      "<= Pufferfish loss <= eps + alpha.")
+
+    fig, axes = out.new_figure(width=5.2, height=3.8, ncols=2)
+    ax1, ax2 = np.asarray(axes).ravel()
+    for i, ((eps, a, b), g) in enumerate(df.groupby(["eps", "a", "b"])):
+        g = g.sort_values("n")
+        c = f"C{i % 10}"
+        tag = f"eps={eps:g}, a={a:g}, b={b:g}"
+        ax1.plot(g["n"], g["power_threshold"], marker="o", ms=4, color=c, label=f"power, {tag}")
+        ax1.plot(g["n"], g["size_threshold"], marker="s", ms=4, ls="--", color=c, label=f"size, {tag}")
+        log10 = 1 / math.log(10)
+        ax2.plot(g["n"], g["log_ratio_threshold"] * log10, marker="o", ms=4, color=c,
+                 label=f"power/size, {tag}")
+        ax2.plot(g["n"], g["pufferfish_loss"] * log10, ls="-.", color=c, lw=1, label=f"e^loss, eps={eps:g}")
+        ax2.plot(g["n"], g["bound"] * log10, ls="--", color=c, lw=1, label=f"e^(eps+alpha), eps={eps:g}")
+    ax1.set_xscale("log")
+    ax1.set_xlabel("number of insects n")
+    ax1.set_ylabel("probability of rejecting H0: no queen edge")
+    ax1.set_title("threshold test on the noisy density", fontsize=9)
+    ax1.legend(fontsize=6)
+    ax2.set_xscale("log")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("number of insects n")
+    ax2.set_ylabel("log10 of ratio")
+    ax2.set_title("power/size against e^loss and e^(eps+alpha)", fontsize=9)
+    ax2.legend(fontsize=6)
+    out.figure("edge_test_power_vs_n", fig,
+               caption="Example 1: size -> 0 and power -> 1 as n grows (left); power/size never exceeds "
+                       "e^loss <= e^(eps + alpha), both of which grow without bound (right).")
