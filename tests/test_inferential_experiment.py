@@ -1,0 +1,141 @@
+"""Experiment-level tests for `inferential` and `inferential_bethe_limit`."""
+
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.experiments.base import ParamError
+from pipeline.experiments.inferential import BETHE_LIMIT, INFERENTIAL, graph_size
+from pipeline.kernels import graphs as G
+from pipeline.kernels import inferential as K
+
+
+def run(seed=1, **kw):
+    return INFERENTIAL.run(INFERENTIAL.resolve(**kw), seed)
+
+
+def test_columns_declared_and_types():
+    rows = run(graph="path", n=6, J=0.4, target="all", mechanism="worst_case")
+    assert [r["node"] for r in rows] == list(range(6))
+    for r in rows:
+        assert set(r) <= set(INFERENTIAL.columns)
+        assert r["nu_over_eps"] == pytest.approx(r["nu"] / 1.0)
+        assert r["affiliated"] is True and r["method"] == "tree"
+    # path symmetry: node i and n-1-i
+    assert rows[1]["nu"] == pytest.approx(rows[4]["nu"], rel=1e-12)
+
+
+@pytest.mark.parametrize("graph,extra", [("path", dict(n=7)), ("star", dict(n=6)),
+                                         ("tree", dict(branching=2, depth=2)),
+                                         ("bethe", dict(degree=3, radius=2)),
+                                         ("grid", dict(rows=3, cols=4)),
+                                         ("cycle", dict(n=7)), ("complete", dict(n=6))])
+def test_every_method_matches_brute_force(graph, extra):
+    """Experiment rows (tree / transfer / enumeration) against enumeration on the same prior."""
+    J, h, eps = 0.35, 0.2, 0.6
+    rows = run(graph=graph, J=J, h=h, eps=eps, target="all", mechanism="noisy_sum", **extra)
+    g = {"path": lambda: G.path_graph(7), "star": lambda: G.star_graph(6),
+         "tree": lambda: G.complete_tree(2, 2), "bethe": lambda: G.bethe_ball(3, 2),
+         "grid": lambda: G.grid_graph(3, 4), "cycle": lambda: G.cycle_graph(7),
+         "complete": lambda: G.complete_graph(6)}[graph]()
+    assert graph_size(INFERENTIAL.resolve(graph=graph, **extra)) == g.n == len(rows)
+    prior = K.ising_prior(g, J, h)
+    L = K.joint_target_sum_enumeration(prior, range(g.n))
+    for a, r in enumerate(rows):
+        assert r["nu"] == pytest.approx(K.noisy_statistic_nu(L[a], eps), rel=1e-10)
+        assert r["nu_affiliated"] == pytest.approx(K.formula6(K.restricted_log_partitions(L[a], eps)),
+                                                   rel=1e-10)
+        assert r["nu"] == pytest.approx(r["nu_affiliated"], rel=1e-9)  # affiliated: Lemma 3.5
+
+
+def test_copy_p_is_family_tree_coupling():
+    p = 0.8
+    a = run(graph="tree", branching=2, depth=3, copy_p=p)
+    b = run(graph="tree", branching=2, depth=3, J=math.atanh(2 * p - 1))
+    assert a[0]["J_effective"] == pytest.approx(math.atanh(0.6))
+    assert a[0]["nu"] == pytest.approx(b[0]["nu"], rel=1e-14)
+
+
+def test_parity_mechanisms_and_lp():
+    eps = 0.5
+    m1 = run(prior="parity", r=3, s=2, mechanism="M1", eps=eps)[0]
+    assert m1["nu"] == pytest.approx(4 * eps, rel=1e-12)
+    assert m1["affiliated"] is False
+    wc = run(prior="parity", r=2, s=2, mechanism="worst_case", eps=eps)[0]
+    assert wc["method"] == "LP" and wc["nu"] > wc["nu_affiliated"] + 1e-3
+    assert math.isinf(wc["nu_influence_bound"])  # no full support: no Theorem 4.2 bound
+
+
+def test_clones_twins_and_independent():
+    for n in (2, 5):
+        for mech in ("noisy_sum", "randomized_response", "worst_case"):
+            r = run(prior="clones", graph="complete", n=n, mechanism=mech, eps=0.3)[0]
+            assert r["nu"] == pytest.approx(n * 0.3, rel=1e-7)
+    r = run(graph="grid", rows=4, cols=5, J=0.0, h=0.4, mechanism="worst_case", eps=0.7, target="7")
+    assert r[0]["nu"] == pytest.approx(0.7, rel=1e-10)
+    assert r[0]["nu_influence_bound"] == pytest.approx(2 * 0.7, rel=1e-10)
+
+
+def test_antiferromagnet_uses_lp_and_respects_theorem_4_2():
+    rows = run(graph="cycle", n=6, J=-0.15, h=0.1, mechanism="worst_case", target="all", eps=0.4)
+    for r in rows:
+        assert r["affiliated"] is False and r["method"] == "LP"
+        assert r["gamma_spectral_radius"] < 1
+        assert r["nu"] <= r["nu_influence_bound"] + 1e-7
+        assert r["nu"] >= r["nu_affiliated"] - 1e-7
+
+
+def test_random_graphs_come_from_the_seed():
+    kw = dict(graph="erdos_renyi", n=9, p=0.4, J=0.3, target="all")
+    a, b, c = run(seed=5, **kw), run(seed=5, **kw), run(seed=6, **kw)
+    assert [r["nu"] for r in a] == [r["nu"] for r in b]
+    assert [r["nu"] for r in a] != [r["nu"] for r in c]
+    t = run(seed=3, graph="random_tree", n=40, J=0.3, target="all")
+    assert {r["method"] for r in t} == {"tree"} and len(t) == 40
+    rr = run(seed=3, graph="random_regular", n=10, degree=3, J=0.3)
+    assert rr[0]["method"] == "enumeration"
+
+
+def test_large_bethe_ball_and_grid_beyond_enumeration():
+    b = run(graph="bethe", degree=3, radius=9, J=0.2, eps=0.5, mechanism="worst_case")[0]
+    assert b["n_nodes"] == 1534 and b["method"] == "tree"
+    assert b["nu"] <= K.bethe_limit_nu(3, 0.2, 0.5) + 1e-12
+    assert b["gamma_spectral_radius"] < 1 and b["nu"] <= b["nu_influence_bound"]
+    g = run(graph="grid", rows=7, cols=7, J=0.2, eps=0.5, target="24")[0]
+    assert g["method"] == "transfer" and g["nu"] == pytest.approx(g["nu_affiliated"], rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", [
+    dict(graph="complete", n=25),  # enumeration limit: a PointCheck naming the faster methods
+    dict(graph="cycle", n=30, mechanism="worst_case"),
+    dict(graph="path", n=30, J=-0.2, mechanism="worst_case"),  # LP limit
+    dict(target="eight"), dict(target="8"), dict(mechanism="M1"), dict(eps=0.0),
+    dict(graph="hypercube"), dict(prior="potts"), dict(copy_p=1.0), dict(graph="cycle", n=2),
+    dict(graph="random_regular", n=7, degree=3), dict(prior="parity", r=5, s=5),
+])
+def test_bad_values_raise_param_error(bad):
+    with pytest.raises(ParamError):
+        INFERENTIAL.resolve(**bad)
+
+
+def test_enumeration_limit_message_names_methods():
+    with pytest.raises(ParamError, match="transfer matrices"):
+        INFERENTIAL.resolve(graph="erdos_renyi", n=30)
+
+
+def test_bethe_limit_experiment():
+    r = BETHE_LIMIT.run(BETHE_LIMIT.resolve(degree=3, J=0.3, eps=0.1), 0)
+    assert r["nu"] == pytest.approx(K.bethe_limit_nu(3, 0.3, 0.1))
+    assert r["J_critical"] == pytest.approx(math.atanh(0.5))
+    assert r["supercritical"] is False and r["nu_eps_to_zero"] == 0.0
+    hot = BETHE_LIMIT.run(BETHE_LIMIT.resolve(degree=3, J=0.8, eps=0.1), 0)
+    assert hot["supercritical"] is True and hot["nu_eps_to_zero"] > 0 and hot["slope_at_zero"] is None
+    # nu/eps grows without bound as J -> J_c from below (small eps)
+    vals = [BETHE_LIMIT.run(BETHE_LIMIT.resolve(degree=3, J=j, eps=1e-4), 0)["nu_over_eps"]
+            for j in (0.3, 0.45, 0.53, 0.545)]
+    assert np.all(np.diff(vals) > 0) and vals[-1] > 50
+    with pytest.raises(ParamError):
+        BETHE_LIMIT.resolve(degree=3, J=-0.1)
+    with pytest.raises(ParamError):
+        BETHE_LIMIT.resolve(degree=1)
