@@ -256,20 +256,15 @@ def log_hockey_stick(dist: LossDistribution, eps_tilde) -> np.ndarray:
 
 def delta_for_eps(dist: LossDistribution, eps_tilde: float, delta: float = 0.0, k: int = 0) -> float:
     """d(eps~) = 1-(1-delta)^k + (1-delta)^k * hockey-stick(eps~) (seed Section 5.1 / eq. (19))."""
-    log_h = float(log_hockey_stick(dist, eps_tilde)[0])
-    if delta <= 0.0:
-        return math.exp(log_h)
-    keep = math.exp(k * math.log1p(-delta))
-    return pure_delta_floor(delta, k) + keep * math.exp(log_h)
+    return min(1.0, math.exp(log_delta_for_eps(dist, eps_tilde, delta, k)))
 
 
 def log_delta_for_eps(dist: LossDistribution, eps_tilde: float, delta: float = 0.0, k: int = 0) -> float:
     """log d(eps~), accurate also when d is below the double range's comfort zone."""
     log_h = float(log_hockey_stick(dist, eps_tilde)[0])
-    if delta <= 0.0:
-        return log_h
-    log_keep = k * math.log1p(-delta)
-    return float(np.logaddexp(log_pure_delta_floor(delta, k), log_keep + log_h))
+    if delta > 0.0:
+        log_h = float(np.logaddexp(log_pure_delta_floor(delta, k), k * math.log1p(-delta) + log_h))
+    return min(0.0, log_h)  # a probability: clip the last-ulp excess of sums near 1
 
 
 def breakpoint_deltas(dist: LossDistribution) -> np.ndarray:
