@@ -1,0 +1,251 @@
+"""Reports for the independent-set experiments (seed 004, chapters 7 and 8).
+
+- ``independent_sets``: Tables 7.1-7.3 (4-8-8 lattice, exact), the errata table (printed value,
+  exact value, agree?), and entropy per vertex against size for every lattice and boundary.
+- ``independent_sets_bounds``: the Theorem 7.2.2 bounds, with the thesis's printed values.
+- ``random_triangulation``: Tables 8.1 and 8.2 with the printed values, and the Figure 8.4
+  least-squares regression of eta_m(p) on the Shannon entropy H(p).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from pipeline.experiments import _thesis_tables as thesis
+from pipeline.report.core import report_for
+
+TABLES_7 = {"free": ("table_7_1_free", "f", thesis.TABLE_7_1_FREE, "Table 7.1"),
+            "cylinder": ("table_7_2_cylinder", "g", thesis.TABLE_7_2_CYLINDER, "Table 7.2"),
+            "torus": ("table_7_3_torus", "s", thesis.TABLE_7_3_TORUS, "Table 7.3")}
+# entropy constants per vertex (ln): 4-8-8 from the bounds of Theorem 7.2.2 (agree to 1e-10),
+# hard squares (Baxter, Enting & Tsang 1980), hard kings
+LOG_ETA = {"488": math.log(1.5495601013), "square": math.log(1.5030480824753322),
+           "king": math.log(1.3426439511)}
+
+
+def one_digit_edit(a: str, b: str) -> bool:
+    """True when deleting one character of the longer string gives the shorter one."""
+    if abs(len(a) - len(b)) != 1:
+        return False
+    long, short = (a, b) if len(a) > len(b) else (b, a)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
+
+
+def classify_printed(printed: str, exact: int, rel_tol: float = 1e-9) -> tuple[str, float]:
+    """(kind, relative error) of a printed integer against the exact one.
+
+    kind: ``exact``; ``rounding`` (floating-point error, relative error < rel_tol);
+    ``digit typo`` (one digit dropped or inserted); ``digit typo + rounding`` (a digit count off
+    by one, leading digits within rel_tol after rescaling by 10); ``wrong`` otherwise."""
+    value = int(printed)
+    rel = abs(value - exact) / exact
+    if value == exact:
+        return "exact", 0.0
+    if rel < rel_tol:
+        return "rounding", rel
+    if one_digit_edit(printed, str(exact)):
+        return "digit typo", rel
+    for scale in (10, 0.1):
+        if abs(value / (exact * scale) - 1) < rel_tol:
+            return "digit typo + rounding", rel
+    return "wrong", rel
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "ok"] if "status" in df.columns else df
+
+
+# --------------------------------------------------------------------------- chapter 7
+def errata_rows(ok: pd.DataFrame) -> pd.DataFrame:
+    """One row per printed entry of Tables 7.1-7.3 whose exact value is in ``ok``."""
+    rows = []
+    sub = ok[ok["lattice"] == "488"]
+    exact = {(r.boundary, int(r.m), int(r.n)): str(r.count) for r in sub.itertuples()}
+    for boundary, (_, letter, table, title) in TABLES_7.items():
+        for (m, n), printed in sorted(table.items()):
+            value = exact.get((boundary, m, n))
+            if value is None:
+                continue
+            kind, rel = classify_printed(printed, int(value))
+            rows.append({"table": title, "entry": f"{letter}({m}, {n})", "printed": printed,
+                         "exact": value, "agree": kind == "exact", "kind": kind,
+                         "relative_error": rel})
+    return pd.DataFrame(rows, columns=["table", "entry", "printed", "exact", "agree", "kind",
+                                       "relative_error"])
+
+
+@report_for("independent_sets")
+def tables_7(df, out):
+    ok = _ok(df)
+    for boundary, (name, letter, _, title) in TABLES_7.items():
+        sub = ok[(ok["lattice"] == "488") & (ok["boundary"] == boundary)]
+        if sub.empty:
+            continue
+        if boundary == "free":  # printed layout: rows n, columns f(m, n)
+            wide = sub.pivot_table(index="n", columns="m", values="count", aggfunc="first")
+            wide.columns = [f"{letter}({c}, n)" for c in wide.columns]
+        else:  # rows m, columns g(m, n) / s(m, n)
+            wide = sub.pivot_table(index="m", columns="n", values="count", aggfunc="first")
+            wide.columns = [f"{letter}(m, {c})" for c in wide.columns]
+        wide = wide.reset_index().fillna("")
+        out.table(name, wide, caption=f"{title}: exact Merrifield-Simmons index of the 4-8-8 lattice "
+                                      f"({boundary} boundary), recomputed with exact integers.")
+    errata = errata_rows(ok)
+    if not errata.empty:
+        out.table("errata_tables_7", errata,
+                  caption="Errata for Tables 7.1-7.3: printed value, exact value (zeta-transfer, "
+                          "checked by brute force for small sizes), agreement and kind of error.",
+                  float_format="%.3g")
+        summary = (errata.groupby(["table", "kind"]).size().rename("entries").reset_index())
+        out.table("errata_summary", summary, caption="Errata for Tables 7.1-7.3, counted by kind.")
+    other = ok[ok["lattice"] != "488"]
+    if not other.empty:
+        cols = ["lattice", "boundary", "m", "n", "n_vertices", "n_edges", "count",
+                "entropy_per_vertex", "method"]
+        out.table("square_and_king_counts", other[cols].sort_values(cols[:4]),
+                  caption="Exact independent-set counts of the square (hard squares) and king lattices.")
+    _entropy_figure(ok, out)
+
+
+def _entropy_figure(ok: pd.DataFrame, out) -> None:
+    lattices = [lat for lat in ("488", "square", "king") if (ok["lattice"] == lat).any()]
+    if not lattices:
+        return
+    fig, axes = out.new_figure(width=4.5, height=3.8, ncols=len(lattices))
+    axes = np.atleast_1d(axes)
+    markers = {"free": "o", "cylinder": "s", "torus": "^"}
+    for ax, lattice in zip(axes, lattices):
+        sub = ok[(ok["lattice"] == lattice) & (ok["m"] == ok["n"])]
+        for boundary, marker in markers.items():
+            part = sub[sub["boundary"] == boundary].sort_values("m")
+            if not part.empty:
+                ax.plot(part["m"], part["entropy_per_vertex"], marker=marker, label=boundary)
+        ax.axhline(LOG_ETA[lattice], color="black", linestyle="--", linewidth=1, label=r"$\ln\eta$")
+        ax.set_xlabel("m = n (rows = columns)")
+        ax.set_ylabel("ln(count) / vertices")
+        ax.set_title(f"{lattice} lattice")
+        ax.legend(fontsize=8)
+    out.figure("entropy_per_vertex", fig,
+               caption="Entropy per vertex of m x m sections against m for each boundary; all "
+                       "converge to the same constant (dashed).")
+
+
+@report_for("independent_sets_bounds")
+def bounds_table(df, out):
+    ok = _ok(df).copy()
+    if ok.empty:
+        return
+    ok["gap"] = ok["eta_upper"] - ok["eta_lower"]
+    cols = ["lattice", "p", "q", "k", "width_p_plus_2q", "width_2q", "width_2k", "lambda_p_plus_2q",
+            "lambda_2q", "xi_2k", "lower", "upper", "eta_lower", "eta_upper", "gap"]
+    out.table("entropy_bounds", ok[cols].sort_values(["lattice", "p", "q", "k"]),
+              caption="Theorem 7.2.2 bounds: per unit cell (lower, upper) and per vertex (eta_*).",
+              float_format="%.15g")
+    printed = {("488", 2, 3, 4): thesis.BOUNDS_488_VERTEX, ("king", 4, 4, 6): thesis.BOUNDS_KING_VERTEX}
+    rows = []
+    for r in ok.itertuples():
+        key = (r.lattice, int(r.p), int(r.q), int(r.k))
+        if key in printed:
+            lo, hi = printed[key]
+            rows.append({"lattice": r.lattice, "p": key[1], "q": key[2], "k": key[3],
+                         "printed_lower": lo, "eta_lower": r.eta_lower,
+                         "printed_upper": hi, "eta_upper": r.eta_upper,
+                         "agree_to_print": abs(r.eta_lower - float(lo)) <= 10 ** -(len(lo) - 2)
+                         and abs(r.eta_upper - float(hi)) <= 10 ** -(len(hi) - 2)})
+    if rows:
+        out.table("bounds_vs_thesis", pd.DataFrame(rows),
+                  caption="Bounds printed in section 7.3 against recomputed ones (one unit in the "
+                          "last printed digit).", float_format="%.15g")
+
+
+# --------------------------------------------------------------------------- chapter 8
+def _table_8(ok: pd.DataFrame, column: str, printed: dict, name: str, title: str, out) -> None:
+    rows = []
+    for (m, p), text in sorted(printed.items()):
+        hit = ok[(ok["m"] == m) & np.isclose(ok["p"], p, atol=1e-12, rtol=0)]
+        if column == "annealed_entropy":
+            hit = hit[hit["n"] == 100]
+        if hit.empty:
+            continue
+        value = float(hit[column].iloc[0])
+        rows.append({"m": m, "p": p, "printed": text, "computed": value,
+                     "abs_diff": abs(value - float(text))})
+    if not rows:
+        return
+    long = pd.DataFrame(rows)
+    wide = long.pivot_table(index="m", columns="p", values="computed").reset_index()
+    wide.columns = ["m"] + [f"p = {c}" for c in wide.columns[1:]]
+    out.table(name, wide, caption=f"{title} recomputed (float64).", float_format="%.14f")
+    long["agree_1e-13"] = long["abs_diff"] <= 1e-13
+    out.table(name + "_vs_printed", long, caption=f"{title}: printed against recomputed values.",
+              float_format="%.3g")
+
+
+def regression_rows(ok: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Least squares of ``column`` on H(p) for every m (Fig. 8.4), with residual standard error
+    and the F statistic of the slope."""
+    from scipy import stats
+
+    rows = []
+    for m, sub in ok.groupby("m"):
+        sub = sub.dropna(subset=[column])
+        if column == "annealed_entropy":
+            sub = sub[sub["n"] == 100]
+        x, y = sub["shannon_entropy"].to_numpy(), sub[column].to_numpy()
+        if len(x) < 3 or np.ptp(x) == 0:
+            continue
+        fit = stats.linregress(x, y)
+        resid = y - (fit.intercept + fit.slope * x)
+        dof = len(x) - 2
+        rse = float(np.sqrt(np.sum(resid ** 2) / dof))
+        r2 = fit.rvalue ** 2
+        f_stat = r2 / (1 - r2) * dof if r2 < 1 else math.inf
+        rows.append({"m": int(m), "quantity": column, "points": len(x), "slope": fit.slope,
+                     "intercept": fit.intercept, "r_squared": r2, "residual_std_error": rse,
+                     "F_statistic": f_stat, "p_value": fit.pvalue})
+    return pd.DataFrame(rows)
+
+
+@report_for("random_triangulation")
+def tables_8(df, out):
+    ok = _ok(df)
+    if ok.empty:
+        return
+    _table_8(ok, "eigen_entropy", thesis.TABLE_8_1_EIGEN, "table_8_1_eigen",
+             "Table 8.1: ln lambda_{m,1}(p) / m", out)
+    _table_8(ok, "annealed_entropy", thesis.TABLE_8_2_ANNEALED, "table_8_2_annealed",
+             "Table 8.2: ln f(m, 100; p) / (100 m)", out)
+    reg = pd.concat([regression_rows(ok, "eigen_entropy"), regression_rows(ok, "annealed_entropy")],
+                    ignore_index=True)
+    if not reg.empty:
+        out.table("figure_8_4_regression", reg,
+                  caption="Figure 8.4: least-squares fit of the annealed entropy on H(p) for each m.",
+                  float_format="%.6g")
+        fig, ax = out.new_figure(width=6.5, height=4.5)
+        cmap = __import__("matplotlib").colormaps["viridis"]
+        ms = sorted(ok["m"].unique())
+        for i, m in enumerate(ms):
+            sub = ok[ok["m"] == m].sort_values("shannon_entropy")
+            color = cmap(i / max(1, len(ms) - 1))
+            ax.scatter(sub["shannon_entropy"], sub["eigen_entropy"], color=color, s=14,
+                       label=f"m = {m}")
+            fit = reg[(reg["m"] == m) & (reg["quantity"] == "eigen_entropy")]
+            if not fit.empty:
+                xs = np.linspace(sub["shannon_entropy"].min(), sub["shannon_entropy"].max(), 10)
+                ax.plot(xs, fit["intercept"].iloc[0] + fit["slope"].iloc[0] * xs, color=color,
+                        linewidth=1)
+        ax.set_xlabel("Shannon entropy H(p) (nats)")
+        ax.set_ylabel(r"$\eta_m(p) = \ln\lambda_{m,1}(p)/m$ (nats per cell)")
+        ax.legend(fontsize=7, ncol=2)
+        out.figure("figure_8_4", fig, caption="Figure 8.4: annealed entropy against the Shannon "
+                                              "entropy of the diagonal choice, with least-squares lines.")
+    quenched = ok.dropna(subset=["quenched_entropy"]) if "quenched_entropy" in ok else ok.iloc[:0]
+    if not quenched.empty:
+        cols = ["m", "n", "p", "samples", "annealed_entropy", "quenched_entropy",
+                "quenched_entropy_stderr", "eigen_entropy"]
+        out.table("quenched_vs_annealed", quenched[cols].sort_values(["m", "n", "p"]),
+                  caption="Quenched (Monte Carlo mean of ln #IS per cell) against annealed entropy.",
+                  float_format="%.8g")

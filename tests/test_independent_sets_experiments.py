@@ -1,0 +1,146 @@
+"""The three experiments through the contract: resolve + run, parameter errors, reports."""
+
+import math
+from fractions import Fraction
+
+import pandas as pd
+import pytest
+
+from pipeline.experiments.base import ParamError
+from pipeline.experiments.independent_sets import (BOUNDS, INDEPENDENT_SETS, RANDOM_TRIANGULATION,
+                                                   fraction_to_decimal)
+from pipeline.kernels import triangulation as tri
+from pipeline.kernels.transfer import brute_force_count, lattice_graph
+
+
+def _run(exp, seed=0, **params):
+    row = exp.run(exp.resolve(params), seed)
+    assert set(row) <= set(exp.columns)
+    return row
+
+
+@pytest.mark.parametrize("lattice,boundary,m,n", [("488", "free", 2, 3), ("488", "cylinder", 3, 2),
+                                                  ("488", "torus", 2, 3), ("square", "torus", 3, 4),
+                                                  ("king", "cylinder", 2, 5), ("square", "free", 4, 2)])
+def test_independent_sets_rows(lattice, boundary, m, n):
+    row = _run(INDEPENDENT_SETS, lattice=lattice, boundary=boundary, m=m, n=n)
+    graph = lattice_graph(lattice, m, n, boundary)
+    assert int(row["count"]) == brute_force_count(graph)
+    assert row["n_vertices"] == graph.n and row["n_edges"] == graph.m
+    assert row["log_count"] == pytest.approx(math.log(int(row["count"])), rel=1e-15)
+    assert row["entropy_per_vertex"] == pytest.approx(row["log_count"] / graph.n)
+    if lattice == "488":
+        expected_n = {"free": 4 * m * n + 2 * m + 2 * n, "cylinder": 4 * m * n + 2 * n,
+                      "torus": 4 * m * n}[boundary]
+        assert row["n_vertices"] == expected_n
+
+
+def test_independent_sets_thesis_entry():
+    assert _run(INDEPENDENT_SETS, m=9, n=1)["count"] == "264238674767"  # Table 7.1, f(9, 1)
+
+
+@pytest.mark.parametrize("params", [dict(lattice="hex"), dict(boundary="klein"), dict(m=0),
+                                    dict(n=65), dict(m=2.5),
+                                    dict(lattice="square", boundary="torus", m=2, n=5),
+                                    dict(lattice="king", boundary="cylinder", n=2),
+                                    dict(lattice="488", m=20, n=30),
+                                    dict(lattice="488", boundary="torus", m=12, n=10)])
+def test_independent_sets_bad_values(params):
+    with pytest.raises(ParamError):
+        INDEPENDENT_SETS.resolve(params)
+
+
+def test_bounds_experiment_default_is_thesis_488():
+    row = _run(BOUNDS)
+    assert abs(row["eta_lower"] - 1.549560101247) <= 1e-12
+    assert abs(row["eta_upper"] - 1.549560101400) <= 1e-12
+    assert row["lower"] ** 0.25 == pytest.approx(row["eta_lower"], rel=1e-15)
+    assert row["vertices_per_cell"] == 4
+
+
+def test_bounds_experiment_square_brackets_constant():
+    row = _run(BOUNDS, lattice="square")
+    assert row["eta_lower"] <= 1.5030480824753322 <= row["eta_upper"]
+
+
+@pytest.mark.parametrize("params", [dict(lattice="square", k=1), dict(lattice="488", p=8, q=3),
+                                    dict(p=0), dict(lattice="488", k=7)])
+def test_bounds_bad_values(params):
+    with pytest.raises(ParamError):
+        BOUNDS.resolve(params)
+
+
+def test_random_triangulation_exact_and_float():
+    row = _run(RANDOM_TRIANGULATION, m=3, n=7, p=0.3)
+    exact = tri.expected_count_exact(3, 7, Fraction(3, 10))
+    assert Fraction(row["expected_count"]) == exact
+    assert row["log_expected_count"] == pytest.approx(math.log(exact), rel=1e-14)
+    assert row["annealed_entropy"] == pytest.approx(math.log(exact) / 21, rel=1e-14)
+    assert row["eigen_entropy"] == pytest.approx(tri.eigen_entropy(3, 0.3), rel=1e-15)
+    assert "quenched_entropy" not in row
+
+
+def test_random_triangulation_thesis_entry():
+    row = _run(RANDOM_TRIANGULATION, m=4, n=100, p=0.9)
+    assert abs(row["eigen_entropy"] - 0.44769945558867) <= 1e-13  # Table 8.1
+    assert abs(row["annealed_entropy"] - 0.45367054368683) <= 1e-13  # Table 8.2
+
+
+def test_random_triangulation_quenched_reproducible_and_below_annealed():
+    a = _run(RANDOM_TRIANGULATION, seed=11, m=4, n=30, p=0.5, samples=40)
+    b = _run(RANDOM_TRIANGULATION, seed=11, m=4, n=30, p=0.5, samples=40)
+    c = _run(RANDOM_TRIANGULATION, seed=12, m=4, n=30, p=0.5, samples=40)
+    assert a["quenched_entropy"] == b["quenched_entropy"] != c["quenched_entropy"]
+    # Jensen: E ln X <= ln E X
+    assert a["quenched_entropy"] <= a["annealed_entropy"] + 3 * a["quenched_entropy_stderr"]
+    assert a["quenched_entropy_stderr"] > 0
+
+
+@pytest.mark.parametrize("params", [dict(m=0), dict(m=16), dict(p=1.5), dict(samples=-1),
+                                    dict(m=15, n=100_000, samples=10)])
+def test_random_triangulation_bad_values(params):
+    with pytest.raises(ParamError):
+        RANDOM_TRIANGULATION.resolve(params)
+
+
+def test_fraction_to_decimal():
+    assert fraction_to_decimal(Fraction(133599522, 10 ** 6)) == "133.599522"
+    assert fraction_to_decimal(Fraction(1, 8)) == "0.125"
+    assert fraction_to_decimal(Fraction(5)) == "5"
+    assert fraction_to_decimal(Fraction(1, 3)) is None
+
+
+def test_reports_write_tables(tmp_path):
+    from pipeline.report.core import ReportWriter
+    from pipeline.report.independent_sets import bounds_table, tables_7, tables_8
+
+    rows = []
+    for boundary in ("free", "cylinder", "torus"):
+        for m in range(1, 4):
+            for n in range(1, 4):
+                point = INDEPENDENT_SETS.resolve(dict(m=m, n=n, boundary=boundary))
+                rows.append({**point, **INDEPENDENT_SETS.run(point, 0), "status": "ok"})
+    out = ReportWriter(tmp_path)
+    tables_7(pd.DataFrame(rows), out)
+    errata = pd.read_csv(tmp_path / "errata_tables_7.csv", dtype={"printed": str, "exact": str})
+    assert len(errata) == 27 and errata["agree"].all()  # every printed entry with m, n <= 3 is exact
+    free = pd.read_csv(tmp_path / "table_7_1_free.csv")
+    assert free.loc[free["n"] == 3, "f(3, n)"].iloc[0] == 3935795807
+
+    brows = [{**BOUNDS.resolve(dict(lattice=lat)), **BOUNDS.run(BOUNDS.resolve(dict(lattice=lat)), 0),
+              "status": "ok"} for lat in ("488", "square")]
+    bounds_table(pd.DataFrame(brows), out)
+    cmp = pd.read_csv(tmp_path / "bounds_vs_thesis.csv")
+    assert cmp["agree_to_print"].all()
+
+    trows = []
+    for m in (1, 2):
+        for p in (0.1, 0.3, 0.5, 0.7, 0.9):
+            point = RANDOM_TRIANGULATION.resolve(dict(m=m, p=p))
+            trows.append({**point, **RANDOM_TRIANGULATION.run(point, 0), "status": "ok"})
+    tables_8(pd.DataFrame(trows), out)
+    t81 = pd.read_csv(tmp_path / "table_8_1_eigen_vs_printed.csv")
+    assert len(t81) == 6 and t81["agree_1e-13"].all()
+    reg = pd.read_csv(tmp_path / "figure_8_4_regression.csv")
+    assert set(reg["m"]) == {1, 2} and (reg["r_squared"] > 0.9).all()
+    assert (tmp_path / "figure_8_4.png").stat().st_size > 1000
