@@ -196,6 +196,7 @@ def _run_optimise(p: dict) -> dict:
     edges = np.array([[0, 1]])
     f = np.array([0, 1])
     u_joint, iota_joint, joint = fm.optimise_balanced_joint(2, edges, f, 2, eps, delta)
+    iota_joint = max(0.0, iota_joint)  # LP round-off can give -0.0 or -1e-17
     u_ind_lp, m_ind = fm.optimise_balanced_independent_utility(2, edges, f, 2, eps, delta)
     u5, infl5 = fm.example5_closed_form(eps, delta)
     u6, infl6 = fm.example6_closed_form(eps, delta)
