@@ -1,0 +1,67 @@
+"""Reports of the inferential family write the expected tables and figures from result rows."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline.experiments.inferential import BETHE_LIMIT, INFERENTIAL
+from pipeline.report.core import ReportWriter
+from pipeline.report.inferential import (bethe_limit_against_coupling, critical_coupling,
+                                         nu_against_coupling)
+
+
+def _frame(exp, points, seed=3):
+    rows = []
+    for kw in points:
+        pt = exp.resolve(**kw)
+        out = exp.run(pt, seed)
+        rows += [{**pt, **r, "status": "ok"} for r in (out if isinstance(out, list) else [out])]
+    rows.append({**exp.resolve(**points[0]), "status": "failed"})  # ignored by the report
+    return pd.DataFrame(rows)
+
+
+def test_inferential_report_files_and_values(tmp_path):
+    pts = [dict(graph=g, target=t, J=j, eps=e, mechanism="worst_case", rows=4, cols=4, radius=3)
+           for g, t in (("path", "3"), ("grid", "5"), ("bethe", "0")) for j in (0.0, 0.3, 0.6)
+           for e in (0.2, 1.0)]
+    df = _frame(INFERENTIAL, pts)
+    out = ReportWriter(tmp_path)
+    nu_against_coupling(df, out)
+    for name in ("inferential_nu.csv", "inferential_nu.md", "inferential_nu.tex",
+                 "inferential_bound_check.csv", "inferential_nu_vs_J.png", "inferential_nu_vs_J.pdf"):
+        assert (tmp_path / name).stat().st_size > 0
+    table = pd.read_csv(tmp_path / "inferential_nu.csv")
+    ok = df[df.status == "ok"]
+    assert len(table) == len(ok)
+    row = table[(table.graph == "grid") & (table.J_effective == 0.3) & (table.eps == 1.0)].iloc[0]
+    src = ok[(ok.graph == "grid") & (ok.J == 0.3) & (ok.eps == 1.0)].iloc[0]
+    assert row.nu == pytest.approx(src.nu, rel=1e-10)
+    check = pd.read_csv(tmp_path / "inferential_bound_check.csv")
+    assert (check.nu_below_bound == check.rows).all()  # inf bound counts as satisfied
+    assert (check.nu_equals_formula6 == check.rows).all()  # affiliated: worst case = (6)
+    from matplotlib.image import imread
+    img = imread(tmp_path / "inferential_nu_vs_J.png")
+    assert img.shape[0] > 400 and img.shape[1] > 1000 and img.std() > 0
+
+
+def test_critical_couplings():
+    assert critical_coupling({"graph": "grid"}) == pytest.approx(0.5 * math.log(1 + math.sqrt(2)))
+    assert math.sinh(2 * critical_coupling({"graph": "grid"})) == pytest.approx(1.0)  # Onsager
+    assert math.tanh(critical_coupling({"graph": "bethe", "degree": 4})) == pytest.approx(1 / 3)
+    assert math.tanh(critical_coupling({"graph": "tree", "branching": 2})) == pytest.approx(1 / 2)
+    assert critical_coupling({"graph": "path"}) is None
+
+
+def test_bethe_limit_report(tmp_path):
+    df = _frame(BETHE_LIMIT, [dict(degree=d, J=j, eps=e) for d in (3, 4)
+                              for j in np.linspace(0, 1, 6) for e in (0.1, 1.0)])
+    out = ReportWriter(tmp_path)
+    bethe_limit_against_coupling(df, out)
+    assert (tmp_path / "inferential_bethe_limit_vs_J.png").stat().st_size > 0
+    table = pd.read_csv(tmp_path / "inferential_bethe_limit.csv")
+    assert len(table) == 24
+    src = df[(df.status == "ok") & (df.degree == 4) & (df.eps == 0.1)].sort_values("J").iloc[3]
+    row = table[(table.degree == 4) & (table.eps == 0.1)].sort_values("J").iloc[3]
+    assert row.nu == pytest.approx(src.nu, rel=1e-10)
