@@ -370,7 +370,8 @@ def privacy_region_vertices(eps: float, delta: float, k: int) -> tuple[np.ndarra
     if floor > 0:
         md.append(1.0)
         fa.append(0.0)
-    return np.array(md), np.array(fa)
+    md[-1], fa[-1] = 1.0, 0.0  # the full acceptance set; removes the last-ulp drift of the sum
+    return np.clip(np.array(md), 0.0, 1.0), np.array(fa)
 
 
 # --------------------------------------------------------------------------- closed-form bounds

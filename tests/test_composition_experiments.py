@@ -1,0 +1,191 @@
+"""Experiment-level tests for the composition family (issue 3): resolve + run, limits, PLD fallback."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pipeline.experiments.base import ParamError, get_experiment
+from pipeline.experiments import composition as ec
+from pipeline.kernels import composition as kc
+
+
+def run(name, seed=0, **params):
+    exp = get_experiment(name)
+    return exp.run(exp.resolve(**params), seed)
+
+
+def typed(name, rows):
+    """Rows must type-check against the declared Arrow columns."""
+    exp = get_experiment(name)
+    rows = rows if isinstance(rows, list) else [rows]
+    assert set().union(*(r.keys() for r in rows)) <= set(exp.columns)
+    for col, typ in exp.columns.items():
+        pa.array([r.get(col) for r in rows], type=typ)
+
+
+def test_composition_row_matches_seed_values_and_pld():
+    row = run("composition", eps=0.1, k=100, delta=0.0, delta_target=1e-6)
+    typed("composition", row)
+    # dp-accounting (PLD, eps on its grid) as the independent oracle
+    pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    common = pytest.importorskip("dp_accounting.pld.common")
+    ref = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(0.1, 0.0)).self_compose(100)
+    assert row["eps_optimal"] == pytest.approx(ref.get_epsilon_for_delta(1e-6), abs=1e-6)
+    assert row["eps_basic"] == pytest.approx(10.0)
+    # Theorem 3.4 written out: 100*0.1*tanh(0.05) + 0.1*sqrt(200*log(1/1e-6)) (second form is the min)
+    kov = 10 * math.tanh(0.05) + 0.1 * math.sqrt(200 * math.log(1e6))
+    assert row["eps_kov_bound"] == pytest.approx(kov, rel=1e-12)
+    drv = 0.1 * math.sqrt(200 * math.log(1e6)) + 10 * math.expm1(0.1)
+    assert row["eps_drv"] == pytest.approx(drv, rel=1e-12)
+    assert row["eps_optimal"] < row["eps_kov_bound"] < row["eps_drv"] < row["eps_basic"]
+
+
+def test_composition_infinite_below_delta_floor():
+    row = run("composition", eps=0.5, k=1000, delta=1e-6, delta_target=1e-4)
+    assert row["delta_floor"] == pytest.approx(1 - (1 - 1e-6) ** 1000, rel=1e-12)
+    assert math.isinf(row["eps_optimal"]) and math.isinf(row["eps_kov_bound"]) and math.isinf(row["eps_drv"])
+    assert row["eps_basic"] == 500.0
+
+
+def test_composition_large_k_is_finite():
+    row = run("composition", eps=1.0, k=10**6, delta=0.0, delta_target=1e-10)
+    assert math.isfinite(row["eps_optimal"]) and row["eps_optimal"] < row["eps_kov_bound"] < 1e6
+
+
+def test_composition_delta_round_trip():
+    eps_total = run("composition", eps=0.3, k=500, delta=1e-7, delta_target=1e-3)["eps_optimal"]
+    row = run("composition_delta", eps=0.3, k=500, delta=1e-7, eps_total=eps_total)
+    typed("composition_delta", row)
+    assert row["delta_optimal"] == pytest.approx(1e-3, rel=1e-9)
+    assert row["log_delta_optimal"] == pytest.approx(math.log(1e-3), rel=1e-9)
+
+
+def test_composition_delta_tiny_values_stay_finite_in_log():
+    row = run("composition_delta", eps=1.0, k=1000, eps_total=999.0)
+    # only l = 0 has loss 1000 > 999: delta = p^k (1 - e^{-1}), p = e/(1+e)
+    want = 1000 * -math.log1p(math.exp(-1.0)) + math.log1p(-math.exp(-1.0))
+    assert row["log_delta_optimal"] == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("delta", [0.0, 0.1])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
+def test_region_rows(k, delta):
+    rows = run("composition_region", eps=0.4, delta=delta, k=k)
+    typed("composition_region", rows)
+    lines = [r for r in rows if r["kind"] == "line"]
+    verts = [r for r in rows if r["kind"] == "vertex"]
+    assert [r["i"] for r in lines] == list(range(k // 2 + 1))
+    assert lines[0]["delta_i"] == pytest.approx(1 - (1 - delta) ** k, abs=1e-15)
+    md = np.array([r["p_md"] for r in verts])
+    fa = np.array([r["p_fa"] for r in verts])
+    assert (md[0], fa[0]) == (0.0, 1.0) and (md[-1], fa[-1]) == (1.0, 0.0)
+    assert np.all(np.diff(md) >= -1e-15) and np.all(np.diff(fa) <= 1e-15)
+    # every vertex lies on or above every line of the region: P_FA >= 1 - delta_i - e^{eps_i} P_MD
+    for r in lines:
+        assert np.all(fa >= 1 - r["delta_i"] - math.exp(r["eps_i"]) * md - 1e-12)
+
+
+def test_hetero_list_matches_kernel_and_brute_force_size():
+    eps_list = [0.1, 0.2, 0.3, 0.1, 0.7]
+    row = run("composition_hetero", eps_source="list", eps_list=eps_list, delta=1e-4,
+              delta_target=1e-3, eta=0.05)
+    typed("composition_hetero", row)
+    assert row["k_steps"] == 5 and row["n_distinct"] == 4
+    assert row["eps_values"] == eps_list
+    assert row["eps_exact"] == pytest.approx(kc.hetero_eps_exact(eps_list, 1e-4, 1e-3), rel=1e-14)
+    assert row["eps_approx_lower"] <= row["eps_exact"] <= row["eps_approx"]
+    assert row["eps_exact"] <= row["eps_kov_bound"] <= row["eps_basic"] * (1 + 1e-12)
+    if row["eps_pld"] is not None:
+        assert row["eps_pld"] == pytest.approx(row["eps_exact"], abs=5 * 1e-4)
+
+
+@pytest.mark.parametrize("source", ["uniform", "two_level", "geometric"])
+def test_hetero_generated_sources(source):
+    params = dict(eps_source=source, k=12, eps_min=0.1, eps_max=0.6, delta_target=1e-5, pld=False)
+    a = run("composition_hetero", seed=7, **params)
+    b = run("composition_hetero", seed=7, **params)
+    c = run("composition_hetero", seed=8, **params)
+    assert a["eps_values"] == b["eps_values"]  # all randomness from the task seed
+    vals = np.array(a["eps_values"])
+    assert vals.size == 12 and np.all((vals >= 0.1 - 1e-15) & (vals <= 0.6 + 1e-15))
+    if source == "geometric":
+        assert a["eps_values"] == c["eps_values"]
+        np.testing.assert_allclose(vals[1:] / vals[:-1], (0.1 / 0.6) ** (1 / 11), rtol=1e-12)
+    else:
+        assert a["eps_values"] != c["eps_values"]
+    if source == "two_level":
+        assert set(vals) <= {0.1, 0.6}
+    assert a["eps_pld"] is None
+    assert a["eps_approx_lower"] <= a["eps_exact"] <= a["eps_approx"]
+
+
+def test_hetero_exact_null_beyond_combo_limit():
+    row = run("composition_hetero", eps_source="uniform", k=40, eps_max=0.2, pld=False)
+    assert row["log_exact_combos"] == pytest.approx(40 * math.log(2))
+    assert row["eps_exact"] is None
+    assert row["eps_approx_lower"] <= row["eps_approx"] <= row["eps_kov_bound"] + 1e-9
+
+
+def test_hetero_pld_null_without_dp_accounting(monkeypatch):
+    for mod in [m for m in list(sys.modules) if m == "dp_accounting" or m.startswith("dp_accounting.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "dp_accounting", None)  # import now raises ImportError
+    row = run("composition_hetero", eps_source="list", eps_list=[0.2, 0.3], pld=True)
+    assert row["eps_pld"] is None
+    assert math.isfinite(row["eps_exact"])
+
+
+@pytest.mark.parametrize("name,params", [
+    ("composition", dict(eps=0.0)),
+    ("composition", dict(eps=-1.0)),
+    ("composition", dict(delta=1.0)),
+    ("composition", dict(k=0)),
+    ("composition", dict(k=ec.K_MAX + 1)),
+    ("composition", dict(k=2.5)),
+    ("composition", dict(delta_target=0.0)),
+    ("composition", dict(delta_target=1.0)),
+    ("composition_delta", dict(eps_total=-0.1)),
+    ("composition_region", dict(k=ec.REGION_K_MAX + 1)),
+    ("composition_hetero", dict(eps_source="list")),
+    ("composition_hetero", dict(eps_source="list", eps_list=[0.1, -0.2])),
+    ("composition_hetero", dict(eps_source="uniform", eps_list=[0.1])),
+    ("composition_hetero", dict(eps_source="bogus")),
+    ("composition_hetero", dict(eps_min=0.9, eps_max=0.5)),
+    ("composition_hetero", dict(k=1000, pld=True)),
+    ("composition_hetero", dict(k=50_000, eps_max=1.0, eta=1e-3, pld=False)),
+    ("composition_hetero", dict(eta=0.0)),
+])
+def test_bad_values_raise(name, params):
+    exp = get_experiment(name)
+    with pytest.raises(ParamError) as info:
+        exp.resolve(**params)
+    assert any(p in str(info.value) for p in params)  # the message names the parameter
+
+
+def test_default_configs_resolve():
+    """Every point of the shipped default grids is valid (no ParamError)."""
+    import itertools
+
+    import yaml
+
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "conf" / "experiment"
+    for name in ("composition", "composition_delta", "composition_region", "composition_hetero"):
+        cfg = yaml.safe_load((root / f"{name}.yaml").read_text())
+        axes = {}
+        for key, spec in cfg["grid"].items():
+            if isinstance(spec, dict) and "logspace" in spec:
+                axes[key] = list(10 ** np.linspace(*spec["logspace"]))
+            elif isinstance(spec, dict) and "range" in spec:
+                axes[key] = list(range(*spec["range"]))
+            else:
+                axes[key] = spec
+        exp = get_experiment(name)
+        for combo in itertools.product(*axes.values()):
+            exp.resolve({**(cfg.get("params") or {}), **dict(zip(axes, combo))})
