@@ -189,3 +189,38 @@ def test_default_configs_resolve():
         exp = get_experiment(name)
         for combo in itertools.product(*axes.values()):
             exp.resolve({**(cfg.get("params") or {}), **dict(zip(axes, combo))})
+
+
+def test_reports_write_figures_and_tables(tmp_path):
+    import pandas as pd
+
+    from pipeline.report import composition as rc
+    from pipeline.report.core import ReportWriter
+
+    exp = get_experiment("composition")
+    rows = []
+    for eps in (0.01, 0.1, 1.0):
+        for k in (1, 10, 100, 1000):
+            p = exp.resolve(eps=eps, k=k, delta=0.0, delta_target=1e-6)
+            rows.append({**p, **exp.run(p, 0), "status": "ok"})
+    rows.append({**exp.resolve(eps=0.1, k=5), "status": "failed"})  # failed rows are ignored
+    df = pd.DataFrame(rows)
+    out = ReportWriter(tmp_path / "composition")
+    rc.eps_against_k(df, out)
+    png = tmp_path / "composition" / "eps_vs_k.png"
+    assert png.exists() and png.stat().st_size > 10_000
+    table = pd.read_csv(tmp_path / "composition" / "eps_vs_k.csv")
+    want = df[(df.status == "ok") & (df.eps == 0.1)].sort_values("k")
+    np.testing.assert_allclose(table["eps_optimal"], want["eps_optimal"], rtol=1e-11)
+
+    region = get_experiment("composition_region")
+    rrows = []
+    for delta in (0.0, 0.1):
+        for k in range(1, 6):
+            p = region.resolve(eps=0.4, delta=delta, k=k)
+            rrows += [{**p, **r, "status": "ok"} for r in region.run(p, 0)]
+    out = ReportWriter(tmp_path / "region")
+    rc.privacy_region(pd.DataFrame(rrows), out)
+    assert (tmp_path / "region" / "privacy_region.png").stat().st_size > 10_000
+    lines = pd.read_csv(tmp_path / "region" / "region_lines.csv")
+    assert len(lines) == 2 * sum(k // 2 + 1 for k in range(1, 6))
