@@ -43,13 +43,60 @@ def _setup_logging() -> None:
 
 
 # --------------------------------------------------------------------------- argv handling
-_NODE_OVERRIDE = re.compile(r"^(grid|params)\.[A-Za-z_][\w.]*=")
+_NODE_OVERRIDE = re.compile(r"^(~|\+\+|\+)?(grid|params)\.([A-Za-z_]\w*)(=(.*))?$", re.S)
 
 
-def rewrite_overrides(args: list[str]) -> list[str]:
-    """``grid.X=...`` and ``params.X=...`` may name keys the YAML does not list: Hydra's
-    force-add form ``++`` adds or replaces, so every declared parameter can be swept."""
-    return [f"++{a}" if _NODE_OVERRIDE.match(a) else a for a in args]
+def split_node_overrides(args: list[str]) -> tuple[list[str], list[tuple[str, str, Any]]]:
+    """Take ``grid.X=...`` / ``params.X=...`` (and ``~grid.X``) out of Hydra's hands.
+
+    They are parsed with Hydra's own value grammar but applied after composition with
+    *replace* semantics: Hydra would merge a mapping into a mapping and refuse a list over a
+    mapping, and would refuse keys the YAML does not list. Returns (other args, actions).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    rest, actions = [], []
+    for arg in args:
+        m = _NODE_OVERRIDE.match(arg)
+        if not m:
+            rest.append(arg)
+            continue
+        prefix, node, key, _, raw = m.groups()
+        if prefix == "~":
+            actions.append(("delete", f"{node}.{key}", None))
+            continue
+        if raw is None:
+            raise ConfigError(f"'{arg}' needs a value: {node}.{key}=VALUE")
+        try:
+            override = parser.parse_overrides([f"{node}.{key}={raw}"])[0]
+        except Exception as exc:
+            raise ConfigError(f"cannot parse '{arg}': {exc}") from None
+        if override.is_sweep_override():
+            raise ConfigError(f"'{arg}': write grid axes as a list, {node}.{key}=[a,b,c], or a "
+                              "range helper such as '{range:[0,10]}' (a,b,c is Hydra multirun)")
+        actions.append(("set", f"{node}.{key}", override.value()))
+    return rest, actions
+
+
+def apply_node_overrides(conf: dict, actions: list[tuple[str, str, Any]]) -> None:
+    for action, dotted, value in actions:
+        node, key = dotted.split(".", 1)
+        target = conf.get(node)
+        if not isinstance(target, dict):
+            target = conf[node] = {}
+        if action == "delete":
+            target.pop(key, None)
+        else:
+            target[key] = _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def available_experiments() -> list[str]:
@@ -66,8 +113,12 @@ def check_experiment_choice(args: list[str]) -> None:
             for name in arg.split("=", 1)[1].split(","):
                 name = name.strip()
                 if name not in known or name not in registered:
+                    from pipeline.experiments import BROKEN
+
+                    broken = "".join(f"\n  module {m!r} failed to import: {e}"
+                                     for m, e in BROKEN.items())
                     raise ConfigError(f"unknown experiment '{name}'; available experiments: "
-                                      + ", ".join(n for n in known if n in registered))
+                                      + ", ".join(n for n in known if n in registered) + broken)
 
 
 # --------------------------------------------------------------------------- main
@@ -81,14 +132,19 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    try:
+        args, node_actions = split_node_overrides(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     codes: list[int] = []
 
     def job(cfg) -> None:
-        codes.append(execute(cfg))
+        codes.append(execute(cfg, node_actions))
 
     task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)
     saved = sys.argv
-    sys.argv = [saved[0] if saved else "run.py", *rewrite_overrides(args)]
+    sys.argv = [saved[0] if saved else "run.py", *args]
     try:
         task()
     except SystemExit as exc:  # Hydra reports composition errors itself and exits 1
@@ -100,13 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     return max(codes) if codes else EXIT_OK
 
 
-def execute(cfg) -> int:
+def execute(cfg, node_actions=()) -> int:
     """Run one composed config (one Hydra job). Returns the exit code."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
     name = HydraConfig.get().runtime.choices.get("experiment")
     conf = OmegaConf.to_container(cfg, resolve=True)
+    apply_node_overrides(conf, node_actions)
     try:
         grid, options = validate(name, conf)
     except ConfigError as exc:

@@ -1,0 +1,223 @@
+"""End to end through ``run.py``: real Dask clusters, kill and resume, bad input, determinism."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import pipeline
+import pipeline.store
+from pipeline.engine.grid import Grid
+from pipeline.experiments.base import get_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["cluster.dashboard_address=:0", "progress=false"]
+
+
+def run_cli(*args, timeout=180, check_code=None):
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    if check_code is not None:
+        assert proc.returncode == check_code, proc.stdout + proc.stderr
+    return proc
+
+
+def expected_ids(grid_cfg, params):
+    g = Grid(get_experiment("calibration"), grid_cfg, params)
+    return {g.task_id(i) for i in range(g.total)}
+
+
+def test_sweep_on_two_local_workers_all_rows_typed(tmp_path):
+    proc = run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=2",
+                   "grid.x={range:[0,300]}", "grid.rows=[1,2]", "params.work_us=200", *FAST,
+                   check_code=0)
+    assert "results:" in proc.stdout and "600 tasks ok" in proc.stdout
+    df = pd.read_parquet(tmp_path / "calibration")
+    assert len(df) == 300 * 3 and df.task_id.nunique() == 600
+    types = pq.read_schema(next((tmp_path / "calibration").glob("part-*.parquet")))
+    assert types.field("x").type == pa.int64() and types.field("work_us").type == pa.float64()
+    assert types.field("value").type == pa.float64() and types.field("label").type == pa.string()
+    assert types.field("started_at").type == pa.timestamp("us", tz="UTC")
+    assert types.field("seed").type == pa.int64()
+    assert set(df.status) == {"ok"} and df.worker.nunique() == 2
+    ids = expected_ids({"x": {"range": [0, 300]}, "rows": [1, 2]}, {"work_us": 200})
+    assert set(df.task_id) == ids
+    manifest = pipeline.store.read_manifest(tmp_path / "calibration")
+    run = manifest["runs"][-1]
+    assert run["status"] == "finished" and run["counts"]["ok"] == 600
+    assert run["config"]["grid"]["rows"] == [1, 2] and run["packages"]["dask"]
+    assert run["git"]["commit"] is None or len(run["git"]["commit"]) == 40
+
+
+def test_rerun_computes_only_missing_and_retry_failed(tmp_path):
+    common = ["experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=1",
+              "params.work_us=0", "params.fail_every=10", *FAST]
+    proc = run_cli(*common, "grid.x={range:[0,40]}", check_code=1)
+    assert "FAILED: 4 of 40 task(s) failed" in proc.stderr
+    assert "calibration failure requested at x=0" in proc.stderr
+    proc = run_cli(*common, "grid.x={range:[0,50]}", "dry_run=true", check_code=0)
+    assert "already done:  36 ok, 4 failed" in proc.stdout and "to run:        10" in proc.stdout
+    run_cli(*common, "grid.x={range:[0,50]}", check_code=1)  # one new failure (x=40)
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 50 and df.task_id.is_unique
+    assert sorted(df[df.status == "failed"].x) == [0, 10, 20, 30, 40]
+    raw = pd.read_parquet(tmp_path / "calibration")
+    assert len(raw) == 50  # the 36 done tasks were not run again
+    # retry_failed re-runs the failed ones; now without the failure they succeed
+    run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=1",
+            "params.work_us=0", "params.fail_every=10", "grid.x={range:[0,50]}",
+            "retry_failed=true", *FAST, check_code=1)
+    assert len(pd.read_parquet(tmp_path / "calibration")) == 55
+
+
+BAD_INPUTS = [
+    (["experiment=no_such_experiment"], "unknown experiment 'no_such_experiment'; available"),
+    (["experiment=calibration", "grid.bogus=[1]"], "parameter 'bogus': unknown parameter"),
+    (["experiment=calibration", "grid.work_us=[-5]"], "allowed: a value in [0, 60000000.0]"),
+    (["experiment=calibration", "params.rows=5000"], "parameter 'rows'"),
+    (["experiment=calibration", "cluster=address"], "cluster.address=tcp://HOST:PORT"),
+    (["experiment=calibration", "batch_size=-3"], "batch_size must be 'auto'"),
+    (["experiment=calibration", "cluster=nosuchcluster"], "nosuchcluster"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_INPUTS)
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, message):
+    results = tmp_path / "results"
+    proc = run_cli(*args, f"results_dir={results}", timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stdout + proc.stderr
+    assert not results.exists()
+
+
+def test_dry_run_of_ten_million_points(tmp_path):
+    proc = run_cli("experiment=calibration", f"results_dir={tmp_path}", "dry_run=true",
+                   "grid.x={range:[0,10000]}", "grid.work_us={linspace:[0,1,100]}",
+                   "grid.scale={linspace:[0,1,10]}", check_code=0, timeout=120)
+    assert "tasks in grid: 10,000,000" in proc.stdout
+    assert "to run:        10,000,000" in proc.stdout and "sample points:" in proc.stdout
+    assert not (tmp_path / "calibration").exists()
+
+
+def _parts(path):
+    return sorted(Path(path).glob("part-*.parquet"))
+
+
+def test_sigkill_driver_then_resume(tmp_path):
+    args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
+            f"results_dir={tmp_path}", "cluster.n_workers=2", "grid.x={range:[0,600]}",
+            "params.work_us=20000", "batch_size=10", *FAST]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while (len(_parts(tmp_path / "calibration")) < 3 and time.time() < deadline
+           and proc.poll() is None):
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)  # the driver only; its orphaned workers die on their own
+    proc.wait()
+    done_before = len(_parts(tmp_path / "calibration"))
+    assert 3 <= done_before < 60
+    for part in _parts(tmp_path / "calibration"):
+        assert pq.read_table(part).num_rows == 10  # no part is corrupt or partial
+    run_cli(*args[2:], check_code=0, timeout=240)
+    df = pd.read_parquet(tmp_path / "calibration")
+    assert len(df) == 600 and df.task_id.is_unique
+    assert set(df.task_id) == expected_ids({"x": {"range": [0, 600]}}, {"work_us": 20000})
+    os.killpg(proc.pid, signal.SIGKILL) if _alive(proc.pid) else None
+
+
+def _alive(pid):
+    try:
+        os.killpg(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def external_cluster(tmp_path):
+    """A real `dask scheduler` and two `dask worker` processes on 127.0.0.1."""
+    sched_file = tmp_path / "scheduler.json"
+    dask = Path(sys.executable).with_name("dask")
+    procs = [subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)]
+    deadline = time.time() + 60
+    while not sched_file.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    import json
+
+    time.sleep(0.2)
+    address = json.loads(sched_file.read_text())["address"]
+    workers = [subprocess.Popen([str(dask), "worker", address, "--nthreads", "1",
+                                 "--nworkers", "1", "--no-nanny", "--no-dashboard"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True) for _ in range(2)]
+    from distributed import Client
+
+    with Client(address, timeout="30s") as client:
+        client.wait_for_workers(2, timeout=60)
+    yield address, workers
+    for p in procs + workers:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def test_external_scheduler_and_a_worker_killed_mid_run(tmp_path, external_cluster):
+    address, workers = external_cluster
+    args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
+            f"results_dir={tmp_path}", "cluster=address", f"cluster.address={address}",
+            "grid.x={range:[0,400]}", "params.work_us=10000", "batch_size=10", "progress=false"]
+    driver = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    deadline = time.time() + 120
+    while (len(_parts(tmp_path / "calibration")) < 4 and time.time() < deadline
+           and driver.poll() is None):
+        time.sleep(0.05)
+    os.killpg(workers[0].pid, signal.SIGKILL)  # one worker dies; its batches move to the other
+    out, err = driver.communicate(timeout=240)
+    assert driver.returncode == 0, out + err
+    df = pd.read_parquet(tmp_path / "calibration")
+    assert len(df) == 400 and df.task_id.is_unique and set(df.status) == {"ok"}
+    assert df.worker.str.startswith("tcp://127.0.0.1").all()
+
+
+def test_same_table_on_one_and_two_workers(tmp_path):
+    tables = []
+    for n in (1, 2):
+        out = tmp_path / f"w{n}"
+        run_cli("experiment=calibration", f"results_dir={out}", f"cluster.n_workers={n}",
+                "grid.x={range:[0,120]}", "grid.rows=[1,3]", "params.work_us=100", *FAST,
+                check_code=0)
+        df = pipeline.load(out, "calibration")
+        keep = ["task_id", "row_index", "x", "rows", "value", "draw", "label", "seed", "status"]
+        tables.append(df[keep].sort_values(["task_id", "row_index"]).reset_index(drop=True))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert tables[0].draw.nunique() == 240  # the draws really are seeded per task
+
+
+def test_slurm_cluster_is_constructible():
+    pytest.importorskip("dask_jobqueue")
+    from pipeline.engine.cluster import make_slurm_cluster
+
+    cluster = make_slurm_cluster({"queue": "compute", "account": "proj42", "cores": 4,
+                                  "processes": 2, "memory": "8GB", "walltime": "02:00:00",
+                                  "minimum_jobs": 0, "maximum_jobs": 7,
+                                  "job_extra_directives": ["--qos=long"]})
+    try:
+        script = cluster.job_script()
+        for line in ("#SBATCH -p compute", "#SBATCH -A proj42", "#SBATCH --qos=long",
+                     "#SBATCH -t 02:00:00", "--nworkers 2"):
+            assert line in script, script
+        assert cluster._adaptive is not None and cluster._adaptive.maximum == 7 * 2
+    finally:
+        cluster.close()

@@ -1,0 +1,153 @@
+"""Grid expansion, task identity and validation (engine level, no cluster)."""
+
+import itertools
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pipeline.cli import ConfigError, apply_node_overrides, split_node_overrides
+from pipeline.engine.grid import Grid, expand_value, seed_of, task_id_of
+from pipeline.experiments.base import (Choice, Experiment, Interval, Param, ParamError,
+                                       PointCheck, REQUIRED)
+
+
+def toy(version=1, checks=(), required=False):
+    return Experiment(
+        name="toy", version=version,
+        params=[
+            Param("eps", float, 1.0, Interval(0, None, lo_closed=False)),
+            Param("k", int, 1, Interval(1, 1000)),
+            Param("graph", str, "path", Choice("path", "cycle")),
+            Param("flag", bool, False),
+            Param("weights", "float_list", [0.5], Interval(0, None)),
+            Param("n", int, REQUIRED if required else 4, Interval(1, None)),
+        ],
+        columns={"out": pa.float64()},
+        run=lambda p, s: {"out": p["eps"] * p["k"]},
+        checks=checks,
+    )
+
+
+def points(grid):
+    return [grid.point(i) for i in range(grid.total)]
+
+
+def test_cartesian_product_order_last_axis_fastest():
+    g = Grid(toy(), {"eps": [0.1, 0.2], "k": [1, 2, 3]}, {})
+    assert g.total == 6
+    got = [(p["eps"], p["k"]) for p in points(g)]
+    assert got == list(itertools.product([0.1, 0.2], [1, 2, 3]))
+    assert all(p["graph"] == "path" and p["n"] == 4 for p in points(g))
+
+
+def test_zip_group_varies_together_and_multiplies_with_other_axes():
+    g = Grid(toy(), {"graph": ["path", "cycle"], "zip": [{"k": [1, 2, 3], "n": [5, 6, 7]}]}, {})
+    assert g.total == 6
+    assert {(p["k"], p["n"]) for p in points(g)} == {(1, 5), (2, 6), (3, 7)}
+    with pytest.raises(ParamError, match="differ in length"):
+        Grid(toy(), {"zip": [{"k": [1, 2], "n": [5]}]}, {})
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ({"linspace": [0.0, 1.0, 5]}, [0.0, 0.25, 0.5, 0.75, 1.0]),
+    ({"logspace": [-2, 0, 3]}, [0.01, 0.1, 1.0]),
+    ({"range": [1, 10, 3]}, [1, 4, 7]),
+    ("linspace(0, 1, 3)", [0.0, 0.5, 1.0]),
+    ("range(3)", [0, 1, 2]),
+    ({"range": {"start": 2, "stop": 5}}, [2, 3, 4]),
+])
+def test_range_helpers(spec, expected):
+    assert np.allclose(expand_value(spec, "x", "toy"), expected, rtol=1e-15)
+
+
+def test_params_fixed_and_grid_wins_over_params():
+    g = Grid(toy(), {"k": [2, 3]}, {"k": 99, "eps": 0.5})
+    assert [p["k"] for p in points(g)] == [2, 3]
+    assert all(p["eps"] == 0.5 for p in points(g))
+
+
+def test_scalar_grid_value_is_a_single_point_and_list_params():
+    g = Grid(toy(), {"k": 7, "weights": [[0.1, 0.2], [0.3]]}, {})
+    assert g.total == 2
+    assert [p["weights"] for p in points(g)] == [[0.1, 0.2], [0.3]]
+    g = Grid(toy(), {}, {"weights": [0.1, 0.2]})  # a flat list in params is one value
+    assert g.point(0)["weights"] == [0.1, 0.2]
+
+
+@pytest.mark.parametrize("grid,params,param,fragment", [
+    ({"bogus": [1]}, {}, "bogus", "unknown parameter"),
+    ({}, {"bogus": 1}, "bogus", "unknown parameter"),
+    ({"eps": [0.0, 1.0]}, {}, "eps", "(0, inf)"),
+    ({"graph": ["tree"]}, {}, "graph", "one of {path, cycle}"),
+    ({"k": [1.5]}, {}, "k", "cannot read 1.5 as int"),
+    ({"weights": [[0.1, -1.0]]}, {}, "weights", "each element must be"),
+    ({"eps": {"linspace": [0, 1]}}, {}, "eps", "exactly 3 arguments"),
+])
+def test_bad_values_name_the_parameter_and_allowed_values(grid, params, param, fragment):
+    with pytest.raises(ParamError) as info:
+        Grid(toy(), grid, params)
+    assert info.value.param == param
+    assert fragment in str(info.value)
+
+
+def test_required_parameter_must_be_given():
+    with pytest.raises(ParamError, match="required"):
+        Grid(toy(required=True), {}, {})
+    assert Grid(toy(required=True), {"n": [3]}, {}).point(0)["n"] == 3
+
+
+def test_point_checks_run_once_per_distinct_combination():
+    calls = []
+
+    def limit(v):
+        calls.append(dict(v))
+        return "k * n must be <= 100" if v["k"] * v["n"] > 100 else None
+
+    exp = toy(checks=[PointCheck(("k", "n"), limit)])
+    Grid(exp, {"eps": list(np.linspace(0.1, 1, 50)), "k": [1, 2], "n": [3, 4, 5]}, {})
+    assert len(calls) == 6  # 2 x 3 combinations, not 300 points
+    with pytest.raises(ParamError, match=r"k \* n must be <= 100 \(at k=30, n=4\)"):
+        Grid(exp, {"k": [1, 30], "n": [3, 4]}, {})
+
+
+def test_task_id_is_canonical_and_stable():
+    a = Grid(toy(), {"k": [3]}, {"eps": 0.5})
+    b = Grid(toy(), {"eps": [0.5]}, {"k": 3, "graph": "path", "n": 4})  # defaults given explicitly
+    assert a.task_id(0) == b.task_id(0)
+    # a frozen value: changing the hashing scheme silently would orphan every stored result
+    assert a.canonical(0) == ('{"experiment": "toy", "version": 1,"params":{"eps":0.5,'
+                              '"flag":false,"graph":"path","k":3,"n":4,"weights":[0.5]}}')
+    assert a.task_id(0) == task_id_of(a.canonical(0)) == "520564488289f9743f2403a0"  # = sha256sum | cut -c1-24
+    assert Grid(toy(version=2), {"k": [3]}, {"eps": 0.5}).task_id(0) != a.task_id(0)
+    assert Grid(toy(), {"k": [3]}, {"eps": 0.5000001}).task_id(0) != a.task_id(0)
+    ids = [Grid(toy(), {"eps": list(np.linspace(0.1, 1, 30)), "k": [1, 2, 3]}, {}).task_id(i)
+           for i in range(90)]
+    assert len(set(ids)) == 90
+
+
+def test_seed_is_a_pure_function_of_the_task_id():
+    g = Grid(toy(), {"k": [1, 2]}, {})
+    s0, s1 = seed_of(g.task_id(0)), seed_of(g.task_id(1))
+    assert s0 == seed_of(g.task_id(0)) and s0 != s1 and 0 <= s0 < 2**63
+
+
+def test_lazy_indexing_of_a_huge_grid():
+    g = Grid(toy(), {"eps": {"linspace": [0.1, 1, 1000]}, "k": {"range": [1, 1001]},
+                     "n": {"range": [1, 11]}}, {})
+    assert g.total == 10**7
+    last = g.point(10**7 - 1)
+    assert (last["eps"], last["k"], last["n"]) == (1.0, 1000, 10)
+    assert g.point(12345)["n"] == 12345 % 10 + 1
+
+
+def test_cli_grid_overrides_replace_and_add():
+    rest, actions = split_node_overrides(
+        ["experiment=toy", "grid.eps=[0.1,0.5]", "grid.k={range:[1,4]}", "params.n=9",
+         "~grid.graph", "cluster.n_workers=2"])
+    assert rest == ["experiment=toy", "cluster.n_workers=2"]
+    conf = {"grid": {"k": {"linspace": [0, 1, 3]}, "graph": ["path"]}, "params": {}}
+    apply_node_overrides(conf, actions)
+    assert conf == {"grid": {"eps": [0.1, 0.5], "k": {"range": [1, 4]}}, "params": {"n": 9}}
+    with pytest.raises(ConfigError, match="as a list"):
+        split_node_overrides(["grid.eps=0.1,0.5"])
