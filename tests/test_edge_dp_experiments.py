@@ -93,6 +93,7 @@ def test_edge_dp_sbm_enumeration_respects_lemma():
     dict(prior="er", solver="mcmc"),
     dict(prior="ergm", solver="closed_form"),
     dict(prior="er", n=30, p_spread=0.5, edge="all"),
+    dict(prior="er", n=151, p_spread=0.5, edge="queen"),
     dict(prior="sbm", n=7, blocks=4),
     dict(prior="galaxy"),
     dict(eps=0.0),

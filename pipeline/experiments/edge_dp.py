@@ -23,6 +23,7 @@ from pipeline.kernels import pufferfish as pf
 MAX_CLOSED_FORM_N = 1000
 MAX_MCMC_N = 60
 MAX_HETEROGENEOUS_ALL_N = 20
+MAX_HETEROGENEOUS_N = 150
 MAX_TEST_N = 2000
 
 PRIORS = ("er", "hive", "ergm", "sbm")
@@ -74,6 +75,9 @@ def _check_ab(v: dict) -> str | None:
 
 
 def _check_heterogeneous(v: dict) -> str | None:
+    if v["prior"] == "er" and v["p_spread"] > 0 and v["n"] > MAX_HETEROGENEOUS_N:
+        return (f"prior=er with p_spread > 0 sums a Poisson-binomial law in O(m^2): "
+                f"needs n <= {MAX_HETEROGENEOUS_N}")
     if v["prior"] == "er" and v["p_spread"] > 0 and v["edge"] == "all" and v["n"] > MAX_HETEROGENEOUS_ALL_N:
         return (f"prior=er with p_spread > 0 and edge=all gives one row per dyad: "
                 f"needs n <= {MAX_HETEROGENEOUS_ALL_N}")
