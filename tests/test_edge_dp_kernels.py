@@ -339,3 +339,19 @@ def test_neyman_pearson_cutoff_reproduces_threshold_test():
     assert monotone
     assert c == pytest.approx(t, abs=1e-8)
     assert ls_np == pytest.approx(ls, abs=1e-10) and lp_np == pytest.approx(lpow, abs=1e-10)
+
+
+@settings(max_examples=12, deadline=None)
+@given(pi=st.floats(0.05, 0.95), a=st.floats(0.05, 1.0), frac=st.floats(0.0, 0.95), eps=st.floats(0.1, 3.0))
+def test_hive_closed_form_equals_enumeration_property(pi, a, frac, eps):
+    n, b = 4, a * frac  # b may be 0 and a may be 1: infinite alpha, finite loss
+    hive = npr.Hive(n, pi, a, b)
+    lp = npr.enumerate_log_prob(hive)
+    for _, dyad, _ in hive.dyad_classes():
+        ex = npr.exact_edge_analysis(lp, n, dyad, eps, "laplace_edge_count")
+        k1, k0 = hive.edge_count_log_pmfs(dyad)
+        assert ex["pufferfish_loss"] == pytest.approx(pf.laplace_count_loss(k1, k0, eps)[0], rel=1e-9)
+        assert ex["alpha_dep"] == pytest.approx(hive.alpha_dep(dyad), rel=1e-9)
+        assert ex["pufferfish_loss"] <= eps + ex["alpha_dep"] + 1e-9
+        rr = npr.exact_edge_analysis(lp, n, dyad, eps, "randomized_response")["pufferfish_loss"]
+        assert rr == pytest.approx(hive.rr_loss(dyad, eps), rel=1e-9)
