@@ -224,7 +224,7 @@ def tables_8(df, out):
         out.table("figure_8_4_regression", reg,
                   caption="Figure 8.4: least-squares fit of the annealed entropy on H(p) for each m.",
                   float_format="%.6g")
-        fig, ax = out.new_figure(width=6.5, height=4.5)
+        fig, ax = out.new_figure(width=7.5, height=4.5)
         cmap = __import__("matplotlib").colormaps["viridis"]
         ms = sorted(ok["m"].unique())
         for i, m in enumerate(ms):
@@ -239,7 +239,7 @@ def tables_8(df, out):
                         linewidth=1)
         ax.set_xlabel("Shannon entropy H(p) (nats)")
         ax.set_ylabel(r"$\eta_m(p) = \ln\lambda_{m,1}(p)/m$ (nats per cell)")
-        ax.legend(fontsize=7, ncol=2)
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
         out.figure("figure_8_4", fig, caption="Figure 8.4: annealed entropy against the Shannon "
                                               "entropy of the diagonal choice, with least-squares lines.")
     quenched = ok.dropna(subset=["quenched_entropy"]) if "quenched_entropy" in ok else ok.iloc[:0]
