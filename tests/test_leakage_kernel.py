@@ -208,3 +208,13 @@ def test_min_entropy_leakage_definition():
     h_post = -math.log2(joint.max(axis=0).sum())
     assert fm.min_entropy_leakage_bits(channel) == pytest.approx(h_prior - h_post)
     assert fm.conditional_min_entropy_bits(channel) == pytest.approx(h_post)
+
+
+def test_lemma_532_claim_3_as_printed_fails():
+    """ERRATA: claim (3) prints M'_{i,i} = max^i M (column max of the *original* M); the proof
+    (5.4) shows M'_{k,k} = max^k M'. The printed form fails on a random eps-DP channel."""
+    graph = SMALL["cycle6"][0]
+    channel = random_dp_channel(graph, 1.0, np.random.default_rng(3))
+    sym = fm.symmetrise(channel, fm.group_closure(generators("cycle6")))
+    assert np.allclose(np.diag(sym), sym.max(axis=0))
+    assert not np.allclose(np.diag(sym), channel.max(axis=0))
