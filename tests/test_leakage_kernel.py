@@ -218,3 +218,21 @@ def test_lemma_532_claim_3_as_printed_fails():
     sym = fm.symmetrise(channel, fm.group_closure(generators("cycle6")))
     assert np.allclose(np.diag(sym), sym.max(axis=0))
     assert not np.allclose(np.diag(sym), channel.max(axis=0))
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([(8, 3), (10, 3), (12, 4)]), st.floats(0.2, 3.0))
+def test_lp_below_tight_and_thesis_relation_on_random_regular(seed, shape, eps):
+    n, degree = shape
+    graph = G.random_regular(n, degree, np.random.default_rng(seed))
+    dist = fm.distance_matrix(graph)
+    if np.any(dist < 0):
+        return
+    util, channel, _ = fm.dp_channel_lp_full(graph, eps)
+    b = borders(graph)
+    assert util <= fm.tight_utility_bound_from_borders(b, eps) * (1 + 1e-7)
+    # the per-vertex bound (5.6) is never below 1/S_a at that vertex
+    s = np.array([np.sum(r * np.exp(-eps * np.arange(r.size))) for r in b])
+    assert np.all(fm.thesis_bounds_from_borders(b, eps) >= 1 / s - 1e-12)
+    if not fm.is_vertex_transitive(graph):
+        assert fm.vertex_orbits(graph.n, fm.networkx_automorphisms(graph)).max() > 0
