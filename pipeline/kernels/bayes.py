@@ -221,7 +221,7 @@ def lipschitz_set(model: FamilyModel, L: float) -> tuple[float, float]:
         if edge == ts or float(model.ell(np.array([inner]))[0]) <= L:
             return edge
         return optimize.brentq(lambda t: float(model.ell(np.array([t]))[0]) - L,
-                               min(inner, ts), max(inner, ts), xtol=1e-15, rtol=1e-15)
+                               min(inner, ts), max(inner, ts), xtol=1e-300, rtol=1e-15)
 
     return end(model.lo), end(model.hi)
 
@@ -229,7 +229,7 @@ def lipschitz_set(model: FamilyModel, L: float) -> tuple[float, float]:
 def prior_tail(model: FamilyModel, L: float, norm: float | None = None) -> float:
     """1 - xi(Theta_L), by quadrature of the prior density (outside Theta_L, or inside it when
     that is the smaller part, so that tails near 1 keep their precision through log1p)."""
-    return -math.expm1(-neg_log_tail(model, L, norm))
+    return math.exp(-neg_log_tail(model, L, norm))
 
 
 def neg_log_tail(model: FamilyModel, L: float, norm: float | None = None) -> float:

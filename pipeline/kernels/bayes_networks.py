@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 
 # --------------------------------------------------------------------------- structures
@@ -291,9 +291,9 @@ def fourier_updates(net: BinaryNetwork, X: np.ndarray, eps: float, rng: np.rando
     family table, read off (Z1, Z2) = (cell x_i = 1, cell x_i = 0) per parent configuration.
 
     Returns (Z1, Z2, negative_cells): the count of released family cells below zero before the
-    final clip to [0, n] (which trades stealth for validity, not privacy).
+    final clip at 0 (which trades stealth for validity, not privacy). There is no upper clip at
+    n: the increment raises every cell, and clipping at n would flatten noisy tables to 1/2.
     """
-    n = X.shape[0]
     gammas = downward_closure(net)
     z = fourier_coefficients(X, gammas) + rng.laplace(0.0, 2 * len(gammas) / eps, len(gammas))
     zhat = dict(zip(gammas, z))
@@ -306,7 +306,7 @@ def fourier_updates(net: BinaryNetwork, X: np.ndarray, eps: float, rng: np.rando
         one, zero = _family_cell_maps(net, i)
         sl = slice(net.offsets[i], net.offsets[i] + len(one))
         z1[sl], z2[sl] = table[one], table[zero]
-    return np.clip(z1, 0.0, n), np.clip(z2, 0.0, n), negative
+    return np.maximum(z1, 0.0), np.maximum(z2, 0.0), negative
 
 
 # --------------------------------------------------------------------------- sampling (BAPS)
@@ -316,13 +316,13 @@ def truncated_beta_sample(a, b, lo: float, hi: float, rng: np.random.Generator, 
     survival function (when [lo, hi] sits in the upper tail, where the CDF is ~1)."""
     a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
     shape = a.shape if size is None else tuple(np.atleast_1d(size)) + a.shape
-    cdf_lo, cdf_hi = stats.beta.cdf(lo, a, b), stats.beta.cdf(hi, a, b)
-    sf_lo, sf_hi = stats.beta.sf(lo, a, b), stats.beta.sf(hi, a, b)
+    cdf_lo, cdf_hi = special.betainc(a, b, lo), special.betainc(a, b, hi)
+    sf_lo, sf_hi = special.betaincc(a, b, lo), special.betaincc(a, b, hi)
     u = rng.random(shape)
     upper = cdf_lo > 0.5
     with np.errstate(all="ignore"):
-        by_cdf = stats.beta.ppf(cdf_lo + u * (cdf_hi - cdf_lo), a, b)
-        by_sf = stats.beta.isf(sf_hi + u * (sf_lo - sf_hi), a, b)
+        by_cdf = special.betaincinv(a, b, cdf_lo + u * (cdf_hi - cdf_lo))
+        by_sf = special.betainccinv(a, b, sf_hi + u * (sf_lo - sf_hi))
     out = np.where(upper, by_sf, by_cdf)
     out = np.where(np.isfinite(out), out, (lo + hi) / 2)
     return np.clip(out, lo, hi)
@@ -331,8 +331,8 @@ def truncated_beta_sample(a, b, lo: float, hi: float, rng: np.random.Generator, 
 def truncated_beta_log_mass(a, b, lo: float, hi: float) -> np.ndarray:
     """ln P_{Beta(a,b)}([lo, hi]), accurate in both tails."""
     a, b = np.asarray(a, float), np.asarray(b, float)
-    mid = stats.beta.cdf(hi, a, b) - stats.beta.cdf(lo, a, b)
-    alt = stats.beta.sf(lo, a, b) - stats.beta.sf(hi, a, b)
+    mid = special.betainc(a, b, hi) - special.betainc(a, b, lo)
+    alt = special.betaincc(a, b, lo) - special.betaincc(a, b, hi)
     return np.log(np.maximum(np.maximum(mid, alt), 1e-300))
 
 
@@ -395,6 +395,9 @@ def predict_proba(net: BinaryNetwork, theta: np.ndarray, X: np.ndarray, target: 
     since the posterior factorises and each row touches each theta_{i,j} at most once).
     theta (S, m): posterior samples; the joint probabilities are averaged over samples and then
     normalised (section 4.4.2)."""
+    theta = np.asarray(theta, float)
+    if theta.ndim == 2 and theta.shape[0] == 1:
+        theta = theta[0]
     X1, X0 = np.array(X, copy=True), np.array(X, copy=True)
     X1[:, target], X0[:, target] = 1, 0
     l1, l0 = log_joint(net, theta, X1), log_joint(net, theta, X0)
