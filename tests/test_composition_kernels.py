@@ -172,6 +172,13 @@ def test_large_k_round_trip_and_no_overflow(eps, k, dt):
     # the windowed, chunked solve equals the plain full sum
     full = kc.eps_for_log_delta(kc.homogeneous_loss(eps, k), math.log(dt))
     assert got == pytest.approx(full, rel=1e-13)
+    assert kc._eps_optimal_chunked(eps, k, math.log(dt)) == pytest.approx(full, rel=1e-13)
+
+
+@pytest.mark.parametrize("eps,k,dt", [(0.3, 5, 1e-3), (0.05, 3000, 1e-8), (2.0, 999, 0.2), (0.01, 20_001, 1e-6)])
+def test_chunked_solver_equals_full_sum(eps, k, dt):
+    full = kc.eps_for_log_delta(kc.homogeneous_loss(eps, k), math.log(dt))
+    assert kc._eps_optimal_chunked(eps, k, math.log(dt), chunk=64) == pytest.approx(full, rel=1e-13, abs=1e-15)
 
 
 def test_huge_eps_no_overflow():

@@ -311,6 +311,8 @@ def eps_optimal(eps: float, delta: float, k: int, delta_target: float) -> float:
         return math.inf
     if dp == 0.0:
         return k * eps
+    if k <= 20_000:  # the full vectorised sum is cheaper than locating the window
+        return eps_for_log_delta(homogeneous_loss(eps, k), math.log(dp))
     return _eps_optimal_chunked(eps, k, math.log(dp))
 
 
