@@ -150,9 +150,10 @@ def lp_against_bounds(df, out):
                        "Theorem 5.3.3 bound; red crosses mark ε where Theorem 5.3.3 fails.")
 
     fig, ax = out.new_figure(width=7, height=4.5)
-    for lab in labels:
+    for i, lab in enumerate(labels):
         grp = d[d["graph_label"] == lab]
-        ax.plot(grp["eps"], grp["leakage_bits"], "o-", ms=3, label=lab)
+        ax.plot(grp["eps"], grp["leakage_bits"], "-" if i < 10 else "--", marker="osD^vx+*<>ph"[i % 12],
+                ms=4, mfc="none", label=lab)
     ax.set_xlabel("ε (nats)")
     ax.set_ylabel("min-entropy leakage (bits)")
     ax.set_title("leakage of the utility-optimal ε-DP channel")
