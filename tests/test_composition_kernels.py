@@ -306,3 +306,14 @@ def test_hetero_matches_pld():
     for dt in (1e-6, 1e-2):
         exact = kc.hetero_eps_exact(eps_list, 0.0, dt)
         assert eps_pld(values, counts, 0.0, dt, 1e-4) == pytest.approx(exact, abs=1e-6)
+
+
+@pytest.mark.parametrize("eps,delta", [(0.1, 0.0), (0.8, 0.05), (2.0, 0.3)])
+def test_single_step_matches_remark_a1(eps, delta):
+    # (b): total variation = d(0) = delta + (1 - delta) tanh(eps/2) = 1 - 2(1-delta)/(1+e^eps)
+    tv = kc.delta_optimal(eps, delta, 1, 0.0)
+    assert tv == pytest.approx(1 - 2 * (1 - delta) / (1 + math.exp(eps)), rel=1e-13)
+    # (a) is tight at k = 1: the optimal eps~ satisfies (1-delta)/(1+e^eps) = (1-dt)/(1+e^eps~)
+    for dt in (delta + 1e-3, delta + 0.5 * (tv - delta)):
+        et = kc.eps_optimal(eps, delta, 1, dt)
+        assert (1 - delta) / (1 + math.exp(eps)) == pytest.approx((1 - dt) / (1 + math.exp(et)), rel=1e-12)
