@@ -335,20 +335,25 @@ def randomized_response_nu(prior, targets, eps: float) -> np.ndarray:
     n = prior.n
     _check_enumerable(n)
     table = log_table(prior)
-    shape = (2,) * n  # C order: axis n-1-i is bit i
-    idx = np.arange(1 << n, dtype=np.int64)
     out = []
     for a in targets:
-        xa = (idx >> int(a)) & 1
+        xa = ((np.arange(1 << n, dtype=np.int32) >> int(a)) & 1).astype(bool)
         f = []
         for z in (0, 1):
-            t = np.where(xa == z, table, -np.inf).reshape(shape)
-            for ax in range(n):
-                t0 = np.take(t, 0, axis=ax)
-                t1 = np.take(t, 1, axis=ax)
-                t = np.stack([np.logaddexp(t0, t1 - eps), np.logaddexp(t0 - eps, t1)], axis=ax)
-            f.append(t.ravel() - _lse(table[xa == z]))  # ln P(o | x_a = z) + const
-        out.append(float(np.max(np.abs(f[1] - f[0]))))
+            mask = xa if z == 1 else ~xa
+            t = np.where(mask, table, -np.inf)
+            for i in range(n):  # in place along bit i: peak memory ~ 4 tables
+                v = t.reshape(-1, 2, 1 << i)
+                new0 = np.logaddexp(v[:, 0, :], v[:, 1, :] - eps)
+                np.logaddexp(v[:, 0, :] - eps, v[:, 1, :], out=v[:, 1, :])
+                v[:, 0, :] = new0
+                del new0
+            t -= _lse(table[mask])  # ln P(o | x_a = z) + const
+            f.append(t)
+        np.subtract(f[1], f[0], out=f[1])
+        np.abs(f[1], out=f[1])
+        out.append(float(np.max(f[1])))
+        del f
     return np.asarray(out)
 
 
