@@ -144,3 +144,19 @@ def test_reports_write_tables(tmp_path):
     reg = pd.read_csv(tmp_path / "figure_8_4_regression.csv")
     assert set(reg["m"]) == {1, 2} and (reg["r_squared"] > 0.9).all()
     assert (tmp_path / "figure_8_4.png").stat().st_size > 1000
+
+
+def test_free_and_torus_sweep_across_the_narrow_side():
+    row = _run(INDEPENDENT_SETS, m=30, n=2)
+    assert "width 2" in row["method"] and "transposed" in row["method"]
+    assert int(row["count"]) == transfer_count("488", 2, 30, "free")
+    row = _run(INDEPENDENT_SETS, lattice="square", boundary="torus", m=20, n=3)
+    assert "width 3" in row["method"] and "transposed" not in row["method"]
+    row = _run(INDEPENDENT_SETS, lattice="king", boundary="torus", m=3, n=20)
+    assert "width 3" in row["method"] and "transposed" in row["method"]
+
+
+def transfer_count(lattice, m, n, boundary):
+    from pipeline.kernels.transfer import count
+
+    return count(lattice, m, n, boundary)[0]

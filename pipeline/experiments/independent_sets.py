@@ -24,10 +24,36 @@ LATTICE_DOC = ("'488': the 4-8-8 lattice, m rows and n columns of octagons (G_{m
                "S_{m,n} of thesis section 7.2); 'square': m x n grid graph (hard squares); "
                "'king': m x n grid with both diagonals of every face")
 
-# Exact sweeps cost about (#states x log2 #states) big-integer additions per step; the limits
-# below keep one task within a few seconds (measured in benchmarks/bench_independent_sets.py).
-MAX_WIDTH_VECTOR = {"488": 14, "square": 16, "king": 16}   # free and cylinder sweeps
-MAX_WIDTH_TRACE = {"488": 9, "square": 10, "king": 10}     # torus: all start states at once
+# Exact sweeps cost about (#start vectors) x (#states) x (#bits) x (#transforms) big-integer additions
+# per step; the limit keeps one task within ~10 s on the shared 2-core machine (benchmarks/).
+MAX_WIDTH_VECTOR = {"488": 16, "square": 20, "king": 20}   # memory: free and cylinder sweeps
+MAX_WIDTH_TRACE = {"488": 10, "square": 12, "king": 12}    # memory: torus, all start states at once
+MAX_SWEEP_ADDITIONS = 1e8
+
+
+def sweep_plan(lattice: str, m: int, n: int, boundary: str) -> tuple[int, int, bool]:
+    """(strip width, number of steps, transposed?) of the exact sweep for one point.
+
+    free: width min(m, n) (f(m, n) = f(n, m)); cylinder: periodic width n, m steps; torus: periodic
+    width min(m, n) (s(m, n) = s(n, m))."""
+    if boundary == "free":
+        return (n, m, True) if m > n else (m, n, False)
+    if boundary == "cylinder":
+        return n, m, False
+    return (m, n, True) if n > m else (n, m, False)
+
+
+def sweep_additions(lattice: str, width: int, steps: int, boundary: str) -> float:
+    if lattice == "488":
+        bits = width + 1 if boundary == "free" else width
+        states, transforms = 2 ** bits, 3
+    else:
+        bits, states, transforms = width, 2 ** width, 1
+    starts = 1
+    if boundary == "torus":  # one start per valid periodic row (Lucas numbers for square/king)
+        starts = (transfer.StripGrid(width, True).valid_states.size
+                  if lattice != "488" and width >= 3 else states)
+    return float(starts) * states * bits * transforms * steps
 
 
 def _periodic_size_check(point: dict) -> str | None:
@@ -44,22 +70,26 @@ def _periodic_size_check(point: dict) -> str | None:
 
 def _cost_check(point: dict) -> str | None:
     lattice, boundary, m, n = point["lattice"], point["boundary"], point["m"], point["n"]
-    if boundary == "free":
-        w, limit, what = min(m, n), MAX_WIDTH_VECTOR[lattice], "min(m, n)"
-    elif boundary == "cylinder":
-        w, limit, what = n, MAX_WIDTH_VECTOR[lattice], "n (the periodic width)"
-    else:
-        w, limit, what = min(m, n), MAX_WIDTH_TRACE[lattice], "min(m, n)"
-    if w > limit:
-        return (f"lattice={lattice}, boundary={boundary}: {what} = {w} exceeds the exact-sweep "
-                f"limit {limit} (allowed: {what} <= {limit})")
+    width, steps, _ = sweep_plan(lattice, m, n, boundary)
+    which = "min(m, n)" if boundary != "cylinder" else "n (the periodic width)"
+    limit = (MAX_WIDTH_TRACE if boundary == "torus" else MAX_WIDTH_VECTOR)[lattice]
+    if width > limit:
+        return (f"lattice={lattice}, boundary={boundary}: {which} = {width} exceeds {limit} "
+                f"(allowed: {which} <= {limit})")
+    cost = sweep_additions(lattice, width, steps, boundary)
+    if cost > MAX_SWEEP_ADDITIONS:
+        per_step = cost / steps
+        return (f"lattice={lattice}, boundary={boundary}, m={m}, n={n}: the exact sweep needs about "
+                f"{cost:.2g} big-integer additions, above the limit {MAX_SWEEP_ADDITIONS:.0e}; at this "
+                f"width ({width}) allowed: length <= {int(MAX_SWEEP_ADDITIONS // per_step)}")
     return None
 
 
 def _oriented_count(lattice: str, m: int, n: int, boundary: str) -> tuple[int, str]:
     """Sweep across the narrower side where the lattice's 90-degree symmetry allows it: f(m, n) =
     f(n, m) and s(m, n) = s(n, m) (checked independently in the tests); g is not symmetric."""
-    if boundary in ("free", "torus") and m < n:
+    _, _, transposed = sweep_plan(lattice, m, n, boundary)
+    if transposed:
         value, method = transfer.count(lattice, n, m, boundary)
         return value, method + " (transposed)"
     return transfer.count(lattice, m, n, boundary)
