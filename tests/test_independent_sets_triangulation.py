@@ -56,11 +56,12 @@ def test_expected_count_symmetric_in_p():
 
 def test_deterministic_triangulations_match_brute_force():
     rng = np.random.default_rng(5)
-    for m, n in [(2, 3), (3, 3), (4, 4), (5, 3)]:
+    for m, n in [(1, 4), (2, 3), (3, 3), (4, 4), (5, 3), (6, 2)]:
         for _ in range(3):
             d = tri.sample_diagonals(m, n, 0.4, rng)
             exact = tri.count_sample_exact(m, d)
             assert exact == brute_force_count(tri.triangulated_graph(m, n, d))
+            assert exact == tri.count_sample_dense(m, d)
             assert tri.log_count_sample(m, d) == pytest.approx(math.log(exact), rel=1e-13)
 
 

@@ -174,7 +174,7 @@ BOUNDS = register(Experiment(
 # --------------------------------------------------------------------------- random triangulation
 MAX_TRIANGULATION_M = 15
 EXACT_BUDGET = 1_000_000        # states^2 * n big-integer products for the exact expected count
-SAMPLE_BUDGET = 3_000_000_000   # samples * n * states^2 boolean operations
+SAMPLE_BUDGET = 5e9             # samples * n * (m + 1) * 2^(m + 2): site-by-site sweep operations
 
 
 def _n_states(m: int) -> int:
@@ -186,10 +186,11 @@ def _n_states(m: int) -> int:
 
 def _sample_check(point: dict) -> str | None:
     m, n, samples = point["m"], point["n"], point["samples"]
-    cost = samples * n * _n_states(m) ** 2
+    cost = samples * n * (m + 1) * 2 ** (m + 2)
     if cost > SAMPLE_BUDGET:
-        return (f"samples * n * F_(m+3)^2 = {cost:.3g} exceeds {SAMPLE_BUDGET:.0e} (m={m}, n={n}, "
-                f"samples={samples}); allowed: fewer samples or a smaller m or n")
+        allowed = int(SAMPLE_BUDGET // (n * (m + 1) * 2 ** (m + 2)))
+        return (f"samples * n * (m + 1) * 2^(m + 2) = {cost:.3g} exceeds {SAMPLE_BUDGET:.0e} (m={m}, "
+                f"n={n}, samples={samples}); allowed at this m and n: samples <= {allowed}")
     return None
 
 
