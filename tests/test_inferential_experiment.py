@@ -109,7 +109,7 @@ def test_large_bethe_ball_and_grid_beyond_enumeration():
 @pytest.mark.parametrize("bad", [
     dict(graph="complete", n=25),  # enumeration limit: a PointCheck naming the faster methods
     dict(graph="cycle", n=30, mechanism="worst_case"),
-    dict(graph="path", n=30, J=-0.2, mechanism="worst_case"),  # LP limit
+    dict(graph="cycle", n=14, J=-0.2, mechanism="worst_case"),  # LP limit (not bipartite-handled)
     dict(target="eight"), dict(target="8"), dict(mechanism="M1"), dict(eps=0.0),
     dict(graph="hypercube"), dict(prior="potts"), dict(copy_p=1.0), dict(graph="cycle", n=2),
     dict(graph="random_regular", n=7, degree=3), dict(prior="parity", r=5, s=5),
@@ -139,3 +139,19 @@ def test_bethe_limit_experiment():
         BETHE_LIMIT.resolve(degree=3, J=-0.1)
     with pytest.raises(ParamError):
         BETHE_LIMIT.resolve(degree=1)
+
+
+@pytest.mark.parametrize("graph,extra", [("star", dict(n=6)), ("grid", dict(rows=3, cols=3)),
+                                         ("path", dict(n=7))])
+def test_antiferromagnet_on_bipartite_graphs_beyond_the_lp(graph, extra):
+    """Gauge transform (tree / transfer) against the LP on the same small prior."""
+    rows = run(graph=graph, J=-0.3, h=0.2, eps=0.5, mechanism="worst_case", target="all", **extra)
+    g = {"star": lambda: G.star_graph(6), "grid": lambda: G.grid_graph(3, 3),
+         "path": lambda: G.path_graph(7)}[graph]()
+    prior = K.ising_prior(g, -0.3, 0.2)
+    for a, r in enumerate(rows):
+        assert r["method"] in ("tree", "transfer") and r["affiliated"] is False
+        assert r["nu"] == pytest.approx(K.worst_case_lp(prior, a, 0.5), rel=1e-6)
+    big = run(graph="grid", rows=6, cols=7, J=-0.3, h=0.2, eps=0.5, mechanism="randomized_response",
+              target="10")[0]
+    assert big["method"] == "transfer" and big["nu"] >= big["nu_affiliated"] - 1e-9

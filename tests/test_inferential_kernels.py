@@ -296,3 +296,22 @@ def test_bethe_phase_transition():
 def test_enumeration_size_limit_names_faster_methods():
     with pytest.raises(K.SizeLimitError, match="tree recursion"):
         K.joint_target_sum_enumeration(K.ClonesPrior(25), [0])
+
+
+@pytest.mark.parametrize("graph", [G.path_graph(6), G.star_graph(5), G.grid_graph(2, 4),
+                                   G.complete_tree(2, 2), G.cycle_graph(6)])
+def test_bipartite_gauge_gives_the_antiferromagnet_worst_case(graph):
+    """J < 0 on a bipartite graph: formula (6) of the gauge-transformed prior equals the LP worst
+    case and randomized response of the original (non-affiliated) prior."""
+    prior = K.ising_prior(graph, -0.4, 0.25)
+    assert not K.ising_is_affiliated(prior)
+    gauged, tau = K.bipartite_gauge(prior)
+    assert K.is_affiliated_enumeration(gauged)
+    eps = 0.7
+    Lg = K.joint_target_sum_enumeration(gauged, range(graph.n))
+    rr = K.randomized_response_nu(prior, range(graph.n), eps)
+    for a in range(graph.n):
+        f6 = K.formula6(K.restricted_log_partitions(Lg[a], eps))
+        assert K.worst_case_lp(prior, a, eps) == pytest.approx(f6, rel=1e-6)
+        assert rr[a] == pytest.approx(f6, rel=1e-9)
+    assert K.bipartite_gauge(K.ising_prior(G.cycle_graph(5), -0.4, 0.1)) is None

@@ -101,6 +101,8 @@ def plan(p: dict) -> tuple[str, str]:
             raise K.SizeLimitError(K.enumeration_limit_message(n) + f" (graph = {graph})")
         base = "enumeration"
     if mech == "worst_case" and not affiliated:
+        if base in ("tree", "transfer"):  # bipartite: the gauge transform makes it affiliated
+            return base, base
         if n > K.MAX_LP_NODES:
             raise K.SizeLimitError(f"worst_case for J < 0 (not affiliated) needs the LP, limited to "
                                    f"n <= {K.MAX_LP_NODES} nodes (got {n}); J >= 0 uses formula (6)")
@@ -109,7 +111,7 @@ def plan(p: dict) -> tuple[str, str]:
         if n <= K.MAX_ENUMERATION_NODES:
             _check_rr_cost(n, nt)
             return base, "enumeration"
-        if not affiliated:
+        if not affiliated and base == "enumeration":
             raise K.SizeLimitError(f"randomized_response with J < 0 needs enumeration, limited to "
                                    f"n <= {K.MAX_ENUMERATION_NODES} (got {n})")
         return base, base
@@ -231,14 +233,18 @@ def run_inferential(p: dict, seed: int):
         if method == "enumeration":
             vals = K.randomized_response_nu(prior, targets, eps)
             nu = dict(zip(targets, map(float, vals)))
-        else:  # affiliated and beyond enumeration: RR is maximally biased, so nu = (6)
+        elif affiliated:  # beyond enumeration: RR is maximally biased, so nu = (6)
             nu = dict(nu6)
+        else:  # bipartite antiferromagnet: (6) of the gauge-transformed (affiliated) prior
+            nu = _gauged_formula6(p, prior, base, targets, eps)
     elif mech == "worst_case":
         if method == "LP":
             for a in targets:
                 nu[a] = K.worst_case_lp(prior, a, eps, table)
-        else:
+        elif affiliated:
             nu = dict(nu6)
+        else:
+            nu = _gauged_formula6(p, prior, base, targets, eps)
     elif mech == "M1":
         T = K.joint_target_sum_enumeration(prior, targets, statistic=prior.odd_count,
                                            n_values=prior.r + 2)
@@ -259,6 +265,20 @@ def run_inferential(p: dict, seed: int):
             "affiliated": bool(affiliated), "method": method,
         })
     return rows
+
+
+def _gauged_formula6(p, prior, base, targets, eps) -> dict:
+    """Worst case (= randomized response) for J < 0 on a bipartite graph: formula (6) of the
+    gauge-transformed prior, which is affiliated (Theorem 3.4)."""
+    gauged, tau = K.bipartite_gauge(prior)
+    if base == "tree":
+        logz = K.tree_logz_all(gauged, eps, root=0)
+        return {a: K.formula6({k: v[a] for k, v in logz.items()}) for a in targets}
+    out = {}
+    for a in targets:
+        L = K.grid_joint_target_sum(p["rows"], p["cols"], abs(coupling(p)), gauged.fields, a)
+        out[a] = K.formula6(K.restricted_log_partitions(L, eps))
+    return out
 
 
 def _is_target(v) -> bool:

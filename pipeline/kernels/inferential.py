@@ -448,6 +448,32 @@ def is_affiliated_enumeration(prior, tol: float = 1e-9) -> bool:
     return True
 
 
+def bipartite_gauge(prior: IsingPrior):
+    """Gauge transform of an Ising prior on a bipartite graph: with the 2-colouring tau_i = ±1,
+    s'_i = tau_i s_i gives J'_ij = tau_i tau_j J_ij and h'_i = tau_i h_i. Relabelling bits is a
+    bijection of databases that maps eps-DP mechanisms to eps-DP mechanisms (and randomized
+    response to itself, flipping the same output bits), so the worst case and randomized response
+    have the same nu under both priors; an antiferromagnet (J <= 0) becomes affiliated.
+    Returns (gauged prior, tau), or None when the graph is not bipartite."""
+    from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+    n = prior.n
+    adj = prior.couplings.tocsr()
+    _, labels = connected_components(adj, directed=False)
+    tau = np.zeros(n)
+    for comp in np.unique(labels):
+        root = int(np.flatnonzero(labels == comp)[0])
+        order, pred = breadth_first_order(adj, root, directed=False, return_predecessors=True)
+        tau[root] = 1.0
+        for w in order[1:]:
+            tau[w] = -tau[pred[w]]
+    c = adj.tocoo()
+    if np.any(tau[c.row] == tau[c.col]):
+        return None
+    gauged = sp.csr_matrix((c.data * tau[c.row] * tau[c.col], (c.row, c.col)), shape=(n, n))
+    return IsingPrior(gauged, prior.fields * tau), tau
+
+
 # --------------------------------------------------------------------------- influence matrix
 def influence_matrix_ising(prior: IsingPrior) -> sp.csr_matrix:
     """Closed form of Definition 4.1 for Ising priors (nonzero only on edges):
