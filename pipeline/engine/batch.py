@@ -63,60 +63,78 @@ def run_batch(grid: Grid, indices: Sequence[int]) -> tuple[pa.Table, float]:
     t_batch = time.perf_counter()
     exp = grid.experiment
     schema = result_schema(grid)
-    param_names = [p.name for p in exp.params]
     out_columns = list(exp.columns)
     allowed = set(out_columns)
-    worker = _worker_name()
-    columns: dict[str, list] = {f.name: [] for f in schema}
-    tasks: list[tuple[int, int]] = []  # (first row, row count) per task, for error isolation
+    run = exp.run
+    # per task
+    points, task_ids, seeds, statuses, errors = [], [], [], [], []
+    elapsed, started, finished, counts = [], [], [], []
+    out_rows: list[Mapping[str, Any]] = []
 
     for index in indices:
         index = int(index)
         tid = grid.task_id(index)
         point = grid.point(index)
         seed = seed_of(tid)
-        started = time.time_ns() // 1000
+        t_start = time.time_ns() // 1000
         t0 = time.perf_counter()
         try:
-            rows = _as_rows(exp.run(point, seed))
+            rows = _as_rows(run(point, seed))
             for row in rows:
-                extra = row.keys() - allowed
-                if extra:
-                    raise KeyError(f"undeclared output column(s) {sorted(extra)}")
+                if not allowed.issuperset(row):
+                    raise KeyError(f"undeclared output column(s) {sorted(set(row) - allowed)}")
             status, error = "ok", None
         except Exception as exc:  # a failing point is data, not a crash
             rows, status, error = [{}], "failed", _error_text(exc)
-        elapsed = time.perf_counter() - t0
-        finished = time.time_ns() // 1000
-        tasks.append((len(columns["task_id"]), len(rows)))
-        for r, row in enumerate(rows):
-            for name in param_names:
-                columns[name].append(point[name])
-            for name in out_columns:
-                columns[name].append(row.get(name))
-            if exp.stochastic:
-                columns["seed"].append(seed)
-            columns["task_id"].append(tid)
-            columns["experiment_version"].append(grid.version)
-            columns["status"].append(status)
-            columns["error"].append(error)
-            columns["elapsed_s"].append(elapsed)
-            columns["worker"].append(worker)
-            columns["started_at"].append(started)
-            columns["finished_at"].append(finished)
-            columns["row_index"].append(r)
+        elapsed.append(time.perf_counter() - t0)
+        finished.append(time.time_ns() // 1000)
+        started.append(t_start)
+        points.append(point)
+        task_ids.append(tid)
+        seeds.append(seed)
+        statuses.append(status)
+        errors.append(error)
+        counts.append(len(rows))
+        out_rows.extend(rows)
 
+    columns = _assemble(grid, points, counts, out_rows, out_columns, {
+        "task_id": task_ids, "experiment_version": [grid.version] * len(task_ids),
+        "status": statuses, "error": errors, "elapsed_s": elapsed,
+        "worker": [_worker_name()] * len(task_ids), "started_at": started,
+        "finished_at": finished, "seed": seeds})
     try:
         table = _to_table(columns, schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        table = _to_table(_isolate_bad_rows(columns, schema, tasks, out_columns), schema)
+        firsts = [sum(counts[:i]) for i in range(len(counts))]
+        table = _to_table(_isolate_bad_rows(columns, schema, list(zip(firsts, counts)),
+                                            out_columns), schema)
     return table, time.perf_counter() - t_batch
+
+
+def _assemble(grid, points, counts, out_rows, out_columns, per_task) -> dict[str, list]:
+    """Column lists: per-task values repeated once per row the task emitted."""
+    single = all(c == 1 for c in counts)
+
+    def repeat(values: list) -> list:
+        if single:
+            return values
+        return [v for v, c in zip(values, counts) for _ in range(c)]
+
+    columns = {p.name: repeat([pt[p.name] for pt in points]) for p in grid.experiment.params}
+    for name in out_columns:
+        columns[name] = [row.get(name) for row in out_rows]
+    for name, values in per_task.items():
+        columns[name] = repeat(values)
+    columns["row_index"] = [0] * len(out_rows) if single else [r for c in counts for r in range(c)]
+    return columns
 
 
 def _to_table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
     arrays = []
     for f in schema:
         values = columns[f.name]
+        if f.name == "seed" and not isinstance(values, list):
+            values = list(values)
         if pa.types.is_timestamp(f.type):
             arrays.append(pa.array(values, pa.int64()).cast(f.type))
         else:

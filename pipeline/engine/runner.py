@@ -70,6 +70,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.tty = getattr(self.stream, "isatty", lambda: False)()
         self.t0 = time.perf_counter()
+        self.first = None  # (time, done) at the first result: the rate excludes start-up
         self.last = 0.0
         self.interval = 0.5 if self.tty else 10.0
 
@@ -80,11 +81,15 @@ class Progress:
         if not force and now - self.last < self.interval:
             return
         self.last = now
-        elapsed = now - self.t0
         done = stats.ok + stats.failed
-        rate = done / elapsed if elapsed > 0 else 0.0
+        if self.first is None and done:
+            self.first = (now, done)
+        t1, d1 = self.first or (now, 0)
+        rate = (done - d1) / (now - t1) if now - t1 > 0.5 else 0.0
+        if force and done:
+            rate = done / (now - self.t0)
         remaining = self.todo - done
-        eta = remaining / rate if rate > 0 and elapsed > 2 else float("nan")
+        eta = 0.0 if remaining == 0 else (remaining / rate if rate > 0 else float("nan"))
         frac = done / self.todo if self.todo else 1.0
         bar = "#" * int(frac * 24)
         line = (f"[{self.name}] |{bar:<24}| {done}/{self.todo} done, {stats.failed} failed, "
