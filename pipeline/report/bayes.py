@@ -1,0 +1,163 @@
+"""Reports for the Bayesian-inference privacy family (thesis 004, ch. 3-4; issue 9).
+
+* ``bayes_network``: accuracy against eps for each mechanism (Figure 4.1), plus KL.
+* ``bayes_regression``: MSE against the prior precision b (Figure 4.2).
+* ``bayes_bounds``: the table of assumption constants and bounds.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from pipeline.report.core import report_for
+
+MECH_LABEL = {"laplace": "Laplace (Alg. 4.2.1)", "fourier": "Fourier (Alg. 4.2.2)",
+              "sampling": "Posterior sampler (BAPS)", "map_exp": "MAP, exp. mechanism (Alg. 4.3.1)",
+              "non_private": "Non-private"}
+MECH_STYLE = {"laplace": "o-", "fourier": "s-", "sampling": "^-", "map_exp": "D-",
+              "non_private": "k--"}
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "ok"] if "status" in df.columns else df
+
+
+def _groups(df: pd.DataFrame, keys: list[str]):
+    keys = [k for k in keys if k in df.columns and df[k].nunique() > 1]
+    if not keys:
+        yield "", df
+        return
+    for vals, sub in df.groupby(keys):
+        vals = vals if isinstance(vals, tuple) else (vals,)
+        yield "_" + "_".join(f"{k}{v}" for k, v in zip(keys, vals)), sub
+
+
+@report_for("bayes_network")
+def accuracy_against_eps(df: pd.DataFrame, out) -> None:
+    ok = _ok(df)
+    if ok.empty:
+        return
+    fixed = ["structure", "d", "max_indeg", "n_train", "n_total", "prior_alpha", "prior_beta",
+             "threshold", "n_samples", "map_trim", "stealth_prob", "data_seed"]
+    for suffix, sub in _groups(ok, fixed):
+        agg = (sub.groupby(["mechanism", "eps"])
+               .agg(accuracy=("accuracy", "mean"), accuracy_se=("accuracy_se", "mean"),
+                    kl=("kl", "mean"), sup_error=("sup_error", "mean"),
+                    theta_sup_error=("theta_sup_error", "mean"),
+                    negative_cells=("negative_cells", "mean"),
+                    noise_scale=("noise_scale", "mean"), trim=("trim", "mean"),
+                    rows=("accuracy", "size"))
+               .reset_index().sort_values(["mechanism", "eps"]))
+        out.table(f"accuracy_vs_eps{suffix}", agg,
+                  caption="Predictive accuracy (mean over repeats, with standard error) against "
+                          "eps for each mechanism; KL(private || non-private posterior), "
+                          "sup-norm error of the released counts, Fourier negative cells.")
+        wide = agg.pivot(index="eps", columns="mechanism", values="accuracy").reset_index()
+        out.table(f"accuracy_pivot{suffix}", wide,
+                  caption="Accuracy against eps (rows) for each mechanism (columns), Figure 4.1.")
+
+        fig, ax = out.new_figure()
+        for mech in [m for m in MECH_LABEL if m in set(agg["mechanism"])]:
+            a = agg[agg["mechanism"] == mech]
+            ax.errorbar(a["eps"], a["accuracy"], yerr=a["accuracy_se"], fmt=MECH_STYLE[mech],
+                        label=MECH_LABEL[mech], capsize=3, markersize=5)
+        ax.set_xscale("log")
+        ax.set_xlabel(r"privacy level $\epsilon$ (pure DP, one replaced row)")
+        ax.set_ylabel("test accuracy")
+        title = ", ".join(f"{k}={sub[k].iloc[0]}" for k in ("structure", "d", "n_train")
+                          if k in sub.columns)
+        ax.set_title(f"Figure 4.1 reproduction ({title})", fontsize=10)
+        ax.legend(fontsize=8, loc="lower right")
+        out.figure(f"accuracy_vs_eps{suffix}", fig,
+                   caption="Bayesian naive Bayes predictive accuracy against eps (Figure 4.1); "
+                           "bars are standard errors over repeats.")
+
+        kl = agg[agg["kl"].notna() & (agg["mechanism"] != "non_private")]
+        if not kl.empty:
+            fig, ax = out.new_figure()
+            for mech in [m for m in MECH_LABEL if m in set(kl["mechanism"])]:
+                a = kl[kl["mechanism"] == mech]
+                ax.plot(a["eps"], a["kl"], MECH_STYLE[mech], label=MECH_LABEL[mech])
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(r"privacy level $\epsilon$")
+            ax.set_ylabel("KL(private || non-private posterior) [nats]")
+            ax.legend(fontsize=8)
+            out.figure(f"kl_vs_eps{suffix}", fig,
+                       caption="KL divergence between the private and the non-private posterior "
+                               "(sum over CPT entries) against eps.")
+
+
+@report_for("bayes_regression")
+def mse_against_b(df: pd.DataFrame, out) -> None:
+    ok = _ok(df)
+    if ok.empty:
+        return
+    fixed = ["norm_scale", "d", "n_total", "train_frac", "sigma", "noise_sd", "n_samples",
+             "data_seed"]
+    for suffix, sub in _groups(ok, fixed):
+        agg = (sub.groupby("b").agg(
+            mse_private=("mse_private", "mean"), mse_private_se=("mse_private_se", "mean"),
+            mse_bayes=("mse_bayes", "mean"), mse_bayes_se=("mse_bayes_se", "mean"),
+            mse_ols=("mse_ols", "mean"), mse_ols_se=("mse_ols_se", "mean"),
+            radius=("radius", "mean"), eps=("eps", "mean"), eps_row=("eps_row", "mean"),
+            L_thesis=("L_thesis", "mean"), acceptance=("acceptance", "mean"))
+            .reset_index().sort_values("b"))
+        out.table(f"mse_vs_b{suffix}", agg,
+                  caption="Test MSE against prior precision b: posterior sampler on the truncated "
+                          "posterior (private), non-private posterior mean, least squares; "
+                          "weight-norm bound, eps = 2NL per unit rho and per replaced row.")
+        fig, ax = out.new_figure()
+        for col, label, style in (("mse_private", "posterior sampler (private)", "o-"),
+                                  ("mse_bayes", "posterior mean (non-private)", "s--"),
+                                  ("mse_ols", "least squares (non-private)", "k:")):
+            ax.plot(agg["b"], agg[col], style, label=label)
+            ax.fill_between(agg["b"], agg[col] - agg[col + "_se"], agg[col] + agg[col + "_se"],
+                            alpha=0.25)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("prior precision $b$ (weight bound $10/\\sqrt{b}$)")
+        ax.set_ylabel("test MSE (squared label units)")
+        ax.set_title("Figure 4.2 reproduction (synthetic data, 14 features)", fontsize=10)
+        ax.legend(fontsize=8)
+        out.figure(f"mse_vs_b{suffix}", fig,
+                   caption="Bayesian linear regression: MSE against prior concentration "
+                           "(Figure 4.2); bands are standard errors over repeats.")
+
+
+@report_for("bayes_bounds")
+def bounds_table(df: pd.DataFrame, out) -> None:
+    ok = _ok(df)
+    if ok.empty:
+        return
+    cols = ["family", "alpha", "n", "lam", "c1", "c2", "B", "mu", "N", "rho", "L0",
+            "L0_numeric", "c", "c_numeric", "C", "C_numeric", "C_corrected", "C_valid",
+            "tail_ok", "c_above_1", "L", "kl_bound", "kl_bound_closed", "eps", "delta",
+            "delta_closed", "distinguish_rho", "distinguish_rho_printed",
+            "distinguish_rho_lipschitz", "vacuous", "vacuous_closed"]
+    table = ok[[c for c in cols if c in ok.columns]].sort_values(
+        [c for c in ("family", "alpha", "N") if c in ok.columns]).reset_index(drop=True)
+    out.table("bayes_bounds", table,
+              caption="Assumption constants of section 3.6 (thesis closed form and numerical), "
+                      "KL bound (Theorem 3.4.1), eps = 2NL, delta of Assumption 2 "
+                      "(Theorem 3.5.1 with N samples) and the distinguishability threshold "
+                      "(Theorem 3.5.6); vacuous = delta >= 1.")
+    short = table[[c for c in ("family", "alpha", "N", "L0", "c", "C", "C_numeric", "C_valid",
+                               "kl_bound", "eps", "delta", "distinguish_rho", "vacuous")
+                   if c in table.columns]]
+    out.table("bayes_bounds_summary", short,
+              caption="Summary: constants, bounds and the vacuous flag (delta >= 1).")
+    if {"family", "delta", "N"} <= set(table.columns):
+        fig, ax = out.new_figure()
+        for (fam, alpha), sub in table.groupby(["family", "alpha"]):
+            sub = sub.sort_values("N")
+            label = f"{fam} (alpha={alpha})" if fam == "beta_binomial" else fam
+            ax.plot(sub["N"], sub["delta"], "o-", label=label)
+        ax.axhline(1.0, color="red", linestyle=":", label=r"$\delta = 1$ (vacuous above)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("posterior samples N")
+        ax.set_ylabel(r"$\delta$ of Assumption 2")
+        ax.legend(fontsize=7)
+        out.figure("delta_vs_N", fig, caption="delta = N sqrt(C/2 (1 + 2 L0 + 1/c) rho) against "
+                                              "N; above the dotted line the bound is vacuous.")
