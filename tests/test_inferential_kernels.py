@@ -315,3 +315,14 @@ def test_bipartite_gauge_gives_the_antiferromagnet_worst_case(graph):
         assert K.worst_case_lp(prior, a, eps) == pytest.approx(f6, rel=1e-6)
         assert rr[a] == pytest.approx(f6, rel=1e-9)
     assert K.bipartite_gauge(K.ising_prior(G.cycle_graph(5), -0.4, 0.1)) is None
+
+
+def test_theorem_4_2_needs_full_support():
+    """Clones (n = 3): every pair x_{-i} ~_j x'_{-i} involves a zero-probability conditioning
+    event. Skipping those would give Gamma = 0 and the false bound 2 eps (nu = 3 eps); we set
+    gamma = inf there, so no bound is claimed."""
+    prior = K.ClonesPrior(3)
+    gamma = K.influence_matrix_definition(prior)
+    assert np.all(np.isinf(gamma[~np.eye(3, dtype=bool)]))
+    assert np.all(np.isinf(K.influence_summary(gamma, 0.5).bound))
+    assert K.worst_case_lp(prior, 0, 0.5) == pytest.approx(1.5, rel=1e-7)
