@@ -317,3 +317,10 @@ def test_single_step_matches_remark_a1(eps, delta):
     for dt in (delta + 1e-3, delta + 0.5 * (tv - delta)):
         et = kc.eps_optimal(eps, delta, 1, dt)
         assert (1 - delta) / (1 + math.exp(eps)) == pytest.approx((1 - dt) / (1 + math.exp(et)), rel=1e-12)
+
+
+def test_residual_delta_no_overflow_when_floor_is_near_one():
+    # (1 - delta)^k underflows (1/(1-delta)^k would overflow): still a clean inf, no OverflowError
+    assert math.isinf(kc.eps_optimal(0.5, 0.0035, 278_892, 2e-33))
+    assert math.isinf(kc.eps_kov_bound(0.5, 0.0035, 278_892, 2e-33))
+    assert math.isinf(kc.hetero_kov_bound([0.5] * 300_000, 0.0035, 2e-33))

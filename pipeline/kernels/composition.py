@@ -69,7 +69,10 @@ def residual_delta(delta_target: float, delta: float, k: int) -> float:
     if delta <= 0.0:
         return float(delta_target)
     log_keep = k * math.log1p(-delta)  # log (1-delta)^k
-    return (delta_target + math.expm1(log_keep)) * math.exp(-log_keep)
+    excess = delta_target + math.expm1(log_keep)  # delta_target - floor
+    if excess < 0.0:
+        return excess  # only the sign matters; 1/(1-delta)^k may overflow here
+    return excess * math.exp(-log_keep)  # here (1-delta)^k >= 1 - delta_target > 0
 
 
 def _stirlerr(n):
