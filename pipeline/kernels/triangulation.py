@@ -35,11 +35,17 @@ def column_states(m: int) -> np.ndarray:
     return s[(s & (s >> 1)) == 0]
 
 
+_POPCOUNT_16 = np.array([bin(i).count("1") for i in range(1 << 16)], dtype=np.int64)
+
+
 def _popcount(x: np.ndarray) -> np.ndarray:
-    out = np.zeros_like(x)
+    """Bit counts of non-negative int64 masks (lookup on 16-bit chunks)."""
+    x = np.asarray(x, dtype=np.int64)
+    out = _POPCOUNT_16[x & 0xFFFF]
+    x = x >> 16
     while np.any(x):
-        out += x & 1
-        x = x >> 1
+        out = out + _POPCOUNT_16[x & 0xFFFF]
+        x = x >> 16
     return out
 
 
@@ -55,13 +61,15 @@ def conflict_tables(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return compatible, alpha, beta
 
 
+@lru_cache(maxsize=2)
 def expected_transfer_matrix(m: int, p: float) -> np.ndarray:
-    """T_m(p) as a dense float64 matrix over :func:`column_states` (section 8.2)."""
+    """T_m(p) as a dense float64 matrix over :func:`column_states` (section 8.2); cached, read-only."""
     compatible, alpha, beta = conflict_tables(m)
     ok = compatible & ((alpha & beta) == 0)
     na, nb = _popcount(alpha), _popcount(beta)
     with np.errstate(divide="ignore"):
         out = np.where(ok, np.power(1.0 - p, na) * np.power(p, nb), 0.0)
+    out.setflags(write=False)
     return out
 
 
@@ -92,12 +100,12 @@ def expected_count_exact(m: int, n: int, p) -> Fraction:
 
 
 def log_expected_count(m: int, n: int, p: float) -> float:
-    """ln f(m, n; p), float64, renormalising the row vector each step."""
+    """ln f(m, n; p) = ln 1'T^n 1, float64, renormalising the vector each step."""
     mat = expected_transfer_matrix(m, p)
     x = np.ones(mat.shape[0])
     log_scale = 0.0
     for _ in range(n):
-        x = x @ mat
+        x = mat @ x  # row-major product; 1'T^n 1 is the same from either side
         s = x.sum()
         log_scale += math.log(s)
         x /= s
