@@ -155,3 +155,13 @@ def test_antiferromagnet_on_bipartite_graphs_beyond_the_lp(graph, extra):
     big = run(graph="grid", rows=6, cols=7, J=-0.3, h=0.2, eps=0.5, mechanism="randomized_response",
               target="10")[0]
     assert big["method"] == "transfer" and big["nu"] >= big["nu_affiliated"] - 1e-9
+
+
+def test_graph_seed_fixes_the_random_graph_across_a_sweep():
+    kw = dict(graph="random_tree", n=15, target="all", graph_seed=4)
+    a, b = run(seed=1, **kw), run(seed=2, **kw)
+    assert [r["nu"] for r in a] == [r["nu"] for r in b]
+    g = G.random_tree(15, np.random.default_rng(4))
+    prior = K.ising_prior(g, 0.5, 0.0)
+    logz = K.tree_logz_all(prior, 1.0)
+    assert a[3]["nu"] == pytest.approx(K.formula6({k: v[3] for k, v in logz.items()}), rel=1e-12)

@@ -172,7 +172,7 @@ def build_graph(p: dict, rng: np.random.Generator):
 
 
 def run_inferential(p: dict, seed: int):
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed if p.get("graph_seed") is None else p["graph_seed"])
     base, method = plan(p)
     eps, mech = p["eps"], p["mechanism"]
     J = coupling(p)
@@ -300,6 +300,9 @@ INFERENTIAL = register(Experiment(
         Param("degree", int, 3, Interval(1, None), "bethe / random_regular: degree Delta"),
         Param("radius", int, 3, Interval(0, None), "bethe: radius of the ball (root at 0)"),
         Param("p", float, 0.3, Interval(0.0, 1.0), "erdos_renyi: edge probability"),
+        Param("graph_seed", int, None, Interval(0, None),
+              "random graphs: when set, the graph comes from this seed instead of the task seed "
+              "(one fixed graph across a sweep)"),
         Param("prior", str, "ising", Choice(*PRIORS), "prior over the bits"),
         Param("J", float, 0.5, Interval(None, None), "Ising coupling (J >= 0: affiliated)"),
         Param("h", float, 0.0, Interval(None, None), "Ising field on every spin s = 1 - 2x"),
