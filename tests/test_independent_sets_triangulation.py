@@ -99,3 +99,19 @@ def test_shannon_entropy():
     assert tri.shannon_entropy(0.5) == pytest.approx(math.log(2))
     assert tri.shannon_entropy(0.0) == 0.0 and tri.shannon_entropy(1.0) == 0.0
     assert tri.shannon_entropy(0.3) == pytest.approx(tri.shannon_entropy(0.7))
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 5), n=st.integers(1, 6), num=st.integers(0, 20))
+def test_property_symmetry_and_deterministic_endpoints(m, n, num):
+    p = Fraction(num, 20)
+    assert tri.expected_count_exact(m, n, p) == tri.expected_count_exact(m, n, 1 - p)
+    # p = 1: every cell has the alpha diagonal; p = 0: every cell beta -- counts of one fixed graph
+    all_alpha = np.full(n, (1 << m) - 1, dtype=np.int64)
+    all_beta = np.zeros(n, dtype=np.int64)
+    a = brute_force_count(tri.triangulated_graph(m, n, all_alpha))
+    assert tri.expected_count_exact(m, n, Fraction(1)) == a
+    assert tri.expected_count_exact(m, n, Fraction(0)) == brute_force_count(tri.triangulated_graph(m, n, all_beta)) == a
