@@ -15,6 +15,6 @@ def discover() -> None:
     if _discovered:
         return
     for info in pkgutil.iter_modules(__path__):
-        if info.name not in ("core",) and not info.name.startswith("_"):
+        if info.name not in ("core", "build", "summary") and not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
     _discovered = True

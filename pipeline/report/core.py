@@ -43,12 +43,25 @@ class ReportWriter:
     """Writes tables (CSV, Markdown, LaTeX booktabs) and figures (PNG, PDF) into one folder,
     and remembers them for ``index.md``."""
 
-    def __init__(self, outdir):
+    def __init__(self, outdir, results_dir=None):
         from pathlib import Path
 
         self.outdir = Path(outdir)
         self.outdir.mkdir(parents=True, exist_ok=True)
+        self.results_dir = results_dir
         self.entries: list[dict] = []
+
+    def load(self, experiment_name: str, status: str | None = "ok"):
+        """Another experiment's results from the same results_dir (e.g. limits to converge
+        to), or None when it has not been run."""
+        if self.results_dir is None:
+            return None
+        from pipeline.store.parquet import load
+
+        try:
+            return load(self.results_dir, experiment_name, status=status)
+        except FileNotFoundError:
+            return None
 
     def table(self, name: str, df, caption: str = "", float_format: str = "%.12g") -> None:
         df.to_csv(self.outdir / f"{name}.csv", index=False, float_format=float_format)
@@ -98,11 +111,14 @@ def _markdown(df, float_format: str) -> str:
     return "\n".join([header, rule, *body])
 
 
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#",
+                  "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}"}
+
+
 def _latex_escape(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"),
-                 ("#", r"\#"), ("$", r"\$"), ("{", r"\{"), ("}", r"\}")):
-        text = text.replace(a, b) if a != "\\" else text
-    return text
+    """Escape LaTeX specials in one pass (so an inserted brace is never escaped again)."""
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
 
 
 def _latex(df, caption: str, label: str, float_format: str) -> str:

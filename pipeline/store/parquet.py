@@ -127,6 +127,7 @@ def load(results_dir: str | os.PathLike, name: str, status: str | None = None) -
     df = deduplicate(table.to_pandas())
     if status is not None:
         df = df[df["status"] == status].reset_index(drop=True)
+    df.attrs["experiment"] = name
     return df
 
 

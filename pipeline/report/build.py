@@ -1,0 +1,126 @@
+"""``python run.py report=true experiment=NAME``: stored results into paper-ready files.
+
+Writes ``results_dir/NAME/_report/``: every table a family's report functions produce (CSV,
+Markdown, LaTeX booktabs), every figure (PNG, PDF), a status table and ``index.md`` with the
+run manifest. The folder starts with ``_`` so that ``pandas.read_parquet(results_dir/NAME)``
+keeps reading only the result parts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import traceback
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline.report.core import ReportWriter, reports
+from pipeline.store.parquet import REPORT_DIR, experiment_dir, load, read_manifest
+
+EXIT_OK, EXIT_REPORT_FAILED, EXIT_NO_RESULTS = 0, 1, 2
+
+
+def build_report(results_dir, name: str, stream=None) -> int:
+    """Write the report of one experiment; returns an exit code."""
+    stream = stream or sys.stdout
+    path = experiment_dir(results_dir, name)
+    try:
+        df = load(results_dir, name)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}; run the sweep first (python run.py experiment={name})",
+              file=sys.stderr)
+        return EXIT_NO_RESULTS
+    outdir = path / REPORT_DIR
+    if outdir.exists():
+        shutil.rmtree(outdir)  # a report is derived data: rebuild it whole
+    out = ReportWriter(outdir, results_dir=results_dir)
+    problems = []
+    _status_table(df, out)
+    functions = reports(name)
+    for fn in functions:
+        try:
+            fn(df, out)
+        except Exception as exc:  # one broken figure must not cost the rest of the report
+            problems.append((fn.__name__, "".join(traceback.format_exception_only(type(exc), exc))
+                             .strip()))
+    if not functions:
+        _generic_summary(df, out)
+    _write_index(path, name, df, out, problems)
+    print(f"report: {outdir / 'index.md'} ({sum(e['kind'] == 'table' for e in out.entries)} "
+          f"tables, {sum(e['kind'] == 'figure' for e in out.entries)} figures)", file=stream)
+    for fn_name, error in problems:
+        print(f"report function {fn_name} failed: {error}", file=sys.stderr)
+    return EXIT_REPORT_FAILED if problems else EXIT_OK
+
+
+def _status_table(df: pd.DataFrame, out: ReportWriter) -> None:
+    tasks = df.drop_duplicates("task_id")
+    counts = tasks["status"].value_counts().rename_axis("status").reset_index(name="tasks")
+    out.table("status", counts, caption="Tasks by status")
+    failed = tasks[tasks["status"] == "failed"]
+    if len(failed):
+        from pipeline.experiments.base import get_experiment
+
+        params = [p.name for p in get_experiment(df_name(df)).params] if df_name(df) else []
+        cols = [c for c in ["task_id", *params, "error"] if c in failed.columns]
+        out.table("failed_tasks", failed[cols].head(1000),
+                  caption="Failed tasks (first 1000) and their errors")
+
+
+def df_name(df: pd.DataFrame) -> str | None:
+    return df.attrs.get("experiment")
+
+
+def _generic_summary(df: pd.DataFrame, out: ReportWriter) -> None:
+    ok = df[df["status"] == "ok"]
+    numeric = ok.select_dtypes("number").drop(columns=["elapsed_s", "row_index",
+                                                       "experiment_version", "seed"],
+                                              errors="ignore")
+    if numeric.shape[1]:
+        desc = numeric.describe().T.reset_index().rename(columns={"index": "column"})
+        out.table("summary", desc, caption="Summary statistics of the numeric columns (ok rows)")
+
+
+def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, problems) -> None:
+    tasks = df.drop_duplicates("task_id")
+    n_ok = int((tasks["status"] == "ok").sum())
+    n_failed = int((tasks["status"] == "failed").sum())
+    manifest = read_manifest(path)
+    runs = manifest.get("runs", [])
+    lines = [f"# Report: `{name}`", ""]
+    lines.append(f"- rows: {len(df):,}; tasks: {len(tasks):,} ({n_ok:,} ok, {n_failed:,} failed)")
+    if n_failed:
+        first = tasks.loc[tasks["status"] == "failed", "error"].iloc[0]
+        lines.append(f"- **{n_failed:,} task(s) failed**; first error: `{first}` "
+                     "(see `failed_tasks`; rerun with `retry_failed=true`)")
+    if problems:
+        lines.append(f"- **{len(problems)} report function(s) failed**: "
+                     + "; ".join(f"`{f}`: {e}" for f, e in problems))
+    lines += ["", "## Tables", ""]
+    for e in (e for e in out.entries if e["kind"] == "table"):
+        links = ", ".join(f"[{f.rsplit('.', 1)[1]}]({f})" for f in e["files"])
+        lines.append(f"- **{e['name']}** ({e['rows']} rows): {e['caption']} — {links}")
+    figures = [e for e in out.entries if e["kind"] == "figure"]
+    if figures:
+        lines += ["", "## Figures", ""]
+        for e in figures:
+            lines += [f"### {e['name']}", "", e["caption"], "", f"![{e['name']}]({e['files'][0]})",
+                      "", f"PDF: [{e['files'][1]}]({e['files'][1]})", ""]
+    lines += ["", "## Runs (from the manifest)", ""]
+    if not runs:
+        lines.append("No manifest: these results were not written by `run.py`.")
+    for run in runs:
+        git = run.get("git") or {}
+        lines.append(f"- `{run.get('run_id')}` {run.get('status')}: {run.get('started_at')} → "
+                     f"{run.get('finished_at')} on {run.get('host')}; commit "
+                     f"`{git.get('commit')}`{' (dirty)' if git.get('dirty') else ''}; counts "
+                     f"{json.dumps(run.get('counts', {}))}")
+    if runs:
+        latest = runs[-1]
+        lines += ["", "### Latest run: configuration", "", "```json",
+                  json.dumps(latest.get("config", {}), indent=2, default=str), "```", "",
+                  "### Latest run: package versions", "", "```json",
+                  json.dumps(latest.get("packages", {}), indent=2), "```"]
+    (out.outdir / "index.md").write_text("\n".join(lines) + "\n")

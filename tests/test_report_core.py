@@ -1,0 +1,120 @@
+"""The report step: files written, numbers faithful to the Parquet data, figures real, failures shown."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline.engine.batch import run_batch
+from pipeline.engine.grid import Grid
+from pipeline.experiments.base import get_experiment
+from pipeline.report.build import build_report
+from pipeline.report.core import ReportWriter, _latex_escape
+from pipeline.store.parquet import PartWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def store(results_dir, name, grid_cfg, params):
+    grid = Grid(get_experiment(name), grid_cfg, params)
+    table, _ = run_batch(grid, range(grid.total))
+    PartWriter(Path(results_dir) / name, "test").write(table)
+    return table.to_pandas()
+
+
+def png_size(path):
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+@pytest.fixture(scope="module")
+def composition_report(tmp_path_factory):
+    results = tmp_path_factory.mktemp("results")
+    df = store(results, "composition",
+               {"k": [1, 2, 5, 10, 20, 50, 100], "eps": [0.1, 0.5]}, {"delta_target": 1e-6})
+    assert build_report(results, "composition") == 0
+    return results / "composition" / "_report", df
+
+
+def test_report_writes_tables_figures_and_index(composition_report):
+    outdir, _ = composition_report
+    names = {p.name for p in outdir.iterdir()}
+    assert {"index.md", "status.csv", "status.md", "status.tex"} <= names
+    pngs = sorted(outdir.glob("*.png"))
+    assert pngs and all(p.with_suffix(".pdf").exists() for p in pngs)
+    assert all(p.with_suffix(".md").exists() and p.with_suffix(".tex").exists()
+               for p in outdir.glob("*.csv"))
+    index = (outdir / "index.md").read_text()
+    assert "14 ok, 0 failed" in index and "![" in index
+    tex = (outdir / "status.tex").read_text()
+    assert r"\toprule" in tex and r"\bottomrule" in tex
+    # the results folder still reads as one table
+    assert len(pd.read_parquet(outdir.parent)) == 14
+
+
+def test_figures_are_nonempty_images_of_expected_size(composition_report):
+    outdir, _ = composition_report
+    for png in outdir.glob("*.png"):
+        width, height = png_size(png)
+        assert width >= 600 and height >= 400, (png.name, width, height)
+        import matplotlib.image as mpimg
+
+        pixels = mpimg.imread(png)
+        assert pixels.std() > 0.05  # not a blank canvas
+        assert png.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_table_numbers_equal_the_parquet_values(composition_report):
+    outdir, df = composition_report
+    csvs = [p for p in outdir.glob("*.csv") if p.stem not in ("status",)]
+    checked = 0
+    for csv in csvs:
+        table = pd.read_csv(csv)
+        if {"k", "eps_optimal"} <= set(table.columns):
+            for _, row in table.iterrows():
+                match = df[(df.k == row.k) & np.isclose(df.eps_optimal, row.eps_optimal,
+                                                        rtol=1e-11, atol=0)]
+                assert len(match) >= 1, (csv.name, row.to_dict())
+                checked += 1
+    assert checked > 0
+    status = pd.read_csv(outdir / "status.csv")
+    assert status.set_index("status").loc["ok", "tasks"] == df.task_id.nunique()
+
+
+def test_failed_rows_are_reported_in_index(tmp_path):
+    store(tmp_path, "calibration", {"x": {"range": [0, 20]}}, {"work_us": 0.0, "fail_every": 7})
+    assert build_report(tmp_path, "calibration") == 0
+    outdir = tmp_path / "calibration" / "_report"
+    index = (outdir / "index.md").read_text()
+    assert "17 ok, 3 failed" in index and "**3 task(s) failed**" in index
+    assert "ValueError: calibration failure requested at x=" in index
+    failed = pd.read_csv(outdir / "failed_tasks.csv")
+    assert sorted(failed.x) == [0, 7, 14]
+    # calibration has no family report: the generic summary's numbers are the data's
+    summary = pd.read_csv(outdir / "summary.csv").set_index("column")
+    assert summary.loc["value", "mean"] == pytest.approx(np.mean([x for x in range(20) if x % 7]))
+
+
+def test_report_without_results_exits_2(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "report=true",
+                           "experiment=composition", f"results_dir={tmp_path}"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "no results for experiment 'composition'" in proc.stderr
+
+
+def test_writer_formats():
+    assert _latex_escape(r"a_b\c {x} 50%") == r"a\_b\textbackslash{}c \{x\} 50\%"
+
+
+def test_writer_table_round_trip(tmp_path):
+    out = ReportWriter(tmp_path)
+    df = pd.DataFrame({"n": [1, 2], "v": [0.1, 1 / 3], "s": ["a_b", None]})
+    out.table("t", df, caption="cap")
+    back = pd.read_csv(tmp_path / "t.csv")
+    assert back.v.tolist() == pytest.approx([0.1, 1 / 3], rel=1e-11)
+    assert "| 2 | 0.333333333333 |" in (tmp_path / "t.md").read_text()
+    assert r"a\_b" in (tmp_path / "t.tex").read_text()
