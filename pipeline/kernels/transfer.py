@@ -154,8 +154,9 @@ class Strip488:
         phi = _as_exact(self.phi)
         x, out = phi, []
         for _ in range(length):
-            out.append(int(np.dot(phi, self.orth(x))))
-            x = self.gram(self.orth(x))
+            y = self.orth(x)
+            out.append(int(np.dot(phi, y)))  # phi' T2 (C T2)^{n-1} phi
+            x = self.gram(y)
         return out
 
     def trace_counts(self, length: int) -> list[int]:
