@@ -19,6 +19,15 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if "status" in df.columns else df
 
 
+def _tex(x: float) -> str:
+    """0.001 -> '10^{-3}', 2e-06 -> '2\\times10^{-6}', 0.4 -> '0.4' (for titles)."""
+    if x == 0 or 1e-2 <= abs(x) < 1e3:
+        return f"{x:.3g}"
+    mant, exp = f"{x:.2e}".split("e")
+    mant = mant.rstrip("0").rstrip(".")
+    return (rf"10^{{{int(exp)}}}" if mant == "1" else rf"{mant}\times10^{{{int(exp)}}}")
+
+
 def _nearest(values, target: float) -> float:
     values = np.asarray(sorted(set(values)), dtype=float)
     return float(values[np.argmin(np.abs(np.log(values) - np.log(target)))])
@@ -39,7 +48,7 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
     sl = ok[(ok["eps"] == main) & (ok["delta_target"] == dt)].sort_values("k")
     fig, ax = out.new_figure()
     _plot_methods(ax, sl)
-    ax.set_title(rf"$\varepsilon={main:.3g}$, $\delta={delta:.3g}$, $\tilde\delta={dt:.3g}$")
+    ax.set_title(rf"$\varepsilon={_tex(main)}$, $\delta={_tex(delta)}$, $\tilde\delta={_tex(dt)}$")
     out.figure("eps_vs_k", fig, caption=f"Total epsilon against the number of compositions k "
                f"(eps={main:.3g}, delta={delta:.3g}, delta_target={dt:.3g}); log axes.")
     cols = ["k", "eps_optimal", "eps_kov_bound", "eps_drv", "eps_basic"]
@@ -51,7 +60,7 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
         fig, axes = out.new_figure(width=4.6, height=4.0, ncols=len(panels))
         for ax, e in zip(np.ravel(axes), panels):
             _plot_methods(ax, ok[(ok["eps"] == e) & (ok["delta_target"] == dt)].sort_values("k"))
-            ax.set_title(rf"$\varepsilon={e:.3g}$, $\tilde\delta={dt:.3g}$")
+            ax.set_title(rf"$\varepsilon={_tex(e)}$, $\tilde\delta={_tex(dt)}$")
         out.figure("eps_vs_k_panels", fig, caption="eps~ against k for several per-step eps (log axes).")
 
     # how much the exact answer saves over each bound, over the whole sweep
@@ -133,9 +142,10 @@ def delta_against_eps_total(df: pd.DataFrame, out) -> None:
             keep = np.isfinite(y)
             ax.plot(sl["eps_total"].to_numpy(float)[keep], y[keep], marker=".", label=f"k = {k}")
         ax.set_xscale("log")
+        ax.set_ylim(bottom=max(ax.get_ylim()[0], -16.5), top=0.5)  # the practically relevant deltas
         ax.set_xlabel(r"total $\tilde\varepsilon$")
         ax.set_ylabel(r"$\log_{10}\,\delta_{\mathrm{optimal}}$")
-        ax.set_title(rf"$\varepsilon={e:.3g}$")
+        ax.set_title(rf"$\varepsilon={_tex(e)}$")
         ax.legend(fontsize=8)
     out.figure("delta_vs_eps_total", fig, caption="Optimal total delta for a given total epsilon.")
 
