@@ -44,7 +44,8 @@ def test_independent_sets_thesis_entry():
                                     dict(lattice="square", boundary="torus", m=2, n=5),
                                     dict(lattice="king", boundary="cylinder", n=2),
                                     dict(lattice="488", m=20, n=30),
-                                    dict(lattice="488", boundary="torus", m=12, n=10)])
+                                    dict(lattice="488", boundary="torus", m=40, n=12),
+                                    dict(lattice="488", boundary="torus", m=13, n=13)])
 def test_independent_sets_bad_values(params):
     with pytest.raises(ParamError):
         INDEPENDENT_SETS.resolve(params)

@@ -27,7 +27,7 @@ LATTICE_DOC = ("'488': the 4-8-8 lattice, m rows and n columns of octagons (G_{m
 # Exact sweeps cost about (#start vectors) x (#states) x (#bits) x (#transforms) big-integer additions
 # per step; the limit keeps one task within ~10 s on the shared 2-core machine (benchmarks/).
 MAX_WIDTH_VECTOR = {"488": 16, "square": 20, "king": 20}   # memory: free and cylinder sweeps
-MAX_WIDTH_TRACE = {"488": 10, "square": 12, "king": 12}    # memory: torus, all start states at once
+MAX_WIDTH_TRACE = {"488": 12, "square": 14, "king": 14}    # memory: torus, one start per orbit
 MAX_SWEEP_ADDITIONS = 1e8
 
 
@@ -50,9 +50,13 @@ def sweep_additions(lattice: str, width: int, steps: int, boundary: str) -> floa
     else:
         bits, states, transforms = width, 2 ** width, 1
     starts = 1
-    if boundary == "torus":  # one start per valid periodic row (Lucas numbers for square/king)
-        starts = (transfer.StripGrid(width, True).valid_states.size
-                  if lattice != "488" and width >= 3 else states)
+    if boundary == "torus":  # one start per dihedral orbit of (valid) periodic rows
+        if lattice == "488":
+            starts = transfer.dihedral_orbits(bits)[0].size
+        elif width >= 3:
+            starts = transfer.dihedral_orbits(width, transfer.StripGrid(width, True).valid_states)[0].size
+        else:
+            starts = states
     return float(starts) * states * bits * transforms * steps
 
 

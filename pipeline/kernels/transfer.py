@@ -87,6 +87,25 @@ def _as_exact(a) -> np.ndarray:
     return np.array([int(v) for v in np.asarray(a).ravel()], dtype=object).reshape(np.shape(a))
 
 
+def dihedral_orbits(nbits: int, states: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Representatives and sizes of the orbits of nbits-bit masks under cyclic rotations and the
+    reversal of the bit order (the symmetries of a periodic strip). ``states`` restricts to a
+    union of orbits (e.g. the valid rows)."""
+    masks = np.arange(1 << nbits, dtype=np.int64) if states is None else np.asarray(states, np.int64)
+    full = (1 << nbits) - 1
+    rev = np.zeros_like(masks)
+    for i in range(nbits):
+        rev |= ((masks >> i) & 1) << (nbits - 1 - i)
+    canon = masks.copy()
+    for images in (masks, rev):
+        cur = images
+        for _ in range(nbits):
+            cur = ((cur << 1) & full) | (cur >> (nbits - 1))
+            canon = np.minimum(canon, cur)
+    reps, sizes = np.unique(canon, return_counts=True)
+    return reps, sizes
+
+
 # --------------------------------------------------------------------------- 4-8-8 strips
 @dataclass(frozen=True)
 class Strip488:
@@ -160,16 +179,16 @@ class Strip488:
         return out
 
     def trace_counts(self, length: int) -> list[int]:
-        """[tr(T^n) for n = 1..length] via tr((T_{m2} C)^n) on P space, all basis vectors at once."""
-        x = np.zeros((self.n_states, self.n_states), dtype=object)
-        x[...] = 0
-        x[np.arange(self.n_states), np.arange(self.n_states)] = 1
-        out = []
-        for _ in range(length):
-            x = self.step(x)  # row s holds (C T2)^n e_s
-            # tr(T^n) = tr((C T2)^n)
-            out.append(int(sum(x[i, i] for i in range(self.n_states))))
-        return out
+        """[tr(T^n) for n = 1..length] via tr((C T_{m2})^n) on P space, propagating basis vectors.
+
+        For a periodic strip the operator commutes with rotations and the reflection of the P
+        column, so <e_s, M^n e_s> is constant on orbits: one start vector per orbit, weighted by
+        the orbit size (about 2w times fewer starts)."""
+        if self.periodic:
+            starts, weights = dihedral_orbits(self.n_p)
+        else:
+            starts, weights = np.arange(self.n_states), np.ones(self.n_states, dtype=np.int64)
+        return _trace_sweep(self.step, self.n_states, starts, weights, length)
 
     # dense matrices (for the printed examples and the dense baseline)
     def q_states(self) -> np.ndarray:
@@ -229,6 +248,19 @@ class Strip488:
         t2z = self.orth(z)
         ct2z = self.gram(t2z)
         return float(np.dot(ct2z, self.orth(ct2z)) / np.dot(t2z, self.gram(t2z)))
+
+
+def _trace_sweep(step, n_states: int, starts: np.ndarray, weights: np.ndarray, length: int) -> list[int]:
+    """[sum_i weights[i] <e_{s_i}, M^n e_{s_i}> for n = 1..length], exact (object arrays)."""
+    x = np.zeros((starts.size, n_states), dtype=object)
+    x[...] = 0
+    rows = np.arange(starts.size)
+    x[rows, starts] = 1
+    out = []
+    for _ in range(length):
+        x = step(x)  # row i holds M^n e_{s_i}
+        out.append(sum(int(w) * int(v) for w, v in zip(weights, x[rows, starts])))
+    return out
 
 
 def _symmetric_perron(matvec, dim: int, tol: float = 0.0) -> float:
@@ -307,16 +339,14 @@ class StripGrid:
 
     def trace_counts(self, length: int) -> list[int]:
         """[tr(T^n) for n = 1..length] (periodic along the length; n = 1, 2 give the loop / double-edge
-        conventions of the transfer matrix, so callers use n >= 3)."""
-        starts = self.valid_states
-        x = np.zeros((starts.size, self.n_states), dtype=object)
-        x[...] = 0
-        x[np.arange(starts.size), starts] = 1
-        out = []
-        for _ in range(length):
-            x = self.step(x)
-            out.append(int(sum(x[i, s] for i, s in enumerate(starts))))
-        return out
+        conventions of the transfer matrix, so callers use n >= 3). Periodic strips use one start
+        per dihedral orbit of valid rows, weighted by the orbit size."""
+        if self.periodic:
+            starts, weights = dihedral_orbits(self.width, self.valid_states)
+        else:
+            starts = self.valid_states
+            weights = np.ones(starts.size, dtype=np.int64)
+        return _trace_sweep(self.step, self.n_states, starts, weights, length)
 
     def perron_root(self, tol: float = 0.0) -> float:
         """Largest eigenvalue of the (symmetric) row transfer matrix, float64."""
