@@ -89,8 +89,8 @@ def bareiss_determinant(matrix) -> int:
     return sign * a[n - 1][n - 1]
 
 
-def _det_mod_p(m: np.ndarray, p: int) -> int | None:
-    """det(m) mod p by elimination without pivoting (None on a zero pivot: try another prime).
+def _det_mod_p(m: np.ndarray, p: int) -> int:
+    """det(m) mod p by Gaussian elimination over Z/p (row swaps only on a zero pivot).
 
     Works only on the nonzero rows/columns of each pivot step, so a banded matrix costs
     O(n * band^2) per prime.
@@ -101,7 +101,13 @@ def _det_mod_p(m: np.ndarray, p: int) -> int | None:
     for k in range(n):
         pivot = int(a[k, k])
         if pivot == 0:
-            return None
+            below = np.flatnonzero(a[k + 1:, k])
+            if below.size == 0:
+                return 0
+            swap = k + 1 + int(below[0])
+            a[[k, swap]] = a[[swap, k]]
+            det = -det
+            pivot = int(a[k, k])
         det = det * pivot % p
         if k == n - 1:
             break
@@ -114,7 +120,7 @@ def _det_mod_p(m: np.ndarray, p: int) -> int | None:
         if cols.size:
             sub = a[np.ix_(rows, cols)]
             a[np.ix_(rows, cols)] = (sub - (factor[:, None] * a[k, cols][None, :]) % p) % p
-    return det
+    return det % p
 
 
 def hadamard_log_bound(m: np.ndarray) -> float:
@@ -138,8 +144,6 @@ def integer_determinant(m: np.ndarray) -> int:
     residue, modulus, have = 0, 1, 0.0
     for p in primes_below():
         r = _det_mod_p(m, p)
-        if r is None:
-            continue
         # CRT: x = residue (mod modulus), x = r (mod p)
         t = (r - residue) * pow(modulus, -1, p) % p
         residue += modulus * t
@@ -167,9 +171,11 @@ def spanning_tree_count(graph: Graph) -> int:
 
 # --------------------------------------------------------------------------- dimers
 def count_perfect_matchings(graph: Graph, max_states: int = 1 << 16,
-                            order: np.ndarray | None = None) -> int | None:
-    """Number of perfect matchings M(G), exact, by a frontier DP; None if more than
-    ``max_states`` frontier states would be needed (too wide for this method)."""
+                            order: np.ndarray | None = None,
+                            max_work: int = 2_000_000) -> int | None:
+    """Number of perfect matchings M(G), exact, by a frontier DP; None (too wide for this
+    method) if a step needs more than ``max_states`` frontier states or the total number of
+    state visits exceeds ``max_work``."""
     n = graph.n
     if n % 2:
         return 0
@@ -182,7 +188,11 @@ def count_perfect_matchings(graph: Graph, max_states: int = 1 << 16,
     nbrs = graph.neighbours()
     later = [sorted(int(pos[w]) for w in nbrs[v] if pos[w] > pos[v]) for v in order.tolist()]
     states = {0: 1}  # bitmask over positions of later vertices already matched
+    work = 0
     for t in range(n):
+        work += len(states)
+        if work > max_work:
+            return None
         bit = 1 << t
         new: dict[int, int] = {}
         for mask, count in states.items():

@@ -86,6 +86,60 @@ def torus_eigenvalues(cell: PeriodicCell, L1: int, L2: int, laplacian: bool = Fa
     return flat
 
 
+def cylinder_eigenvalues(cell: PeriodicCell, L1: int, L2: int, laplacian: bool = False) -> np.ndarray:
+    """All eigenvalues of the cylinder (direction 1 periodic, direction 2 open) by Fourier
+    transforming direction 1 only: L1 Hermitian blocks of size L2*c, one per
+    theta1 = 2 pi j1 / L1, each the open chain of L2 cells with phases e^{i theta1 d1}.
+    Cost O(L1 (L2 c)^3) instead of O((L1 L2 c)^3). Degrees are those of the cylinder (the cut
+    seam edges are absent). For the Laplacian the zero mode (theta1 = 0, lowest) is set to 0 and
+    placed at index 0.
+    """
+    c = cell.size
+    n2 = L2 * c
+    if L1 < 3:
+        raise ValueError("the periodic direction needs L1 >= 3 for the 1-D Fourier path")
+    j2 = np.arange(L2)
+    kinds = []  # per cell edge: (rows, cols, d1); rows/cols distinct within one kind
+    degree = np.zeros(n2)
+    for u, v, d1, d2 in cell.edges.tolist():
+        t = j2 + d2
+        keep = (t >= 0) & (t < L2)
+        rows, cols = j2[keep] * c + u, t[keep] * c + v
+        kinds.append((rows, cols, d1))
+        np.add.at(degree, rows, 1.0)
+        np.add.at(degree, cols, 1.0)
+    out = np.empty((L1, n2))
+    half = L1 // 2 + 1  # block -theta1 is the conjugate of block theta1: same eigenvalues
+    per_batch = max(1, (1 << 22) // (n2 * n2))  # about 64 MB of complex blocks per batch
+    for a in range(0, half, per_batch):
+        theta1 = 2 * np.pi * np.arange(a, min(a + per_batch, half)) / L1
+        h = np.zeros((theta1.size, n2, n2), dtype=np.complex128)
+        for rows, cols, d1 in kinds:
+            phase = np.exp(1j * theta1 * d1)[:, None]
+            h[:, rows, cols] += phase
+            h[:, cols, rows] += np.conj(phase)
+        if laplacian:
+            h = -h
+            idx = np.arange(n2)
+            h[:, idx, idx] += degree
+        out[a:a + theta1.size] = np.linalg.eigvalsh(h)
+    mirror = np.arange(half, L1)
+    out[mirror] = out[L1 - mirror]
+    flat = out.ravel()
+    if laplacian:
+        flat[0] = 0.0
+    return flat
+
+
+def cylinder_summary(cell: PeriodicCell, L1: int, L2: int) -> dict:
+    """Energy, ln tau, Kirchhoff index, mu_2 of the cylinder by the 1-D Fourier path."""
+    energy = float(np.sum(np.abs(cylinder_eigenvalues(cell, L1, L2))))
+    out = laplacian_summary(cylinder_eigenvalues(cell, L1, L2, laplacian=True))
+    out["energy"] = energy
+    out["n_vertices"] = L1 * L2 * cell.size
+    return out
+
+
 # --------------------------------------------------------------------------- clique maps
 def clique_adjacency_spectrum(eigenvalues: np.ndarray, r: int) -> np.ndarray:
     """Adjacency spectrum of C(G) from that of an r-regular G (Lemma 6.2.2)."""
@@ -323,26 +377,35 @@ def tree_entropy_limit_bz(cell: PeriodicCell) -> float:
     return _half_period_mean(lambda x: log_det_mean_over_y(cell, x)) / cell.size
 
 
-def clique_energy_limit(cell_before: PeriodicCell, r: int, tol: float = 1e-13,
+def clique_energy_limit(base: PeriodicCell, insertions: int, tol: float = 1e-13,
                         start: int = 32, max_grid: int = 4096) -> tuple[float, int]:
-    """Energy per vertex of C(H) for the periodic lattice H = ``cell_before`` (r-regular):
-    [ <sum_bands sqrt((r+2)^2 - 4 mu_b(theta))> + (r - 2) c ] / (r c)  (corrected Cor. 6.2.3).
+    """Energy per vertex of the infinite C^k(H), k = ``insertions`` >= 1, H = ``base`` r-regular:
+    [ <sum_bands sqrt((r+2)^2 - 4 mu_b(theta))> + (r - 2) c' ] / (r c')  (corrected Cor. 6.2.3),
+    where mu_b are the Bloch Laplacian bands of C^{k-1}(H) (c' of them), obtained from the
+    bands of H by the Laplacian map k - 1 times.
 
     The integrand is the trace of an analytic function of the Bloch Laplacian (its branch point
     mu = (r+2)^2/4 lies above the spectrum, which is in [0, 2r]), so it is real-analytic and
     periodic in theta and the M x M periodic trapezoid rule converges exponentially. M doubles
     until two successive values agree to ``tol``. Returns (value, M).
     """
-    c = cell_before.size
+    if insertions < 1:
+        raise ValueError("insertions must be >= 1")
+    r = base.degree
     prev = None
     m = start
     while m <= max_grid:
-        mu = torus_eigenvalues(cell_before, m, m, laplacian=True)
-        value = (np.mean(np.sqrt((r + 2.0) ** 2 - 4.0 * mu)) * c + (r - 2) * c) / (r * c)
+        mu = torus_eigenvalues(base, m, m, laplacian=True)
+        for _ in range(insertions - 1):
+            mu = clique_laplacian_spectrum(mu, r)
+        value = (np.mean(np.sqrt((r + 2.0) ** 2 - 4.0 * mu)) + (r - 2)) / r
         if prev is not None and abs(value - prev) <= tol * max(1.0, abs(value)):
             return float(value), m
         prev, m = value, 2 * m
     raise RuntimeError("energy limit did not converge")
+
+
+BZ_DIRECT_MAX_CELL = 64  # Jensen's formula needs roots of a degree-2c polynomial
 
 
 def lattice_limits(base: str, insertions: int) -> dict:
@@ -351,8 +414,9 @@ def lattice_limits(base: str, insertions: int) -> dict:
     k = 0: one closed-form y-integral, then adaptive quadrature in x (kinks split out).
     k >= 1: energy by the exponentially convergent trapezoid rule on the Bloch spectrum of
     C^{k-1}(base) (see :func:`clique_energy_limit`).
-    Tree entropy: directly over the Brillouin zone of C^k(base) (:func:`tree_entropy_limit_bz`),
-    and independently by Proposition 6.3.2 from the base value,
+    Tree entropy: directly over the Brillouin zone of C^k(base) (:func:`tree_entropy_limit_bz`,
+    cells of at most ``BZ_DIRECT_MAX_CELL`` vertices), and independently by Proposition 6.3.2
+    from the base value (the reported value when the cell is too large for the direct path),
     z_{C^k(H)} = r^{-k} (z_H + s_k ln(r (r + 2))), s_k = (r/2 - 1)(r^k - 1)/(r - 1).
     """
     from pipeline.kernels.lattices import base_cell, lattice_cell
@@ -361,10 +425,13 @@ def lattice_limits(base: str, insertions: int) -> dict:
     z0 = base_tree_entropy_limit(base)
     s = (r / 2 - 1) * (r ** insertions - 1) / (r - 1)
     z = (z0 + s * math.log(r * (r + 2))) / r ** insertions
-    z_bz = tree_entropy_limit_bz(lattice_cell(base, insertions))
+    cell = lattice_cell(base, insertions)
+    z_bz = tree_entropy_limit_bz(cell) if cell.size <= BZ_DIRECT_MAX_CELL else None
     if insertions == 0:
         energy, grid = base_energy_limit(base), 0
     else:
-        energy, grid = clique_energy_limit(lattice_cell(base, insertions - 1), r)
-    return {"energy_per_vertex_limit": energy, "spanning_tree_entropy_limit": z_bz,
-            "spanning_tree_entropy_prop632": z, "grid": grid}
+        energy, grid = clique_energy_limit(base_cell(base), insertions)
+    return {"energy_per_vertex_limit": energy,
+            "spanning_tree_entropy_limit": z if z_bz is None else z_bz,
+            "spanning_tree_entropy_bz": z_bz, "spanning_tree_entropy_prop632": z,
+            "grid": grid, "cell_size": cell.size, "degree": r}

@@ -1,0 +1,231 @@
+"""Clique-inserted lattices: energy, spanning trees, dimers, expansion (seed 004, ch. 6; issue 4).
+
+Experiments
+- ``lattice``: one finite lattice C^k(base) on L1 x L2 cells with a boundary condition.
+- ``lattice_limit``: the infinite-lattice energy per vertex and spanning-tree entropy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+
+from pipeline.experiments.base import (Choice, Experiment, Interval, Param, PointCheck, exact_int,
+                                       log_of_int, register)
+from pipeline.kernels import lattice_counts as counts
+from pipeline.kernels import lattice_spectra as spectra
+from pipeline.kernels.lattices import (BASES, BOUNDARIES, MIN_CELLS, base_cell,
+                                       boundary_edge_count, build_lattice, lattice_cell,
+                                       lattice_size)
+
+# Declared size limits (vertices). See docs/lattice.md.
+TORUS_MAX_VERTICES = 20_000_000      # Fourier path: O(N c^2) time, chunked memory
+SPARSE_MAX_VERTICES = 1_000_000      # cylinder/free: sparse LU for ln tau
+DENSE_MAX_VERTICES = 1_000           # free: dense eigvalsh -> energy, Kirchhoff index
+CYLINDER_FOURIER_MAX_BLOCK = 1_200   # cylinder: 1-D Fourier blocks of size L2 * c at most ...
+CYLINDER_FOURIER_MAX_WORK = 2e9      # ... and L1 * (L2 c)^3 / 2 at most
+EIGSH_MAX_VERTICES = 200_000         # cylinder/free: shift-invert Lanczos for mu_2
+EXACT_TREES_MAX_VERTICES = 800       # modular matrix-tree determinant
+DIMER_DP_MAX_VERTICES = 2_000        # frontier DP (also capped by its number of states)
+DIMER_DP_MAX_STATES = 1 << 16
+EXACT_MAX_DIGITS = 4_000             # longer exact integers are not stored (log column still is)
+
+
+def _check_cells(p: dict) -> str | None:
+    need = MIN_CELLS[p["base"]]
+    if p["L1"] < need or p["L2"] < need:
+        return (f"L1 and L2 must be >= {need} for base={p['base']} (got L1={p['L1']}, "
+                f"L2={p['L2']}); minimum is 2 for hexagonal, 3 for square and triangular, so "
+                "that the torus has no loops or multiple edges")
+    return None
+
+
+def _check_size(p: dict) -> str | None:
+    n, _ = lattice_size(p["base"], p["insertions"], p["L1"], p["L2"])
+    limit = TORUS_MAX_VERTICES if p["boundary"] == "torus" else SPARSE_MAX_VERTICES
+    if n > limit:
+        return (f"base={p['base']}, insertions={p['insertions']}, L1={p['L1']}, L2={p['L2']}, "
+                f"boundary={p['boundary']} gives {n} vertices; allowed: at most {limit} "
+                f"(torus: {TORUS_MAX_VERTICES}, cylinder/free: {SPARSE_MAX_VERTICES}); "
+                "reduce L1, L2 or insertions")
+    return None
+
+
+def _exact_or_none(value: int | None) -> str | None:
+    if value is None or value <= 0:
+        return None
+    if value.bit_length() * math.log10(2) > EXACT_MAX_DIGITS:
+        return None
+    return exact_int(value)
+
+
+def _cylinder_fourier_ok(base: str, k: int, L1: int, L2: int) -> bool:
+    block = lattice_cell(base, k).size * L2
+    return L1 >= 3 and block <= CYLINDER_FOURIER_MAX_BLOCK and \
+        L1 * block ** 3 / 2 <= CYLINDER_FOURIER_MAX_WORK
+
+
+def run_lattice(p: dict, seed: int) -> dict:
+    base, k, L1, L2, boundary = p["base"], p["insertions"], p["L1"], p["L2"], p["boundary"]
+    base_c = base_cell(base)
+    r = base_c.degree
+    n, _ = lattice_size(base, k, L1, L2)
+    n_edges = boundary_edge_count(base, k, L1, L2, boundary)
+    methods = []
+    graph = None
+
+    def get_graph():
+        nonlocal graph
+        if graph is None:
+            graph = build_lattice(base, k, L1, L2, boundary)
+        return graph
+
+    # spectrum-derived quantities
+    if boundary == "torus":
+        s = spectra.torus_summary(lattice_cell(base, k), L1, L2, base_c, k)
+        methods.append("spectrum=fourier" + ("+clique-map" if k else ""))
+    elif boundary == "cylinder" and _cylinder_fourier_ok(base, k, L1, L2):
+        s = spectra.cylinder_summary(lattice_cell(base, k), L1, L2)
+        methods.append("spectrum=fourier-1d")
+    elif n <= DENSE_MAX_VERTICES:
+        s = spectra.dense_summary(get_graph())
+        methods.append("spectrum=dense-eigvalsh")
+    else:
+        g = get_graph()
+        s = {"energy": None, "kirchhoff_index": None,
+             "log_spanning_trees": spectra.sparse_log_tree_count(g),
+             "algebraic_connectivity": (spectra.sparse_algebraic_connectivity(g)
+                                        if n <= EIGSH_MAX_VERTICES else None)}
+        methods.append("spectrum=sparse-lu" + ("+eigsh" if n <= EIGSH_MAX_VERTICES else ""))
+
+    # exact spanning-tree count
+    trees = None
+    if n <= EXACT_TREES_MAX_VERTICES:
+        trees = counts.spanning_tree_count(get_graph())
+        methods.append("trees=modular-crt")
+    elif boundary == "torus" and k >= 1:
+        n0 = n // r ** k
+        ns = n0 * (r - 2) * (r ** k - 1) // (2 * (r - 1))
+        digits_estimate = (2 * ns) * math.log10(r + 2) + n0 * 2  # generous upper estimate
+        if n0 <= EXACT_TREES_MAX_VERTICES and digits_estimate <= EXACT_MAX_DIGITS:
+            tau0 = counts.spanning_tree_count(build_lattice(base, 0, L1, L2, "torus"))
+            trees = spectra.clique_tree_count(tau0, n0, r, k)
+            methods.append("trees=lemma-6.3.1+modular-crt")
+    log_trees = log_of_int(trees) if trees is not None else s["log_spanning_trees"]
+
+    # exact dimer count
+    dimers = None
+    log_dimers = None
+    if n % 2:
+        methods.append("dimers=none(odd N)")
+    elif boundary == "torus" and base == "hexagonal" and k >= 1:
+        n_g = n // 3  # C^{k-1} torus: cubic, 2-connected
+        exponent = (3 * n_g) // 2 - n_g + 1
+        log_dimers = exponent * math.log(2.0)
+        dimers = _exact_or_none(1 << exponent) if exponent * 0.302 < EXACT_MAX_DIGITS else None
+        methods.append("dimers=lemma-6.3.4")
+    elif n <= DIMER_DP_MAX_VERTICES:
+        m_count = counts.count_perfect_matchings(get_graph(), max_states=DIMER_DP_MAX_STATES)
+        if m_count is None:
+            methods.append("dimers=infeasible")
+        elif m_count == 0:
+            methods.append("dimers=none(no perfect matching)")
+        else:
+            dimers, log_dimers = _exact_or_none(m_count), log_of_int(m_count)
+            methods.append("dimers=matching-dp")
+    else:
+        methods.append("dimers=infeasible")
+
+    energy = s["energy"]
+    return {
+        "n_vertices": int(n),
+        "n_edges": int(n_edges),
+        "energy": energy,
+        "energy_per_vertex": None if energy is None else energy / n,
+        "log_spanning_trees": log_trees,
+        "spanning_tree_entropy": log_trees / n,
+        "spanning_trees": _exact_or_none(trees),
+        "log_dimers": log_dimers,
+        "dimers": dimers,
+        "kirchhoff_index": s["kirchhoff_index"],
+        "algebraic_connectivity": s["algebraic_connectivity"],
+        "method": "; ".join(methods),
+    }
+
+
+LATTICE = register(Experiment(
+    name="lattice",
+    version=1,
+    doc="Energy, spanning trees, dimers and expansion of C^k(hexagonal|square|triangular) on "
+        "L1 x L2 cells with torus, cylinder or free boundary (Zhang thesis, ch. 6).",
+    params=[
+        Param("base", str, "hexagonal", Choice(*BASES), "base lattice H"),
+        Param("insertions", int, 0, Interval(0, 6), "number k of clique insertions: C^k(H)"),
+        Param("L1", int, 8, Interval(2, 100_000), "unit cells along direction 1 (periodic "
+              "for torus and cylinder)"),
+        Param("L2", int, 8, Interval(2, 100_000), "unit cells along direction 2 (periodic "
+              "for torus only)"),
+        Param("boundary", str, "torus", Choice(*BOUNDARIES), "boundary condition"),
+    ],
+    columns={
+        "n_vertices": pa.int64(),
+        "n_edges": pa.int64(),
+        "energy": pa.float64(),
+        "energy_per_vertex": pa.float64(),
+        "log_spanning_trees": pa.float64(),
+        "spanning_tree_entropy": pa.float64(),
+        "spanning_trees": pa.string(),
+        "log_dimers": pa.float64(),
+        "dimers": pa.string(),
+        "kirchhoff_index": pa.float64(),
+        "algebraic_connectivity": pa.float64(),
+        "method": pa.string(),
+    },
+    run=run_lattice,
+    checks=[PointCheck(("base", "L1", "L2"), _check_cells),
+            PointCheck(("base", "insertions", "L1", "L2", "boundary"), _check_size)],
+))
+
+
+def run_lattice_limit(p: dict, seed: int) -> dict:
+    lim = spectra.lattice_limits(p["base"], p["insertions"])
+    return {
+        "lattice_name": lattice_cell(p["base"], p["insertions"]).name,
+        "cell_size": lim["cell_size"],
+        "degree": lim["degree"],
+        "energy_per_vertex_limit": lim["energy_per_vertex_limit"],
+        "spanning_tree_entropy_limit": lim["spanning_tree_entropy_limit"],
+        "spanning_tree_entropy_bz": lim["spanning_tree_entropy_bz"],
+        "spanning_tree_entropy_prop632": lim["spanning_tree_entropy_prop632"],
+        "dimer_free_energy_limit": (math.log(2.0) / 3.0
+                                    if p["base"] == "hexagonal" and p["insertions"] >= 1 else None),
+        "method": ("energy=" + ("closed-form-y+quad-x" if p["insertions"] == 0
+                                else f"trapezoid-{lim['grid']}x{lim['grid']}+clique-map")
+                   + "; trees=" + ("bz-jensen+quad" if lim["spanning_tree_entropy_bz"] is not None
+                                   else "prop-6.3.2")),
+    }
+
+
+LATTICE_LIMIT = register(Experiment(
+    name="lattice_limit",
+    version=1,
+    doc="Infinite-lattice energy per vertex and spanning-tree entropy of C^k(base) by "
+        "integration over the Brillouin zone (Zhang thesis, §6.2, §6.3).",
+    params=[
+        Param("base", str, "hexagonal", Choice(*BASES), "base lattice H"),
+        Param("insertions", int, 1, Interval(0, 4), "number k of clique insertions: C^k(H)"),
+    ],
+    columns={
+        "lattice_name": pa.string(),
+        "cell_size": pa.int64(),
+        "degree": pa.int64(),
+        "energy_per_vertex_limit": pa.float64(),
+        "spanning_tree_entropy_limit": pa.float64(),
+        "spanning_tree_entropy_bz": pa.float64(),
+        "spanning_tree_entropy_prop632": pa.float64(),
+        "dimer_free_energy_limit": pa.float64(),
+        "method": pa.string(),
+    },
+    run=run_lattice_limit,
+))
