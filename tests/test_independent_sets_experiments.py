@@ -121,8 +121,17 @@ def test_reports_write_tables(tmp_path):
             for n in range(1, 4):
                 point = INDEPENDENT_SETS.resolve(dict(m=m, n=n, boundary=boundary))
                 rows.append({**point, **INDEPENDENT_SETS.run(point, 0), "status": "ok"})
+    for lattice in ("square", "king"):
+        for m in (3, 4):
+            point = INDEPENDENT_SETS.resolve(dict(lattice=lattice, m=m, n=m, boundary="torus"))
+            rows.append({**point, **INDEPENDENT_SETS.run(point, 0), "status": "ok"})
+    rows.append({**INDEPENDENT_SETS.resolve(dict(m=4, n=4)), "status": "failed"})
     out = ReportWriter(tmp_path)
     tables_7(pd.DataFrame(rows), out)
+    assert (tmp_path / "entropy_per_vertex.png").stat().st_size > 1000
+    sk = pd.read_csv(tmp_path / "square_and_king_counts.csv")
+    assert sk.loc[(sk["lattice"] == "square") & (sk["m"] == 4), "count"].iloc[0] == brute_force_count(
+        lattice_graph("square", 4, 4, "torus"))
     errata = pd.read_csv(tmp_path / "errata_tables_7.csv", dtype={"printed": str, "exact": str})
     assert len(errata) == 27 and errata["agree"].all()  # every printed entry with m, n <= 3 is exact
     free = pd.read_csv(tmp_path / "table_7_1_free.csv")

@@ -115,7 +115,7 @@ def _entropy_figure(ok: pd.DataFrame, out) -> None:
     if not lattices:
         return
     fig, axes = out.new_figure(width=4.5, height=3.8, ncols=len(lattices))
-    axes = np.atleast_1d(axes)
+    axes = np.ravel(axes)
     markers = {"free": "o", "cylinder": "s", "torus": "^"}
     for ax, lattice in zip(axes, lattices):
         sub = ok[(ok["lattice"] == lattice) & (ok["m"] == ok["n"])]
