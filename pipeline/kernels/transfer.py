@@ -27,7 +27,12 @@ object arrays); eigenvalues use float64 with the same operators.
 Boundaries (Theorem 7.2.1): with f, g, s the free, cylindrical and toroidal counts,
 ``f(m, n) = 1' T_m^n 1``, ``g(m, n) = tr(T_m^n) = 1' B_n^m 1`` and ``s(m, n) = tr(B_n^m)``.
 Bounds (Theorem 7.2.2, after Calkin & Wilf): ``(lambda_{p+2q} / lambda_{2q})^(1/p) <= eta_cell
-<= xi_{2k}^(1/(2k))`` with lambda the Perron roots of the free strips and xi of the periodic ones.
+<= xi_{2k}^(1/(2k))`` with lambda the Perron roots of the free strips and xi of the periodic ones;
+for the site lattices (square, king) the free widths are p+2q+1 and 2q+1 (see
+:func:`entropy_bounds`).
+
+Explicit graphs (:func:`lattice_graph`) and a generic memoised counter (:func:`brute_force_count`)
+are the independent oracle for small sizes.
 """
 
 from __future__ import annotations
