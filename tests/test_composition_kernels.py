@@ -324,3 +324,35 @@ def test_residual_delta_no_overflow_when_floor_is_near_one():
     assert math.isinf(kc.eps_optimal(0.5, 0.0035, 278_892, 2e-33))
     assert math.isinf(kc.eps_kov_bound(0.5, 0.0035, 278_892, 2e-33))
     assert math.isinf(kc.hetero_kov_bound([0.5] * 300_000, 0.0035, 2e-33))
+
+
+@pytest.mark.parametrize("k,eta,dt,delta", [(60, 0.01, 1e-6, 0.0), (400, 0.02, 1e-10, 1e-13), (250, 0.05, 1e-3, 0.0)])
+def test_grouped_lattice_equals_itemwise_dp(k, eta, dt, delta):
+    rng = np.random.default_rng(k)
+    eps_list = rng.uniform(0.05, 0.6, size=k)
+    units = kc._grid_units(eps_list, eta, True)
+    dp = kc.residual_delta(dt, delta, k)
+    itemwise = kc.hetero_eps_from_dist(kc.hetero_lattice_loss(units, eta), delta, k, dt)
+    dist, log_drop = kc.hetero_grouped_lattice(units, eta, math.log(dp))
+    assert log_drop < math.log(dp) - 30  # truncation is invisible at this delta'
+    assert kc.eps_for_log_delta(dist, math.log(dp)) == pytest.approx(itemwise, rel=1e-12)
+
+
+def test_grouped_approx_path_brackets_exact(monkeypatch):
+    # few distinct values: the exact answer is cheap even at k = 3000, and the bounds bracket it
+    eps_list = [0.05] * 1000 + [0.13] * 1500 + [0.4] * 500
+    exact = kc.hetero_eps_exact(eps_list, 0.0, 1e-8)
+    monkeypatch.setattr(kc, "LATTICE_DP_MAX_WORK", 0)  # force the grouped convolution
+    up, lo = kc.hetero_eps_approx(eps_list, 0.0, 1e-8, eta=0.02)
+    assert lo <= exact <= up
+    up_fine, lo_fine = kc.hetero_eps_approx(eps_list, 0.0, 1e-8, eta=0.01)  # values on the grid
+    assert up_fine == pytest.approx(exact, rel=1e-10) and lo_fine == pytest.approx(exact, rel=1e-10)
+
+
+def test_truncated_exact_sum_equals_full_sum():
+    values, counts = np.array([0.1, 0.45]), np.array([900, 300])
+    for dt in (1e-12, 1e-4):
+        full = kc.eps_for_log_delta(kc.hetero_loss(values, counts), math.log(dt))
+        trunc = kc.eps_for_log_delta(kc.hetero_loss(values, counts, math.log(dt)), math.log(dt))
+        assert trunc == pytest.approx(full, rel=1e-13)
+    assert kc.hetero_exact_size(values, counts, math.log(1e-4)) < 901 * 301

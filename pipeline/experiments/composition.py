@@ -19,8 +19,8 @@ from pipeline.kernels import composition as kc
 
 K_MAX = 10**7
 REGION_K_MAX = 10_000
-EXACT_MAX_COMBOS = 2**21  # grouped Murtagh-Vadhan sum: prod (n_j + 1) terms
-LATTICE_MAX_WORK = 3 * 10**8  # k * sum ceil(eps_i / eta) log-space DP cells (~3 s)
+EXACT_MAX_COMBOS = 2**22  # grouped Murtagh-Vadhan sum: prod (kept binomial atoms) terms
+LATTICE_MAX_WORK = 6 * 10**9  # grouped-convolution flops for the lattice bounds (~2-4 s)
 PLD_MAX_DISTINCT = 100  # dp-accounting: one PLD convolution per distinct eps (~1 s at 100)
 HETERO_K_MAX = 100_000
 
@@ -154,14 +154,29 @@ def _check_source(p: dict) -> str | None:
     return None
 
 
-def _check_lattice(p: dict) -> str | None:
+def _representative_eps(p: dict) -> np.ndarray:
+    """eps values with the same grid structure as the task's (for the size check, before the seed)."""
     if p["eps_source"] == "list":
-        work = kc.hetero_lattice_size(p["eps_list"], p["eta"]) if p["eps_list"] else 0
-    else:
-        work = p["k"] * p["k"] * math.ceil(p["eps_max"] / p["eta"])
+        return np.asarray(p["eps_list"], dtype=float)
+    k, lo, hi = p["k"], p["eps_min"], p["eps_max"]
+    if p["eps_source"] == "two_level":
+        return np.where(np.arange(k) % 2 == 0, hi, lo)
+    if p["eps_source"] == "geometric":
+        return hi * (lo / hi) ** (np.arange(k) / max(k - 1, 1))
+    return np.linspace(lo, hi, k)
+
+
+def _check_lattice(p: dict) -> str | None:
+    eps_values = _representative_eps(p)
+    if eps_values.size == 0:
+        return None
+    units = kc._grid_units(eps_values, p["eta"], True)
+    if eps_values.size * int(units.sum()) <= kc.LATTICE_DP_MAX_WORK:
+        return None
+    work = kc.hetero_grouped_work(units, math.log(p["delta_target"]))
     if work > LATTICE_MAX_WORK:
-        return (f"the lattice bound costs k * sum(ceil(eps_i/eta)) = {work:.3g} cells > "
-                f"{LATTICE_MAX_WORK:.0e}: use fewer steps k, smaller eps_max or a larger eta")
+        return (f"the lattice bounds would cost ~{work:.2g} operations > {LATTICE_MAX_WORK:.0e} "
+                f"(grows like k^1.5 / eta^2): use fewer steps k, a smaller eps_max or a larger eta")
     return None
 
 
@@ -192,13 +207,15 @@ def run_composition_hetero(params: dict, seed: int) -> dict:
     eps_values = hetero_eps_values(params, seed)
     delta, dt, eta = params["delta"], params["delta_target"], params["eta"]
     values, counts = kc.group_eps(eps_values)
-    combos = kc.hetero_exact_combos(counts)
-    exact = kc.hetero_eps_exact(eps_values, delta, dt) if combos <= EXACT_MAX_COMBOS else None
+    dp = kc.residual_delta(dt, delta, eps_values.size)
+    size = kc.hetero_exact_size(values, counts, math.log(dp)) if dp > 0.0 else 1
+    exact = kc.hetero_eps_exact(eps_values, delta, dt) if size <= EXACT_MAX_COMBOS else None
     upper, lower = kc.hetero_eps_approx(eps_values, delta, dt, eta)
     return {
         "k_steps": int(eps_values.size),
         "n_distinct": int(values.size),
         "log_exact_combos": float(np.sum(np.log(counts + 1.0))),
+        "exact_terms": int(size),
         "eps_values": eps_values.tolist(),
         "eps_exact": exact,
         "eps_approx": upper,
@@ -237,15 +254,17 @@ COMPOSITION_HETERO = register(Experiment(
     ],
     checks=[
         PointCheck(("eps_source", "eps_list", "k", "eps_min", "eps_max"), _check_source),
-        PointCheck(("eps_source", "eps_list", "k", "eps_max", "eta"), _check_lattice),
+        PointCheck(("eps_source", "eps_list", "k", "eps_min", "eps_max", "eta", "delta_target"),
+                   _check_lattice),
         PointCheck(("eps_source", "eps_list", "k", "pld"), _check_pld),
     ],
     columns={
         "k_steps": pa.int64(),              # number of composed steps
         "n_distinct": pa.int64(),           # distinct eps values
-        "log_exact_combos": pa.float64(),   # log prod (n_j + 1): size of the grouped exact sum
+        "log_exact_combos": pa.float64(),   # log prod (n_j + 1): size of the untruncated grouped sum
+        "exact_terms": pa.int64(),          # terms of the grouped exact sum after truncation (limit 2^22)
         "eps_values": pa.list_(pa.float64()),  # the eps_1..eps_k used
-        "eps_exact": pa.float64(),          # exact optimum; null when combos > 2^21
+        "eps_exact": pa.float64(),          # exact optimum; null when exact_terms > 2^22
         "eps_approx": pa.float64(),         # guaranteed upper bound (eps rounded up to the eta grid)
         "eps_approx_lower": pa.float64(),   # guaranteed lower bound (rounded down)
         "eps_kov_bound": pa.float64(),      # Theorem 3.5

@@ -433,21 +433,45 @@ def hetero_exact_combos(counts) -> int:
     return out
 
 
-def hetero_loss(values, counts) -> LossDistribution:
+def _group_kernel(e: float, n: int, T: float | None):
+    """Atoms s and log weights of Binomial(n, p_e) ('+' signs among n steps of value e),
+    without the atoms below e^{-T} of the largest (all atoms when T is None)."""
+    s = np.arange(n + 1, dtype=float)
+    log_p, log_q = _log_p_q(float(e))
+    lb = log_binom_pmf(s, n, math.exp(log_p), log_p=log_p, log_q=log_q)
+    if T is not None:
+        keep = lb >= lb.max() - T
+        s, lb = s[keep], lb[keep]
+    return s, lb
+
+
+def hetero_exact_size(values, counts, log_delta_prime: float | None = None) -> int:
+    """Number of terms of the grouped exact sum: prod_j (kept atoms of group j)."""
+    T = None if log_delta_prime is None else _truncation_nats(log_delta_prime)
+    out = 1
+    for e, n in zip(values, counts):
+        out *= int(_group_kernel(float(e), int(n), T)[0].size) if T is not None else int(n) + 1
+    return out
+
+
+def hetero_loss(values, counts, log_delta_prime: float | None = None) -> LossDistribution:
     """Privacy-loss distribution of the product of 4-point pairs with eps = values (mult. counts).
 
     Murtagh-Vadhan subset formula grouped by multiplicity: choosing s_j of the n_j steps with
     value e_j on the 'e^eps' side gives loss sum_j (2 s_j - n_j) e_j with weight
     prod_j C(n_j, s_j) p_j^{s_j} q_j^{n_j - s_j}. Equal losses are merged.
+
+    With ``log_delta_prime`` the binomial atoms below e^{-T} of each group's largest are left out
+    (T = -log delta' + 50): their total weight is < 1e-14 delta', invisible in double precision,
+    and large multiplicities stay cheap (~sqrt(n) atoms per group instead of n + 1).
     """
+    T = None if log_delta_prime is None else _truncation_nats(log_delta_prime)
     values = np.asarray(values, dtype=float)
     loss = np.zeros(1)
     lw = np.zeros(1)
     for e, n in zip(values, counts):
         n = int(n)
-        s = np.arange(n + 1, dtype=float)
-        log_p, log_q = _log_p_q(float(e))
-        lb = log_binom_pmf(s, n, math.exp(log_p), log_p=log_p, log_q=log_q)
+        s, lb = _group_kernel(float(e), n, T)
         loss = (loss[:, None] + (2.0 * s - n)[None, :] * e).ravel()
         lw = (lw[:, None] + lb[None, :]).ravel()
     return _merge_positive(loss, lw)
@@ -503,6 +527,92 @@ def hetero_lattice_loss(units, unit: float) -> LossDistribution:
     return _merge_positive(loss[finite], log_w[finite])
 
 
+def _truncation_nats(log_delta_prime: float) -> float:
+    """Relative weight below which lattice entries are dropped: e^{-T}, T = -log delta' + 50 in [50, 700].
+
+    At most ~1e7 entries are ever dropped, each < e^{-T}, so the dropped total is < 1e-14 delta'.
+    """
+    return float(min(700.0, max(50.0, -log_delta_prime + 50.0)))
+
+
+def hetero_grouped_lattice(units, unit: float, log_delta_prime: float) -> tuple[LossDistribution, float]:
+    """Loss distribution on the lattice (eps_i = units_i * unit) by convolving one binomial per
+    distinct unit, with rigorous truncation; returns (kept distribution, log of dropped mass).
+
+    Steps sharing the unit a contribute a Binomial(n, p_a) number of '+' signs, i.e. losses
+    (2s - n) a with exact binomial weights. The running distribution is kept in linear scale
+    (normalised to max 1, log scale tracked) and convolved directly (no FFT: sums of
+    non-negative terms keep their relative accuracy). Entries below e^{-T} of the maximum are
+    dropped and their mass is returned, so callers can stay rigorous: the upper bound counts it
+    as loss +inf (pessimistic), the lower bound ignores it (optimistic).
+    """
+    T = _truncation_nats(log_delta_prime)
+    w = np.ones(1)
+    offset = 0  # index of loss 0 in w
+    log_scale = 0.0
+    log_drop = -math.inf
+    cut = math.exp(-T)
+    for a, n in zip(*np.unique(np.asarray(units, dtype=np.int64), return_counts=True)):
+        a, n = int(a), int(n)
+        if a == 0:
+            continue
+        log_p, log_q = _log_p_q(a * unit)
+        s = np.arange(n + 1, dtype=float)
+        lb = log_binom_pmf(s, n, math.exp(log_p), log_p=log_p, log_q=log_q)
+        top = float(lb.max())
+        keep = lb >= top - T
+        log_mass = log_scale + math.log(float(w.sum()))
+        if not np.all(keep):  # dropping kernel atoms removes (current mass) x (their mass)
+            log_drop = float(np.logaddexp(log_drop, log_mass + logsumexp(lb[~keep])))
+        idx = np.flatnonzero(keep)
+        s_lo, s_hi = int(idx[0]), int(idx[-1])
+        kv = np.exp(lb[s_lo:s_hi + 1] - top)
+        kv[~keep[s_lo:s_hi + 1]] = 0.0
+        step = 2 * a
+        out = np.zeros(w.size + step * (kv.size - 1))
+        if kv.size <= step:  # out[c + step*j] += w[c] kv[j]
+            for j, v in enumerate(kv):
+                if v > 0.0:
+                    out[step * j:step * j + w.size] += v * w
+        else:
+            for r in range(min(step, w.size)):
+                col = np.convolve(w[r::step], kv)
+                out[r::step][:col.size] += col
+        offset += (n - 2 * s_lo) * a
+        log_scale += top
+        mx = float(out.max())
+        out /= mx
+        log_scale += math.log(mx)
+        small = (out < cut) & (out > 0.0)
+        if np.any(small):
+            log_drop = float(np.logaddexp(log_drop, log_scale + math.log(float(out[small].sum()))))
+            out[small] = 0.0
+        nz = np.flatnonzero(out)
+        w = out[nz[0]:nz[-1] + 1]
+        offset -= int(nz[0])
+    nz = np.flatnonzero(w)
+    loss = (nz - offset) * unit
+    return _merge_positive(loss.astype(float), np.log(w[nz]) + log_scale), log_drop
+
+
+def hetero_grouped_work(units, log_delta_prime: float) -> float:
+    """Rough flop count of :func:`hetero_grouped_lattice` (for size limits)."""
+    T = _truncation_nats(log_delta_prime)
+    width = 1.0
+    work = 0.0
+    var = 0.0
+    span = 0.0
+    for a, n in zip(*np.unique(np.asarray(units, dtype=np.int64), return_counts=True)):
+        if a == 0:
+            continue
+        j = min(n + 1.0, 2.0 * math.sqrt(2.0 * T * n) + 1.0)
+        work += width * j
+        var += n * float(a) ** 2
+        span += 2.0 * n * a
+        width = min(span + 1.0, 2.0 * math.sqrt(2.0 * T * var) + 1.0)
+    return work
+
+
 def hetero_lattice_size(eps_list, eta: float, up: bool = True) -> int:
     """Work of :func:`hetero_lattice_loss` after rounding onto the grid eta: k * sum(a_i)."""
     a = _grid_units(eps_list, eta, up)
@@ -531,7 +641,9 @@ def hetero_eps_from_dist(dist: LossDistribution, delta: float, k: int, delta_tar
 def hetero_eps_exact(eps_list, delta: float, delta_target: float) -> float:
     """Exact optimal composition of (eps_i, delta)-DP steps (Murtagh-Vadhan, grouped)."""
     values, counts = group_eps(eps_list)
-    return hetero_eps_from_dist(hetero_loss(values, counts), delta, len(eps_list), delta_target)
+    dp = residual_delta(delta_target, delta, len(eps_list))
+    log_dp = math.log(dp) if dp > 0.0 else None
+    return hetero_eps_from_dist(hetero_loss(values, counts, log_dp), delta, len(eps_list), delta_target)
 
 
 def hetero_eps_approx(eps_list, delta: float, delta_target: float, eta: float) -> tuple[float, float]:
@@ -542,12 +654,28 @@ def hetero_eps_approx(eps_list, delta: float, delta_target: float, eta: float) -
     certified accuracy is upper - lower (the true optimum lies between).
     """
     k = len(eps_list)
+    dp = residual_delta(delta_target, delta, k)
+    if dp < 0.0:
+        return math.inf, math.inf
+    units_up = _grid_units(eps_list, eta, True)
+    units_down = _grid_units(eps_list, eta, False)
+    if dp == 0.0 or k * int(units_up.sum()) <= LATTICE_DP_MAX_WORK:  # exact lattice DP (no truncation)
+        up = hetero_eps_from_dist(hetero_lattice_loss(units_up, eta), delta, k, delta_target)
+        down = hetero_eps_from_dist(hetero_lattice_loss(units_down, eta), delta, k, delta_target)
+    else:  # grouped binomial convolution with accounted truncation
+        log_dp = math.log(dp)
+        dist, log_drop = hetero_grouped_lattice(units_up, eta, log_dp)
+        if log_drop >= log_dp:
+            up = float(units_up.sum()) * eta  # dropped mass alone exceeds delta': fall back to basic
+        else:
+            up = eps_for_log_delta(dist, log_dp + float(log1mexp(log_drop - log_dp)))
+        dist, _ = hetero_grouped_lattice(units_down, eta, log_dp)
+        down = eps_for_log_delta(dist, log_dp)
     # outward rounding by 1e-12 relative keeps the bounds valid despite float summation order
-    up = (1.0 + 1e-12) * hetero_eps_from_dist(hetero_lattice_loss(_grid_units(eps_list, eta, True), eta),
-                              delta, k, delta_target)
-    down = (1.0 - 1e-12) * hetero_eps_from_dist(hetero_lattice_loss(_grid_units(eps_list, eta, False), eta),
-                                delta, k, delta_target)
-    return up, down
+    return (1.0 + 1e-12) * up, (1.0 - 1e-12) * down
+
+
+LATTICE_DP_MAX_WORK = 2 * 10**7  # above this, hetero_eps_approx switches to the grouped convolution
 
 
 def hetero_kov_bound(eps_list, delta: float, delta_target: float) -> float:
