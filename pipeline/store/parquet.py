@@ -129,7 +129,7 @@ def deduplicate_table(table: pa.Table) -> pa.Table:
     key = key.take(order)
     positions = pa.table({"key": key, "pos": pa.array(np.arange(table.num_rows))})
     last = positions.group_by("key").aggregate([("pos", "max")])["pos_max"]
-    return table.take(pc.sort_indices(last))
+    return table.take(last.take(pc.sort_indices(last)))  # kept rows, in storage order
 
 
 def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
