@@ -224,3 +224,10 @@ def test_reports_write_figures_and_tables(tmp_path):
     assert (tmp_path / "region" / "privacy_region.png").stat().st_size > 10_000
     lines = pd.read_csv(tmp_path / "region" / "region_lines.csv")
     assert len(lines) == 2 * sum(k // 2 + 1 for k in range(1, 6))
+
+
+def test_hetero_sizes_beyond_int64_are_logs():
+    row = run("composition_hetero", eps_source="geometric", k=64, pld=False)
+    typed("composition_hetero", row)
+    assert row["log_exact_terms"] == pytest.approx(64 * math.log(2))
+    assert row["eps_exact"] is None and math.isfinite(row["eps_approx"])

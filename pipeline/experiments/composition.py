@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from pipeline.experiments.base import Choice, Experiment, Interval, Param, PointCheck, register
+from pipeline.experiments.base import Choice, Experiment, Interval, Param, PointCheck, log_of_int, register
 from pipeline.kernels import composition as kc
 
 K_MAX = 10**7
@@ -215,7 +215,7 @@ def run_composition_hetero(params: dict, seed: int) -> dict:
         "k_steps": int(eps_values.size),
         "n_distinct": int(values.size),
         "log_exact_combos": float(np.sum(np.log(counts + 1.0))),
-        "exact_terms": int(size),
+        "log_exact_terms": log_of_int(size),
         "eps_values": eps_values.tolist(),
         "eps_exact": exact,
         "eps_approx": upper,
@@ -262,9 +262,9 @@ COMPOSITION_HETERO = register(Experiment(
         "k_steps": pa.int64(),              # number of composed steps
         "n_distinct": pa.int64(),           # distinct eps values
         "log_exact_combos": pa.float64(),   # log prod (n_j + 1): size of the untruncated grouped sum
-        "exact_terms": pa.int64(),          # terms of the grouped exact sum after truncation (limit 2^22)
+        "log_exact_terms": pa.float64(),    # log of the terms of the grouped exact sum after truncation
         "eps_values": pa.list_(pa.float64()),  # the eps_1..eps_k used
-        "eps_exact": pa.float64(),          # exact optimum; null when exact_terms > 2^22
+        "eps_exact": pa.float64(),          # exact optimum; null when there are more than 2^22 terms
         "eps_approx": pa.float64(),         # guaranteed upper bound (eps rounded up to the eta grid)
         "eps_approx_lower": pa.float64(),   # guaranteed lower bound (rounded down)
         "eps_kov_bound": pa.float64(),      # Theorem 3.5
