@@ -659,7 +659,9 @@ def hetero_eps_approx(eps_list, delta: float, delta_target: float, eta: float) -
         return math.inf, math.inf
     units_up = _grid_units(eps_list, eta, True)
     units_down = _grid_units(eps_list, eta, False)
-    if dp == 0.0 or k * int(units_up.sum()) <= LATTICE_DP_MAX_WORK:  # exact lattice DP (no truncation)
+    if dp == 0.0:  # delta_target equals the floor: the answer is the largest loss, sum of eps_i
+        return float(units_up.sum()) * eta * (1.0 + 1e-12), float(units_down.sum()) * eta * (1.0 - 1e-12)
+    if k * int(units_up.sum()) <= LATTICE_DP_MAX_WORK:  # exact lattice DP (no truncation)
         up = hetero_eps_from_dist(hetero_lattice_loss(units_up, eta), delta, k, delta_target)
         down = hetero_eps_from_dist(hetero_lattice_loss(units_down, eta), delta, k, delta_target)
     else:  # grouped binomial convolution with accounted truncation
