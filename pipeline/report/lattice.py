@@ -1,0 +1,177 @@
+"""Reports for the clique-inserted lattice family (thesis 004, ch. 6; issue 4).
+
+* ``lattice``: energy per vertex and spanning-tree entropy against L for each boundary, with
+  the infinite-lattice limit drawn in; a table of the values and one of the limits.
+* ``lattice_limit``: the table of limits for each lattice, beside the thesis's printed values.
+
+The limit lines of the ``lattice`` report are recomputed with the kernel
+(:func:`pipeline.kernels.lattice_spectra.lattice_limits`, about a second per lattice), so the
+report does not depend on a ``lattice_limit`` run being present.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from pipeline.report.core import report_for
+
+BOUNDARY_STYLE = {"torus": ("o-", "torus"), "cylinder": ("s--", "cylinder"),
+                  "free": ("^:", "free")}
+# Values printed in the thesis (§6.2.1, §6.2.2, §6.3.1), as strings of the printed digits.
+THESIS_VALUES = {
+    ("hexagonal", 0): (None, "0.8076649"),   # z_hc quoted from [Shrock and Wu, 2000]
+    ("hexagonal", 1): ("1.4825", "0.7205633"),
+    ("hexagonal", 2): ("1.4908", "0.6915295"),
+}
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "ok"].copy() if "status" in df.columns else df.copy()
+
+
+def _lattice_label(base: str, k: int) -> str:
+    names = {("hexagonal", 1): "3-12-12", ("hexagonal", 2): "3-6-24",
+             ("hexagonal", 3): "3-6-12-48"}
+    return names.get((base, k), base if k == 0 else f"C^{k}({base})")
+
+
+def _agrees(printed: str | None, value: float) -> bool | None:
+    """A printed value 'agrees' if the exact value, truncated or rounded to the printed
+    number of decimals, gives the printed digits."""
+    if printed is None or value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    decimals = len(printed.split(".")[1])
+    rounded = f"{value:.{decimals}f}"
+    truncated = f"{math.floor(value * 10 ** decimals) / 10 ** decimals:.{decimals}f}"
+    return printed in (rounded, truncated)
+
+
+def _limits_for(pairs) -> pd.DataFrame:
+    from pipeline.kernels.lattice_spectra import lattice_limits
+
+    rows = []
+    for base, k in pairs:
+        lim = lattice_limits(base, int(k))
+        rows.append({"base": base, "insertions": int(k), "lattice": _lattice_label(base, int(k)),
+                     "energy_per_vertex_limit": lim["energy_per_vertex_limit"],
+                     "spanning_tree_entropy_limit": lim["spanning_tree_entropy_limit"]})
+    return pd.DataFrame(rows)
+
+
+@report_for("lattice")
+def convergence_against_L(df: pd.DataFrame, out) -> None:
+    ok = _ok(df)
+    if ok.empty:
+        return
+    ok["L"] = np.sqrt(ok["L1"].astype(float) * ok["L2"].astype(float))
+    pairs = sorted(set(zip(ok["base"], ok["insertions"].astype(int))))
+    limits = _limits_for(pairs)
+    out.table("lattice_limits", limits,
+              caption="Infinite-lattice energy per vertex and spanning-tree entropy "
+                      "(Brillouin-zone integration) for each lattice in this run.")
+    merged = ok.merge(limits[["base", "insertions", "energy_per_vertex_limit",
+                              "spanning_tree_entropy_limit"]], on=["base", "insertions"])
+    merged["energy_error"] = merged["energy_per_vertex"] - merged["energy_per_vertex_limit"]
+    merged["entropy_error"] = (merged["spanning_tree_entropy"]
+                               - merged["spanning_tree_entropy_limit"])
+    cols = ["base", "insertions", "boundary", "L1", "L2", "n_vertices", "n_edges",
+            "energy_per_vertex", "energy_error", "spanning_tree_entropy", "entropy_error",
+            "log_dimers", "kirchhoff_index", "algebraic_connectivity", "method"]
+    table = merged[[c for c in cols if c in merged.columns]].sort_values(
+        ["base", "insertions", "boundary", "L1", "L2"])
+    out.table("lattice_values", table,
+              caption="Finite lattices: energy per vertex and spanning-tree entropy with their "
+                      "distance to the infinite-lattice limit.")
+
+    for base, k in pairs:
+        sub = merged[(merged["base"] == base) & (merged["insertions"] == k)]
+        lim = limits[(limits["base"] == base) & (limits["insertions"] == k)].iloc[0]
+        fig, axes = out.new_figure(width=5.5, height=4.0, ncols=2)
+        axes = np.ravel(axes)
+        for ax, key, limit_key, label in (
+                (axes[0], "energy_per_vertex", "energy_per_vertex_limit",
+                 "energy per vertex $\\mathcal{E}/N$"),
+                (axes[1], "spanning_tree_entropy", "spanning_tree_entropy_limit",
+                 "spanning-tree entropy $\\ln\\tau/N$")):
+            for boundary, (style, name) in BOUNDARY_STYLE.items():
+                b = sub[(sub["boundary"] == boundary) & sub[key].notna()].sort_values("L")
+                if not b.empty:
+                    ax.plot(b["L"], b[key], style, label=name, markersize=5)
+            ax.axhline(lim[limit_key], color="k", lw=1, ls="-.",
+                       label=f"limit {lim[limit_key]:.6f}")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel(r"linear size $L=\sqrt{L_1 L_2}$ (unit cells)")
+            ax.set_ylabel(label)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"{_lattice_label(base, k)} lattice: convergence with the boundary",
+                     fontsize=11)
+        out.figure(f"convergence_{base}_k{k}", fig,
+                   caption=f"{_lattice_label(base, k)}: energy per vertex and spanning-tree "
+                           "entropy against L for torus, cylinder and free boundaries; the "
+                           "dash-dotted line is the infinite-lattice limit.")
+
+    # distance to the limit on log-log axes: 1/L for cylinder/free, faster for the torus
+    fig, axes = out.new_figure(width=5.5, height=4.0, ncols=2)
+    axes = np.ravel(axes)
+    for ax, key, label in ((axes[0], "energy_error", "|energy per vertex - limit|"),
+                           (axes[1], "entropy_error", "|entropy - limit|")):
+        for (base, k), sub in merged.groupby(["base", "insertions"]):
+            for boundary, (style, name) in BOUNDARY_STYLE.items():
+                b = sub[(sub["boundary"] == boundary) & sub[key].notna()].sort_values("L")
+                b = b[b[key].abs() > 0]
+                if not b.empty:
+                    ax.plot(b["L"], b[key].abs(), style, markersize=4,
+                            label=f"{_lattice_label(base, k)}, {name}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(r"linear size $L=\sqrt{L_1 L_2}$ (unit cells)")
+        ax.set_ylabel(label)
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        axes[1].legend(handles, labels, fontsize=6, ncol=2)
+    out.figure("convergence_errors", fig,
+               caption="Distance to the infinite-lattice limit against L (log-log): the "
+                       "cylinder and free boundaries converge like 1/L.")
+
+
+@report_for("lattice_limit")
+def limits_table(df: pd.DataFrame, out) -> None:
+    ok = _ok(df)
+    if ok.empty:
+        return
+    rows = []
+    for r in ok.sort_values(["base", "insertions"]).itertuples(index=False):
+        e_printed, z_printed = THESIS_VALUES.get((r.base, int(r.insertions)), (None, None))
+        rows.append({"lattice": r.lattice_name, "base": r.base, "insertions": int(r.insertions),
+                     "cell_size": int(r.cell_size), "degree": int(r.degree),
+                     "energy_per_vertex_limit": r.energy_per_vertex_limit,
+                     "thesis_energy": e_printed or "",
+                     "energy_agrees": _agrees(e_printed, r.energy_per_vertex_limit),
+                     "spanning_tree_entropy_limit": r.spanning_tree_entropy_limit,
+                     "thesis_entropy": z_printed or "",
+                     "entropy_agrees": _agrees(z_printed, r.spanning_tree_entropy_limit),
+                     "method": r.method})
+    table = pd.DataFrame(rows)
+    for col in ("energy_agrees", "entropy_agrees"):
+        table[col] = table[col].map(lambda v: "" if v is None else ("yes" if v else "NO"))
+    out.table("limits", table, float_format="%.12f",
+              caption="Energy per vertex and spanning-tree entropy of the infinite lattices "
+                      "(at least 10 correct digits), beside the values printed in the thesis.")
+
+    fig, axes = out.new_figure(width=5.0, height=4.0, ncols=2)
+    axes = np.ravel(axes)
+    for base, sub in ok.groupby("base"):
+        sub = sub.sort_values("insertions")
+        axes[0].plot(sub["insertions"], sub["energy_per_vertex_limit"], "o-", label=base)
+        axes[1].plot(sub["insertions"], sub["spanning_tree_entropy_limit"], "o-", label=base)
+    axes[0].set_ylabel("energy per vertex (limit)")
+    axes[1].set_ylabel("spanning-tree entropy (limit)")
+    for ax in axes:
+        ax.set_xlabel("clique insertions $k$")
+        ax.legend(fontsize=8)
+    out.figure("limits_vs_insertions", fig,
+               caption="Infinite-lattice energy per vertex and spanning-tree entropy of C^k(H) "
+                       "against the number of clique insertions k.")

@@ -1,0 +1,48 @@
+"""Reports of the lattice family write the expected files with the numbers of the data."""
+
+import pandas as pd
+import pytest
+
+from pipeline.experiments.lattice import LATTICE, LATTICE_LIMIT
+from pipeline.report.core import ReportWriter, reports
+
+
+def _rows(exp, points):
+    rows = []
+    for kw in points:
+        p = exp.resolve(**kw)
+        rows.append({**p, **exp.run(p, 0), "status": "ok"})
+    return pd.DataFrame(rows)
+
+
+def test_lattice_report_files_and_values(tmp_path):
+    df = _rows(LATTICE, [dict(base="hexagonal", insertions=1, L1=L, L2=L, boundary=b)
+                         for b in ("torus", "cylinder", "free") for L in (3, 4)])
+    df = pd.concat([df, pd.DataFrame([{"status": "failed"}])], ignore_index=True)
+    out = ReportWriter(tmp_path)
+    for fn in reports("lattice"):
+        fn(df, out)
+    for name in ("lattice_values.csv", "lattice_limits.md", "convergence_hexagonal_k1.png",
+                 "convergence_hexagonal_k1.pdf", "convergence_errors.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    table = pd.read_csv(tmp_path / "lattice_values.csv")
+    assert len(table) == 6
+    ok = df[df.status == "ok"]
+    merged = table.merge(ok, on=["boundary", "L1", "L2"], suffixes=("", "_data"))
+    assert merged["energy_per_vertex"].tolist() == pytest.approx(
+        merged["energy_per_vertex_data"].tolist(), rel=1e-11)
+    limits = pd.read_csv(tmp_path / "lattice_limits.csv")
+    assert limits["spanning_tree_entropy_limit"].iloc[0] == pytest.approx(0.7205633, abs=1e-7)
+
+
+def test_lattice_limit_report_marks_thesis_agreement(tmp_path):
+    df = _rows(LATTICE_LIMIT, [dict(base="hexagonal", insertions=k) for k in (0, 1, 2)])
+    out = ReportWriter(tmp_path)
+    for fn in reports("lattice_limit"):
+        fn(df, out)
+    table = pd.read_csv(tmp_path / "limits.csv", dtype=str)
+    assert (tmp_path / "limits_vs_insertions.png").stat().st_size > 0
+    row = table[table["lattice"] == "3-12-12"].iloc[0]
+    assert row["energy_agrees"] == "yes" and row["entropy_agrees"] == "yes"
+    assert float(row["energy_per_vertex_limit"]) == pytest.approx(
+        df[df.insertions == 1]["energy_per_vertex_limit"].iloc[0], rel=1e-11)
