@@ -425,14 +425,6 @@ def group_eps(eps_list) -> tuple[np.ndarray, np.ndarray]:
     return values, counts
 
 
-def hetero_exact_combos(counts) -> int:
-    """Number of (s_1..s_m) tuples the grouped Murtagh-Vadhan sum visits: prod (n_j + 1)."""
-    out = 1
-    for n in counts:
-        out *= int(n) + 1
-    return out
-
-
 def _group_kernel(e: float, n: int, T: float | None):
     """Atoms s and log weights of Binomial(n, p_e) ('+' signs among n steps of value e),
     without the atoms below e^{-T} of the largest (all atoms when T is None)."""
@@ -477,7 +469,8 @@ def hetero_loss(values, counts, log_delta_prime: float | None = None) -> LossDis
     return _merge_positive(loss, lw)
 
 
-def _merge_positive(loss: np.ndarray, lw: np.ndarray, decimals: int | None = None) -> LossDistribution:
+def _merge_positive(loss: np.ndarray, lw: np.ndarray) -> LossDistribution:
+    """Positive losses only, sorted decreasing, equal losses (up to 1e-12 relative) merged."""
     keep = loss > 0
     loss, lw = loss[keep], lw[keep]
     if loss.size == 0:
@@ -611,12 +604,6 @@ def hetero_grouped_work(units, log_delta_prime: float) -> float:
         span += 2.0 * n * a
         width = min(span + 1.0, 2.0 * math.sqrt(2.0 * T * var) + 1.0)
     return work
-
-
-def hetero_lattice_size(eps_list, eta: float, up: bool = True) -> int:
-    """Work of :func:`hetero_lattice_loss` after rounding onto the grid eta: k * sum(a_i)."""
-    a = _grid_units(eps_list, eta, up)
-    return int(len(a)) * int(a.sum())
 
 
 def _grid_units(eps_list, eta: float, up: bool) -> np.ndarray:
