@@ -85,6 +85,9 @@ BAD_INPUTS = [
     (["experiment=calibration", "cluster=address"], "cluster.address=tcp://HOST:PORT"),
     (["experiment=calibration", "batch_size=-3"], "batch_size must be 'auto'"),
     (["experiment=calibration", "cluster=nosuchcluster"], "nosuchcluster"),
+    # a family's declared exact-computation limit, checked on the whole grid before any task
+    (["experiment=inferential", "grid.zip=[{graph:[complete,complete],n:[10,30]}]"],
+     "exact enumeration is limited to n <= 24 nodes (got n = 30)"),
 ]
 
 

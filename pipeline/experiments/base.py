@@ -36,7 +36,10 @@ class ParamError(ValueError):
     def __init__(self, experiment: str, param: str, message: str):
         self.experiment = experiment
         self.param = param
-        super().__init__(f"experiment '{experiment}', parameter '{param}': {message}")
+        if "," in param:  # a limit on a combination: its message names the parameters itself
+            super().__init__(f"experiment '{experiment}': {message}")
+        else:
+            super().__init__(f"experiment '{experiment}', parameter '{param}': {message}")
 
 
 # --------------------------------------------------------------------------- domains
