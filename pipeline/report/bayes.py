@@ -142,7 +142,8 @@ def bounds_table(df: pd.DataFrame, out) -> None:
                       "KL bound (Theorem 3.4.1), eps = 2NL, delta of Assumption 2 "
                       "(Theorem 3.5.1 with N samples) and the distinguishability threshold "
                       "(Theorem 3.5.6); vacuous = delta >= 1.")
-    short = table[[c for c in ("family", "alpha", "N", "L0", "c", "C", "C_numeric", "C_valid",
+    short = table[[c for c in ("family", "alpha", "lam", "c1", "c2", "B", "mu", "N", "L0", "c",
+                               "C", "C_numeric", "C_valid",
                                "kl_bound", "eps", "delta", "distinguish_rho", "vacuous")
                    if c in table.columns]]
     out.table("bayes_bounds_summary", short,
