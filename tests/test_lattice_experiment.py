@@ -105,3 +105,41 @@ def test_boundaries_converge_to_the_same_limit(base, k, sizes):
             assert err[1] < 0.6 * err[0], (boundary, key, err)
         big = _run(base=base, insertions=k, L1=48, L2=48, boundary="torus")[key]
         assert big == pytest.approx(limit, abs=2e-3)
+
+
+# --------------------------------------------------------------------------- clique_graph
+@pytest.mark.parametrize("kw", [dict(graph="petersen", insertions=1),
+                                dict(graph="complete", size=5, insertions=2),
+                                dict(graph="hypercube", size=3, insertions=2),
+                                dict(graph="random_regular", size=14, degree=4, insertions=1)])
+def test_clique_graph_direct_values_match_maps_and_lemmas(kw):
+    from pipeline.experiments.lattice import CLIQUE_GRAPH
+
+    row = CLIQUE_GRAPH.run(CLIQUE_GRAPH.resolve(**kw), 2024)
+    assert set(row) <= set(CLIQUE_GRAPH.columns)
+    assert row["energy"] == pytest.approx(row["energy_map"], rel=1e-12)
+    assert row["spanning_trees"] == row["spanning_trees_lemma"]
+    assert row["algebraic_connectivity"] == pytest.approx(row["algebraic_connectivity_map"],
+                                                          rel=1e-9)
+    bound = int(row["dimers_lemma_bound"])
+    if row["regular_degree"] == 3:
+        assert int(row["dimers"]) == bound      # Lemma 6.3.4, equality for max degree 3
+    else:
+        assert int(row["dimers"]) > bound       # r = 4: only a lower bound
+
+
+def test_clique_graph_random_regular_is_reproducible_from_seed():
+    from pipeline.experiments.lattice import CLIQUE_GRAPH
+
+    point = CLIQUE_GRAPH.resolve(graph="random_regular", size=16, degree=3, insertions=1)
+    assert CLIQUE_GRAPH.run(point, 7) == CLIQUE_GRAPH.run(point, 7)
+
+
+@pytest.mark.parametrize("bad", [dict(graph="complete", size=3), dict(graph="hypercube", size=13),
+                                 dict(graph="random_regular", size=9, degree=3),
+                                 dict(graph="petersen", insertions=6), dict(graph="cube")])
+def test_clique_graph_bad_values_raise(bad):
+    from pipeline.experiments.lattice import CLIQUE_GRAPH
+
+    with pytest.raises(ParamError):
+        CLIQUE_GRAPH.resolve(**bad)
