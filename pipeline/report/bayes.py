@@ -150,9 +150,15 @@ def bounds_table(df: pd.DataFrame, out) -> None:
               caption="Summary: constants, bounds and the vacuous flag (delta >= 1).")
     if {"family", "delta", "N"} <= set(table.columns):
         fig, ax = out.new_figure()
-        for (fam, alpha), sub in table.groupby(["family", "alpha"]):
+        keys = [k for k in ("family", "alpha", "n", "lam", "c1", "c2", "B", "mu", "rho")
+                if k in table.columns]
+        for vals, sub in table.groupby(keys):
+            spec = dict(zip(keys, vals))
             sub = sub.sort_values("N")
-            label = f"{fam} (alpha={alpha})" if fam == "beta_binomial" else fam
+            shown = ("alpha", "n") if spec["family"] == "beta_binomial" else ("lam", "c1", "c2",
+                                                                               "B", "mu")
+            label = spec["family"] + " (" + ", ".join(f"{k}={spec[k]:g}" for k in shown
+                                                      if k in spec) + ")"
             ax.plot(sub["N"], sub["delta"], "o-", label=label)
         ax.axhline(1.0, color="red", linestyle=":", label=r"$\delta = 1$ (vacuous above)")
         ax.set_xscale("log")
