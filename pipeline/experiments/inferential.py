@@ -28,8 +28,9 @@ PRIORS = ("ising", "parity", "clones")
 MECHANISMS = ("noisy_sum", "randomized_response", "worst_case", "M1", "M2")
 
 MAX_TREE_NODES = 2_000_000  # belief propagation, O(n)
-KNAPSACK_BUDGET = 200_000  # n * (number of targets) for the exact O(n^2) tree sum recursion
+KNAPSACK_BUDGET = 20_000_000  # n^2 * (number of targets) for the exact O(n^2) tree sum recursion
 MAX_TRANSFER_NODES = 1024
+TRANSFER_BUDGET = 1_000_000_000  # n^2 2^w per target (~30 s on one shared core)
 MAX_RR_ENUMERATION_COST = 20 * 20 * (1 << 20)  # n^2 2^n-ish for target = all
 
 
@@ -93,9 +94,19 @@ def plan(p: dict) -> tuple[str, str]:
             raise K.SizeLimitError(f"tree recursion limited to n <= {MAX_TREE_NODES} nodes (got {n})")
     elif graph == "grid" and min(p["rows"], p["cols"]) <= K.MAX_TRANSFER_WIDTH:
         base = "transfer"
-        if n > MAX_TRANSFER_NODES:
-            raise K.SizeLimitError(f"transfer matrices limited to rows*cols <= {MAX_TRANSFER_NODES} "
-                                   f"and min(rows, cols) <= {K.MAX_TRANSFER_WIDTH} (got {n})")
+        if nt == 1:
+            passes = 1
+        elif affiliated or p.get("h", 0.0) == 0.0 or mech == "noisy_sum":  # symmetric: one pass per orbit
+            passes = len({K.grid_orbit_representative(p["rows"], p["cols"], a) for a in range(n)})
+        else:  # gauged antiferromagnet in a field: the checkerboard field breaks the symmetry
+            passes = n
+        cost = n * n * (1 << min(p["rows"], p["cols"])) * passes
+        if n > MAX_TRANSFER_NODES or cost > TRANSFER_BUDGET:
+            raise K.SizeLimitError(
+                f"transfer matrices limited to rows*cols <= {MAX_TRANSFER_NODES}, min(rows, cols) <= "
+                f"{K.MAX_TRANSFER_WIDTH} and (rows*cols)^2 * 2^min(rows, cols) * (targets) <= "
+                f"{TRANSFER_BUDGET:.0e} (got rows = {p['rows']}, cols = {p['cols']}, "
+                f"target = {p['target']}): use a single target or a smaller grid")
     else:
         if n > K.MAX_ENUMERATION_NODES:
             raise K.SizeLimitError(K.enumeration_limit_message(n) + f" (graph = {graph})")
@@ -115,9 +126,10 @@ def plan(p: dict) -> tuple[str, str]:
             raise K.SizeLimitError(f"randomized_response with J < 0 needs enumeration, limited to "
                                    f"n <= {K.MAX_ENUMERATION_NODES} (got {n})")
         return base, base
-    if mech == "noisy_sum" and base == "tree" and n * nt > KNAPSACK_BUDGET and not affiliated:
+    if mech == "noisy_sum" and base == "tree" and n * n * nt > KNAPSACK_BUDGET and not affiliated:
         raise K.SizeLimitError(f"noisy_sum with J < 0 on a tree needs the exact sum recursion, limited "
-                               f"to n * (number of targets) <= {KNAPSACK_BUDGET} (got {n * nt})")
+                               f"to n^2 * (number of targets) <= {KNAPSACK_BUDGET} (got {n * n * nt}): "
+                               "give a single target or a smaller tree")
     return base, base
 
 
@@ -205,7 +217,7 @@ def run_inferential(p: dict, seed: int):
         logz = K.tree_logz_all(prior, eps, root=0)
         for a in targets:
             nu6[a] = K.formula6({k: v[a] for k, v in logz.items()})
-        need_sum = mech == "noisy_sum" and (n * len(targets) <= KNAPSACK_BUDGET)
+        need_sum = mech == "noisy_sum" and (n * n * len(targets) <= KNAPSACK_BUDGET)
         if need_sum:
             for a in targets:
                 L[a] = K.tree_joint_target_sum(prior, a)
@@ -325,7 +337,7 @@ INFERENTIAL = register(Experiment(
         "affiliated": pa.bool_(), "method": pa.string(),
     },
     checks=[PointCheck(("graph", "n", "rows", "cols", "branching", "depth", "degree", "radius",
-                        "prior", "J", "copy_p", "r", "s", "mechanism", "target"), _size_check)],
+                        "prior", "J", "h", "copy_p", "r", "s", "mechanism", "target"), _size_check)],
     run=run_inferential,
 ))
 
