@@ -146,3 +146,26 @@ def test_bayes_bounds_experiment_and_vacuous_flag():
         exp.resolve(family="exponential", c1=2.0, c2=1.0)
     with pytest.raises(ParamError):
         exp.resolve(alpha=-1.0)
+
+
+@pytest.mark.parametrize("family", ["exponential", "laplace", "normal_precision"])
+@pytest.mark.parametrize("lam,c1,c2", [(1.0, 0.5, 2.0), (3.0, 0.1, 5.0), (0.2, 1.0, 1.5)])
+def test_truncated_exponential_tail_on_grid(family, lam, c1, c2):
+    """(3.5) for Lemmas 3.6.1, 3.6.2, 3.6.4: the quadrature tail equals the analytic tail of the
+    truncated exponential, (e^{-lam t} - e^{-lam c2}) / (e^{-lam c1} - e^{-lam c2}) at
+    t = L / kappa, and stays below exp(-c (L - L0)) with the printed (L0, c)."""
+    cl = {"exponential": K.exponential_closed_form(lam, c1, c2, 1.0),
+          "laplace": K.laplace_closed_form(lam, c1, c2, 1.0, 0.0),
+          "normal_precision": K.normal_precision_closed_form(lam, c1, c2, 1.0, 0.0)}[family]
+    model = K.family_model(family, lam=lam, c1=c1, c2=c2, B=1.0, mu=0.0)
+    kappa = float(model.ell(np.array([1.0]))[0])
+    for t in np.linspace(c1, c2, 25)[1:-1]:
+        L = kappa * t
+        exact = (math.exp(-lam * t) - math.exp(-lam * c2)) / (math.exp(-lam * c1)
+                                                              - math.exp(-lam * c2))
+        assert K.prior_tail(model, L) == pytest.approx(exact, rel=1e-8, abs=1e-14)
+        if L >= cl["L0"]:
+            assert exact <= math.exp(-cl["c"] * (L - cl["L0"])) * (1 + 1e-12)
+    r = K.family_constants(family, lam=lam, c1=c1, c2=c2, B=1.0, mu=0.0)
+    assert r["tail_ok"]
+    assert r["C_numeric"] >= 1 - 1e-9  # sup_theta p_theta(x) >= its prior average phi(x)
