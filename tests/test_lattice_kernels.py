@@ -342,3 +342,17 @@ def test_proposition_6_3_5_dimer_free_energy():
         n = 3 * torus.n
         m_count = counts.clique_dimer_count_cubic(torus.n, torus.m)
         assert 2 / n * math.log(m_count) == pytest.approx(math.log(2) / 3, abs=2 / n)
+
+
+@pytest.mark.parametrize("boundary", ["cylinder", "free"])
+@pytest.mark.parametrize("L1,L2", [(3, 3), (4, 4), (3, 5)])
+def test_example_6_3_6_dimers_of_cut_3_12_12(boundary, L1, L2):
+    """Example 6.3.6: cylinder and free 3-12-12 lattices have the same free energy per dimer
+    ln 2 / 3. Exactly (DP): M = 2^(N/6 + 1 - #cut seam edges), and #cut = O(L), so
+    (2/N) ln M -> ln 2 / 3."""
+    g = build_lattice("hexagonal", 1, L1, L2, boundary)
+    cut = (build_lattice("hexagonal", 0, L1, L2, "torus").m
+           - build_lattice("hexagonal", 0, L1, L2, boundary).m)
+    assert counts.count_perfect_matchings(g, max_states=1 << 18) == 2 ** (g.n // 6 + 1 - cut)
+    assert abs(2 / g.n * math.log(2) * (g.n // 6 + 1 - cut) - math.log(2) / 3) <= \
+        2 * math.log(2) * (cut + 1) / g.n
