@@ -113,8 +113,9 @@ def main(argv=None) -> int:
             print(f"{'':>8} mpmath (40 digits): relative error of eps_ours = "
                   f"{mpmath_error(eps, k, dt, ours):.1e}", flush=True)
     fastest = statistics.median(r[1] for r in rows)
-    print(f"median time per eps_optimal call: {fastest:.2e} s; "
-          f"k=1e6 in under 1 s: {'yes' if rows[-1][0] < 10**6 or rows[-1][1] < 1.0 else 'no'}")
+    print(f"median time per eps_optimal call: {fastest:.2e} s")
+    if rows[-1][0] == 10**6:
+        print(f"k=1e6 in under 1 s: {'yes' if rows[-1][1] < 1.0 else 'no'} ({rows[-1][1]:.2e} s)")
     return 0
 
 
