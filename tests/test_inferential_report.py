@@ -65,3 +65,13 @@ def test_bethe_limit_report(tmp_path):
     src = df[(df.status == "ok") & (df.degree == 4) & (df.eps == 0.1)].sort_values("J").iloc[3]
     row = table[(table.degree == 4) & (table.eps == 0.1)].sort_values("J").iloc[3]
     assert row.nu == pytest.approx(src.nu, rel=1e-10)
+
+
+def test_row_sum_bound_is_weaker_than_phi_bound(tmp_path):
+    df = _frame(INFERENTIAL, [dict(graph="path", n=9, J=j, eps=0.5, target="all") for j in (0.1, 0.2)])
+    nu_against_coupling(df, ReportWriter(tmp_path))
+    table = pd.read_csv(tmp_path / "inferential_nu.csv")
+    finite = table[np.isfinite(table.row_sum_bound)]
+    assert len(finite) == len(table)  # path, J <= 0.2: max row sum < 1
+    assert (finite.nu <= finite.nu_influence_bound + 1e-9).all()
+    assert (finite.nu_influence_bound <= finite.row_sum_bound + 1e-9).all()

@@ -50,9 +50,14 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
                                "gamma_spectral_norm", "gamma_spectral_radius", "gamma_max_row_sum",
                                "affiliated", "method") if c in df]
     table = df[cols].sort_values(keys).reset_index(drop=True)
+    # Theorem 4.2's second form: row sums <= 1 - delta give nu <= 2 eps / delta
+    rows_sum = table["gamma_max_row_sum"].astype(float)
+    table["row_sum_bound"] = np.where(rows_sum < 1, 2 * table["eps"] / (1 - rows_sum.clip(upper=0.999999)),
+                                      np.inf)
     out.table("inferential_nu", table,
-              caption="Exact inferential privacy nu (seed 000) with formula (6) (nu_affiliated) and "
-                      "Theorem 4.2's bound 2(Phi eps)_i (inf when the spectral radius of Gamma >= 1).")
+              caption="Exact inferential privacy nu (seed 000) with formula (6) (nu_affiliated), "
+                      "Theorem 4.2's bound 2(Phi eps)_i (inf when the spectral radius of Gamma >= 1) and "
+                      "its row-sum form 2 eps / delta with delta = 1 - max row sum (inf when >= 1).")
 
     finite = df[np.isfinite(df["nu_influence_bound"].astype(float))]
     check = (df.assign(bound_finite=np.isfinite(df["nu_influence_bound"].astype(float)),
