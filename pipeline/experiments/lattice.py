@@ -29,6 +29,7 @@ EIGSH_MAX_VERTICES = 200_000         # cylinder/free: shift-invert Lanczos for m
 EXACT_TREES_MAX_VERTICES = 800       # modular matrix-tree determinant
 DIMER_DP_MAX_VERTICES = 2_000        # frontier DP (also capped by its number of states)
 DIMER_DP_MAX_STATES = 1 << 16
+DIMER_DP_MAX_WORK = 1_000_000        # total state visits before the DP gives up
 EXACT_MAX_DIGITS = 4_000             # longer exact integers are not stored (log column still is)
 
 
@@ -126,7 +127,8 @@ def run_lattice(p: dict, seed: int) -> dict:
         dimers = _exact_or_none(1 << exponent) if exponent * 0.302 < EXACT_MAX_DIGITS else None
         methods.append("dimers=lemma-6.3.4")
     elif n <= DIMER_DP_MAX_VERTICES:
-        m_count = counts.count_perfect_matchings(get_graph(), max_states=DIMER_DP_MAX_STATES)
+        m_count = counts.count_perfect_matchings(get_graph(), max_states=DIMER_DP_MAX_STATES,
+                                                 max_work=DIMER_DP_MAX_WORK)
         if m_count is None:
             methods.append("dimers=infeasible")
         elif m_count == 0:
