@@ -25,7 +25,7 @@ Formula (6) (Theorem 3.4): for ``z in {0,1}``, with ``p_z(x) = exp(-eps sum_i |x
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np

@@ -59,7 +59,6 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
                       "Theorem 4.2's bound 2(Phi eps)_i (inf when the spectral radius of Gamma >= 1) and "
                       "its row-sum form 2 eps / delta with delta = 1 - max row sum (inf when >= 1).")
 
-    finite = df[np.isfinite(df["nu_influence_bound"].astype(float))]
     check = (df.assign(bound_finite=np.isfinite(df["nu_influence_bound"].astype(float)),
                        below_bound=df["nu"] <= df["nu_influence_bound"] + 1e-9,
                        equals_formula6=np.isclose(df["nu"], df["nu_affiliated"], rtol=1e-7))
@@ -71,7 +70,6 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
     out.table("inferential_bound_check", check,
               caption="Per family: rows with a finite Theorem 4.2 bound, rows with nu below it, and rows "
                         "where nu equals formula (6) (all of them when affiliated, Theorem 3.4).")
-    del finite
 
     df["family"] = [_family_label(r) for r in df.to_dict("records")]
     eps_values = sorted(df["eps"].unique())[:4]
