@@ -116,22 +116,27 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
     # distance to the limit on log-log axes: 1/L for cylinder/free, faster for the torus
     fig, axes = out.new_figure(width=5.5, height=4.0, ncols=2)
     axes = np.ravel(axes)
+    groups = list(merged.groupby(["base", "insertions"]))
     for ax, key, label in ((axes[0], "energy_error", "|energy per vertex - limit|"),
                            (axes[1], "entropy_error", "|entropy - limit|")):
-        for (base, k), sub in merged.groupby(["base", "insertions"]):
+        for i, ((base, k), sub) in enumerate(groups):
+            color = f"C{i % 10}"  # colour = lattice, line style = boundary
             for boundary, (style, name) in BOUNDARY_STYLE.items():
                 b = sub[(sub["boundary"] == boundary) & sub[key].notna()].sort_values("L")
                 b = b[b[key].abs() > 0]
                 if not b.empty:
-                    ax.plot(b["L"], b[key].abs(), style, markersize=4,
-                            label=f"{_lattice_label(base, k)}, {name}")
+                    ax.plot(b["L"], b[key].abs(), style, color=color, markersize=4)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(r"linear size $L=\sqrt{L_1 L_2}$ (unit cells)")
         ax.set_ylabel(label)
-    handles, labels = axes[0].get_legend_handles_labels()
-    if handles:
-        axes[1].legend(handles, labels, fontsize=6, ncol=2)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=f"C{i % 10}", lw=2, label=_lattice_label(base, k))
+               for i, ((base, k), _) in enumerate(groups)]
+    handles += [Line2D([], [], color="k", ls=style[1:], marker=style[0], label=name)
+                for style, name in BOUNDARY_STYLE.values()]
+    axes[1].legend(handles=handles, fontsize=7, ncol=2)
     out.figure("convergence_errors", fig,
                caption="Distance to the infinite-lattice limit against L (log-log): the "
                        "cylinder and free boundaries converge like 1/L.")
