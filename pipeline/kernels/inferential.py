@@ -439,11 +439,19 @@ def is_affiliated_enumeration(prior, tol: float = 1e-9) -> bool:
         return True
     support = np.flatnonzero(np.isfinite(table))
     if support.size > 8192:
+        # a violation among the first 4096 support states is a definitive witness
+        if not _affiliated_on_pairs(table, support[:4096], support[:4096], tol):
+            return False
         raise SizeLimitError("pairwise affiliation check limited to 8192 support states")
+    return _affiliated_on_pairs(table, support, support, tol)
+
+
+def _affiliated_on_pairs(table, left, support, tol) -> bool:
     ls = table[support]
-    for start in range(0, support.size, 512):
-        xs = support[start:start + 512]
-        lx = ls[start:start + 512]
+    lleft = table[left]
+    for start in range(0, left.size, 512):
+        xs = left[start:start + 512]
+        lx = lleft[start:start + 512]
         join = xs[:, None] | support[None, :]
         meet = xs[:, None] & support[None, :]
         lhs = table[join] + table[meet]
