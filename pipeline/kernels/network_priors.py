@@ -193,7 +193,8 @@ class Hive:
         if self.is_queen(dyad):
             if b == 0.0 or a == 1.0:
                 return math.inf
-            return (m - 1) * max(math.log(a / b), math.log1p(-b) - math.log1p(-a))
+            # log(a) - log(b), not log(a / b): the ratio overflows for subnormal b
+            return (m - 1) * max(math.log(a) - math.log(b), math.log1p(-b) - math.log1p(-a))
         pbar = self.p_edge(dyad)
         lp = _logit(pbar)
         return max(abs(_logit(a) - lp), abs(_logit(b) - lp))
