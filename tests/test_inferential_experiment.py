@@ -78,7 +78,7 @@ def test_clones_twins_and_independent():
 
 
 def test_antiferromagnet_uses_lp_and_respects_theorem_4_2():
-    rows = run(graph="cycle", n=6, J=-0.15, h=0.1, mechanism="worst_case", target="all", eps=0.4)
+    rows = run(graph="cycle", n=7, J=-0.15, h=0.1, mechanism="worst_case", target="all", eps=0.4)
     for r in rows:
         assert r["affiliated"] is False and r["method"] == "LP"
         assert r["gamma_spectral_radius"] < 1
@@ -108,8 +108,8 @@ def test_large_bethe_ball_and_grid_beyond_enumeration():
 
 @pytest.mark.parametrize("bad", [
     dict(graph="complete", n=25),  # enumeration limit: a PointCheck naming the faster methods
-    dict(graph="cycle", n=30, mechanism="worst_case"),
-    dict(graph="cycle", n=14, J=-0.2, mechanism="worst_case"),  # LP limit (not bipartite-handled)
+    dict(graph="cycle", n=31, J=-0.2, mechanism="worst_case"),  # odd antiferromagnet, > 24
+    dict(graph="cycle", n=15, J=-0.2, mechanism="worst_case"),  # odd cycle: LP limit 12
     dict(target="eight"), dict(target="8"), dict(mechanism="M1"), dict(eps=0.0),
     dict(graph="hypercube"), dict(prior="potts"), dict(copy_p=1.0), dict(graph="cycle", n=2),
     dict(graph="random_regular", n=7, degree=3), dict(prior="parity", r=5, s=5),
@@ -142,12 +142,12 @@ def test_bethe_limit_experiment():
 
 
 @pytest.mark.parametrize("graph,extra", [("star", dict(n=6)), ("grid", dict(rows=3, cols=3)),
-                                         ("path", dict(n=7))])
+                                         ("path", dict(n=7)), ("cycle", dict(n=8))])
 def test_antiferromagnet_on_bipartite_graphs_beyond_the_lp(graph, extra):
     """Gauge transform (tree / transfer) against the LP on the same small prior."""
     rows = run(graph=graph, J=-0.3, h=0.2, eps=0.5, mechanism="worst_case", target="all", **extra)
     g = {"star": lambda: G.star_graph(6), "grid": lambda: G.grid_graph(3, 3),
-         "path": lambda: G.path_graph(7)}[graph]()
+         "path": lambda: G.path_graph(7), "cycle": lambda: G.cycle_graph(8)}[graph]()
     prior = K.ising_prior(g, -0.3, 0.2)
     for a, r in enumerate(rows):
         assert r["method"] in ("tree", "transfer") and r["affiliated"] is False
@@ -165,3 +165,12 @@ def test_graph_seed_fixes_the_random_graph_across_a_sweep():
     prior = K.ising_prior(g, 0.5, 0.0)
     logz = K.tree_logz_all(prior, 1.0)
     assert a[3]["nu"] == pytest.approx(K.formula6({k: v[3] for k, v in logz.items()}), rel=1e-12)
+
+
+def test_long_cycles_by_transfer():
+    r = run(graph="cycle", n=500, J=0.4, eps=0.5, mechanism="noisy_sum", target="all")
+    assert len(r) == 500 and {x["method"] for x in r} == {"transfer"}
+    assert r[0]["nu"] == pytest.approx(r[321]["nu"], rel=1e-12)  # rotation invariance
+    # a long cycle looks like the middle of a long path (correlation length ~ 1/|ln tanh J|)
+    mid = run(graph="path", n=501, J=0.4, eps=0.5, mechanism="noisy_sum", target="250")[0]
+    assert r[0]["nu"] == pytest.approx(mid["nu"], rel=1e-8)

@@ -190,6 +190,19 @@ def test_transfer_matrix_equals_enumeration(rows, cols):
             np.testing.assert_allclose(L[rep], L[a], rtol=1e-10, atol=1e-10)
 
 
+def test_cycle_transfer_equals_enumeration():
+    rng = np.random.default_rng(0)
+    for n in (3, 4, 5, 8, 9):
+        h = rng.normal(0, 0.5, n)
+        g = G.cycle_graph(n)
+        for J in (0.4, -0.6):
+            prior = K.IsingPrior((g.adjacency() * J).tocsr(), h)
+            L = K.joint_target_sum_enumeration(prior, range(n))
+            for a in range(n):
+                np.testing.assert_allclose(K.cycle_joint_target_sum(J, h, a), L[a],
+                                           rtol=1e-12, atol=1e-12)
+
+
 # --------------------------------------------------------------------------- influence matrix
 def test_gamma_closed_form_equals_definition():
     rng = np.random.default_rng(8)

@@ -92,6 +92,16 @@ def plan(p: dict) -> tuple[str, str]:
         base = "tree"
         if n > MAX_TREE_NODES:
             raise K.SizeLimitError(f"tree recursion limited to n <= {MAX_TREE_NODES} nodes (got {n})")
+    elif graph == "cycle" and (affiliated or p["n"] % 2 == 0 or mech == "noisy_sum"
+                               or n > K.MAX_ENUMERATION_NODES):
+        base = "transfer"  # along the cycle; odd antiferromagnetic cycles are not bipartite
+        if n * n * (1 if nt == 1 else 2) > TRANSFER_BUDGET // 100:
+            raise K.SizeLimitError(f"cycle transfer limited to n^2 <= {TRANSFER_BUDGET // 100:.0e} "
+                                   f"(got n = {n})")
+        if not affiliated and p["n"] % 2 == 1 and mech in ("worst_case", "randomized_response"):
+            raise K.SizeLimitError(f"{mech} on an odd cycle with J < 0 (not bipartite, not affiliated) "
+                                   f"needs enumeration / the LP: n <= {K.MAX_ENUMERATION_NODES} / "
+                                   f"{K.MAX_LP_NODES}")
     elif graph == "grid" and min(p["rows"], p["cols"]) <= K.MAX_TRANSFER_WIDTH:
         base = "transfer"
         if nt == 1:
@@ -221,6 +231,11 @@ def run_inferential(p: dict, seed: int):
         if need_sum:
             for a in targets:
                 L[a] = K.tree_joint_target_sum(prior, a)
+    elif base == "transfer" and p["graph"] == "cycle":
+        La = K.cycle_joint_target_sum(J, prior.fields, 0)  # uniform field: rotation invariant
+        for a in targets:
+            L[a] = La
+            nu6[a] = K.formula6(K.restricted_log_partitions(La, eps))
     elif base == "transfer":
         cache = {}
         for a in targets:
@@ -288,7 +303,10 @@ def _gauged_formula6(p, prior, base, targets, eps) -> dict:
         return {a: K.formula6({k: v[a] for k, v in logz.items()}) for a in targets}
     out = {}
     for a in targets:
-        L = K.grid_joint_target_sum(p["rows"], p["cols"], abs(coupling(p)), gauged.fields, a)
+        if p["graph"] == "cycle":
+            L = K.cycle_joint_target_sum(abs(coupling(p)), gauged.fields, a)
+        else:
+            L = K.grid_joint_target_sum(p["rows"], p["cols"], abs(coupling(p)), gauged.fields, a)
         out[a] = K.formula6(K.restricted_log_partitions(L, eps))
     return out
 

@@ -748,6 +748,31 @@ def grid_joint_target_sum(rows: int, cols: int, J: float, h, target: int) -> np.
     return _lse(A, axis=1)
 
 
+def cycle_joint_target_sum(J: float, h, target: int) -> np.ndarray:
+    """L[z, k] = ln mu(x_target = z, S = k) for the Ising prior on the n-cycle (n >= 3) with
+    per-node fields h, by a transfer matrix along the cycle started at the target: the state is
+    (x_target, last spin, partial sum); the closing edge is added at the end. O(n^2)."""
+    hs = np.roll(np.asarray(h, dtype=float), -int(target))
+    n = hs.size
+    if n < 3:
+        raise ValueError("a cycle needs n >= 3")
+    spin = np.array([1.0, -1.0])
+    A = np.full((2, 2, 1), -np.inf)  # [z, last, k]; k grows by one per site
+    A[0, 0, 0] = hs[0]
+    A = np.concatenate([A, np.full((2, 2, 1), -np.inf)], axis=2)
+    A[1, 1, 1] = -hs[0]
+    pad = np.full((2, 1), -np.inf)
+    for p in range(1, n):
+        outs = []
+        for x in (0, 1):
+            e = J * spin[x] * spin + hs[p] * spin[x]  # [previous spin]
+            t = np.logaddexp(A[:, 0, :] + e[0], A[:, 1, :] + e[1])  # [z, k]
+            outs.append(np.concatenate([t, pad] if x == 0 else [pad, t], axis=1))
+        A = np.stack(outs, axis=1)
+    closing = J * spin[:, None] * spin[None, :]  # [z, last]
+    return np.logaddexp(A[:, 0, :] + closing[:, 0, None], A[:, 1, :] + closing[:, 1, None])
+
+
 def grid_orbit_representative(rows: int, cols: int, node: int) -> int:
     """Smallest index in the node's orbit under the grid's symmetries (reflections, and the
     transpose when square): nodes in one orbit have the same nu for uniform J, h."""
