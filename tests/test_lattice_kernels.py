@@ -356,3 +356,32 @@ def test_example_6_3_6_dimers_of_cut_3_12_12(boundary, L1, L2):
     assert counts.count_perfect_matchings(g, max_states=1 << 18) == 2 ** (g.n // 6 + 1 - cut)
     assert abs(2 / g.n * math.log(2) * (g.n // 6 + 1 - cut) - math.log(2) / 3) <= \
         2 * math.log(2) * (cut + 1) / g.n
+
+
+def test_hexagonal_energy_limit_to_ten_digits_by_richardson_on_tori():
+    """Torus energies of the honeycomb converge like L^-3 (conic Dirac points); Richardson
+    extrapolation of L = 256, 512, 1024 (Fourier path, no quadrature) gives >= 10 digits."""
+    cell = base_cell("hexagonal")
+    vals = [np.mean(np.abs(spectra.torus_eigenvalues(cell, L, L))) for L in (256, 512, 1024)]
+    extrapolated = (8 * vals[2] - vals[1]) / 7
+    assert spectra.base_energy_limit("hexagonal") == pytest.approx(extrapolated, abs=1e-10)
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_base_energy_limit_against_gauss_legendre(base):
+    """The adaptive outer quadrature against 600-point Gauss-Legendre split at the same kinks."""
+    from pipeline.kernels.lattice_spectra import _mean_abs_cos, _mean_sqrt_cos
+
+    funcs = {"square": (lambda x: _mean_abs_cos(2 * math.cos(x), 2.0), []),
+             "triangular": (lambda x: _mean_abs_cos(2 * math.cos(x), 4 * abs(math.cos(x / 2))),
+                            [2 * math.acos((math.sqrt(3) - 1) / 2)]),
+             "hexagonal": (lambda x: _mean_sqrt_cos(3 + 2 * math.cos(x),
+                                                    4 * abs(math.cos(x / 2))), [2 * math.pi / 3])}
+    f, kinks = funcs[base]
+    t, w = np.polynomial.legendre.leggauss(600)
+    edges = [0.0, *kinks, math.pi]
+    total = 0.0
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        xs = (hi - lo) / 2 * t + (hi + lo) / 2
+        total += (hi - lo) / 2 * float(np.dot(w, [f(x) for x in xs]))
+    assert spectra.base_energy_limit(base) == pytest.approx(total / math.pi, abs=1e-11)
