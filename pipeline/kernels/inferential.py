@@ -46,8 +46,8 @@ class SizeLimitError(ValueError):
 def enumeration_limit_message(n: int) -> str:
     return (f"exact enumeration is limited to n <= {MAX_ENUMERATION_NODES} nodes (got n = {n}); "
             "for larger priors use an Ising prior on a tree (graph = path, star, tree, bethe, "
-            "random_tree: tree recursion / belief propagation) or on a grid of width <= "
-            f"{MAX_TRANSFER_WIDTH} (transfer matrices)")
+            "random_tree: tree recursion / belief propagation), on a grid of width <= "
+            f"{MAX_TRANSFER_WIDTH} or a cycle (transfer matrices)")
 
 
 # --------------------------------------------------------------------------- small helpers
