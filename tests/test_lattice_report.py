@@ -46,3 +46,17 @@ def test_lattice_limit_report_marks_thesis_agreement(tmp_path):
     assert row["energy_agrees"] == "yes" and row["entropy_agrees"] == "yes"
     assert float(row["energy_per_vertex_limit"]) == pytest.approx(
         df[df.insertions == 1]["energy_per_vertex_limit"].iloc[0], rel=1e-11)
+
+
+def test_clique_graph_report(tmp_path):
+    from pipeline.experiments.lattice import CLIQUE_GRAPH
+
+    df = _rows(CLIQUE_GRAPH, [dict(graph="petersen", insertions=1),
+                              dict(graph="complete", size=5, insertions=1)])
+    out = ReportWriter(tmp_path)
+    for fn in reports("clique_graph"):
+        fn(df, out)
+    table = pd.read_csv(tmp_path / "clique_graph_checks.csv")
+    assert set(table["trees_lemma_6_3_1"]) == {"equal"}
+    assert table.set_index("graph").loc["petersen", "dimers_vs_lemma_6_3_4"] == "equal"
+    assert table.set_index("graph").loc["complete", "dimers_vs_lemma_6_3_4"] == "above bound"
