@@ -308,7 +308,9 @@ def _summarise(grid, path, plan, stats) -> int:
     failed_now = stats.failed if stats else 0
     ran = stats.ran if stats else 0
     print(f"\nresults: {path}  (load with pipeline.load({str(path.parent)!r}, {grid.name!r}))")
-    print(summary_table(path, grid.experiment))
+    tasks_ok = plan.done_ok + (stats.ok if stats else 0)
+    tasks_failed = plan.done_failed + failed_now
+    print(summary_table(path, grid.experiment, tasks_ok, tasks_failed))
     if stats and stats.ran:
         print(f"ran {stats.ran:,} tasks in {stats.elapsed_s:.1f} s "
               f"({stats.ran / max(stats.elapsed_s, 1e-9):,.0f} tasks/s), {stats.parts} part file(s)")
