@@ -4,25 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.experiments.base import get_experiment
 from pipeline.report.core import ReportWriter, reports
 
 
-def _frame(name, points, failed=0):
-    exp = get_experiment(name)
-    rows = []
-    for i, kw in enumerate(points):
-        p = exp.resolve(**kw)
-        rows.append({**p, **exp.run(p, 100 + i), "status": "ok"})
-    for _ in range(failed):
-        rows.append({**exp.resolve(**points[0]), "status": "failed"})
-    return pd.DataFrame(rows)
 
 
-def test_bayes_network_report_tables_match_data(tmp_path):
+def test_bayes_network_report_tables_match_data(result_frame, tmp_path):
     pts = [dict(mechanism=m, eps=e, d=4, n_total=120, n_train=30, repeats=2)
            for m in ("laplace", "sampling", "non_private") for e in (1.0, 10.0)]
-    df = _frame("bayes_network", pts, failed=1)
+    df = result_frame("bayes_network", pts, failed=1)
     out = ReportWriter(tmp_path)
     for fn in reports("bayes_network"):
         fn(df, out)
@@ -39,15 +29,15 @@ def test_bayes_network_report_tables_match_data(tmp_path):
         assert got == pytest.approx(r["accuracy"], rel=1e-10)
 
 
-def test_bayes_regression_and_bounds_reports(tmp_path):
-    df = _frame("bayes_regression", [dict(b=b, n_total=300, repeats=2) for b in (1.0, 100.0)])
+def test_bayes_regression_and_bounds_reports(result_frame, tmp_path):
+    df = result_frame("bayes_regression", [dict(b=b, n_total=300, repeats=2) for b in (1.0, 100.0)])
     out = ReportWriter(tmp_path / "reg")
     for fn in reports("bayes_regression"):
         fn(df, out)
     t = pd.read_csv(tmp_path / "reg" / "mse_vs_b.csv")
     assert list(t["b"]) == [1.0, 100.0]
     assert t["mse_private"].tolist() == pytest.approx(df.sort_values("b")["mse_private"].tolist())
-    df = _frame("bayes_bounds", [dict(family="exponential", N=1), dict(family="exponential", N=3)])
+    df = result_frame("bayes_bounds", [dict(family="exponential", N=1), dict(family="exponential", N=3)])
     out = ReportWriter(tmp_path / "bounds")
     for fn in reports("bayes_bounds"):
         fn(df, out)

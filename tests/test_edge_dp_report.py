@@ -8,18 +8,10 @@ from pipeline.report.core import ReportWriter
 from pipeline.report.edge_dp import edge_dp_loss_against_n, edge_test_power_against_n
 
 
-def _frame(exp, points, seed=3):
-    rows = []
-    for kw in points:
-        pt = exp.resolve(**kw)
-        out = exp.run(pt, seed)
-        rows += [{**pt, **r, "status": "ok"} for r in (out if isinstance(out, list) else [out])]
-    rows.append({**exp.resolve(**points[0]), "status": "failed"})  # failed rows are ignored
-    return pd.DataFrame(rows)
 
 
-def test_edge_dp_report_files_and_values(tmp_path):
-    df = _frame(EDGE_DP, [dict(prior=p, n=n) for p in ("er", "hive", "ergm") for n in (4, 5)]
+def test_edge_dp_report_files_and_values(result_frame, tmp_path):
+    df = result_frame(EDGE_DP, failed=1, points=[dict(prior=p, n=n) for p in ("er", "hive", "ergm") for n in (4, 5)]
                 + [dict(prior="ergm", n=8, mcmc_sweeps=200, mcmc_burn_in=20)])
     out = ReportWriter(tmp_path)
     edge_dp_loss_against_n(df, out)
@@ -38,8 +30,8 @@ def test_edge_dp_report_files_and_values(tmp_path):
     assert (check.rows == check.lemma_holds).all() and (check.max_loss_minus_bound <= 1e-9).all()
 
 
-def test_edge_test_report_files_and_values(tmp_path):
-    df = _frame(EDGE_TEST, [dict(n=n, eps=e) for n in (4, 10, 30) for e in (0.5, 1.0)])
+def test_edge_test_report_files_and_values(result_frame, tmp_path):
+    df = result_frame(EDGE_TEST, failed=1, points=[dict(n=n, eps=e) for n in (4, 10, 30) for e in (0.5, 1.0)])
     out = ReportWriter(tmp_path)
     edge_test_power_against_n(df, out)
     assert (tmp_path / "edge_test_power_vs_n.png").stat().st_size > 0

@@ -12,21 +12,13 @@ from pipeline.report.inferential import (bethe_limit_against_coupling, critical_
                                          nu_against_coupling)
 
 
-def _frame(exp, points, seed=3):
-    rows = []
-    for kw in points:
-        pt = exp.resolve(**kw)
-        out = exp.run(pt, seed)
-        rows += [{**pt, **r, "status": "ok"} for r in (out if isinstance(out, list) else [out])]
-    rows.append({**exp.resolve(**points[0]), "status": "failed"})  # ignored by the report
-    return pd.DataFrame(rows)
 
 
-def test_inferential_report_files_and_values(tmp_path):
+def test_inferential_report_files_and_values(result_frame, tmp_path):
     pts = [dict(graph=g, target=t, J=j, eps=e, mechanism="worst_case", rows=4, cols=4, radius=3)
            for g, t in (("path", "3"), ("grid", "5"), ("bethe", "0")) for j in (0.0, 0.3, 0.6)
            for e in (0.2, 1.0)]
-    df = _frame(INFERENTIAL, pts)
+    df = result_frame(INFERENTIAL, failed=1, points=pts)
     out = ReportWriter(tmp_path)
     nu_against_coupling(df, out)
     for name in ("inferential_nu.csv", "inferential_nu.md", "inferential_nu.tex",
@@ -54,8 +46,8 @@ def test_critical_couplings():
     assert critical_coupling({"graph": "path"}) is None
 
 
-def test_bethe_limit_report(tmp_path):
-    df = _frame(BETHE_LIMIT, [dict(degree=d, J=j, eps=e) for d in (3, 4)
+def test_bethe_limit_report(result_frame, tmp_path):
+    df = result_frame(BETHE_LIMIT, failed=1, points=[dict(degree=d, J=j, eps=e) for d in (3, 4)
                               for j in np.linspace(0, 1, 6) for e in (0.1, 1.0)])
     out = ReportWriter(tmp_path)
     bethe_limit_against_coupling(df, out)
@@ -67,8 +59,8 @@ def test_bethe_limit_report(tmp_path):
     assert row.nu == pytest.approx(src.nu, rel=1e-10)
 
 
-def test_row_sum_bound_is_weaker_than_phi_bound(tmp_path):
-    df = _frame(INFERENTIAL, [dict(graph="path", n=9, J=j, eps=0.5, target="all") for j in (0.1, 0.2)])
+def test_row_sum_bound_is_weaker_than_phi_bound(result_frame, tmp_path):
+    df = result_frame(INFERENTIAL, failed=1, points=[dict(graph="path", n=9, J=j, eps=0.5, target="all") for j in (0.1, 0.2)])
     nu_against_coupling(df, ReportWriter(tmp_path))
     table = pd.read_csv(tmp_path / "inferential_nu.csv")
     finite = table[np.isfinite(table.row_sum_bound)]

@@ -8,20 +8,13 @@ from pipeline.experiments.low_influence import EXPERIMENT as LI
 from pipeline.report.core import ReportWriter, reports
 
 
-def frame(exp, points):
-    rows = []
-    for i, kw in enumerate(points):
-        p = exp.resolve(**kw)
-        rows.append({**p, **exp.run(p, 1000 + i), "status": "ok"})
-    rows.append({**exp.resolve(**points[0]), "status": "failed"})  # failed rows are ignored
-    return pd.DataFrame(rows)
 
 
-def test_low_influence_report_files_and_numbers(tmp_path):
+def test_low_influence_report_files_and_numbers(result_frame, tmp_path):
     points = [dict(mode="optimise", eps=e, delta=0.0) for e in (0.0, 0.5, 1.0)]
     points += [dict(graph="K2", mechanism="rr_binary", eps=e, coupling=c)
                for e in (0.2, 1.0) for c in ("independent", "shared_uniform")]
-    df = frame(LI, points)
+    df = result_frame(LI, failed=1, points=points)
     out = ReportWriter(tmp_path)
     for fn in reports("low_influence"):
         fn(df, out)
@@ -35,9 +28,9 @@ def test_low_influence_report_files_and_numbers(tmp_path):
     assert (li["max_tv_minus_influence"] <= 1e-12).all()
 
 
-def test_leakage_report_files_and_numbers(tmp_path):
+def test_leakage_report_files_and_numbers(result_frame, tmp_path):
     points = [dict(graph=g, n=6, u=3, eps=e) for g in ("star", "hypercube") for e in (0.5, 1.5)]
-    df = frame(LEAK, points)
+    df = result_frame(LEAK, failed=1, points=points)
     out = ReportWriter(tmp_path)
     for fn in reports("leakage"):
         fn(df, out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipeline.report.core import report_for
+from pipeline.report.core import ok_rows, report_for
 
 MECH_LABEL = {"laplace": "Laplace (Alg. 4.2.1)", "fourier": "Fourier (Alg. 4.2.2)",
               "sampling": "Posterior sampler (BAPS)", "map_exp": "MAP, exp. mechanism (Alg. 4.3.1)",
@@ -17,9 +17,6 @@ MECH_LABEL = {"laplace": "Laplace (Alg. 4.2.1)", "fourier": "Fourier (Alg. 4.2.2
 MECH_STYLE = {"laplace": "o-", "fourier": "s-", "sampling": "^-", "map_exp": "D-",
               "non_private": "k--"}
 
-
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"] if "status" in df.columns else df
 
 
 def _groups(df: pd.DataFrame, keys: list[str]):
@@ -34,7 +31,7 @@ def _groups(df: pd.DataFrame, keys: list[str]):
 
 @report_for("bayes_network")
 def accuracy_against_eps(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     fixed = ["structure", "d", "max_indeg", "n_train", "n_total", "prior_alpha", "prior_beta",
@@ -90,7 +87,7 @@ def accuracy_against_eps(df: pd.DataFrame, out) -> None:
 
 @report_for("bayes_regression")
 def mse_against_b(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     fixed = ["norm_scale", "d", "n_total", "train_frac", "sigma", "noise_sd", "n_samples",
@@ -127,7 +124,7 @@ def mse_against_b(df: pd.DataFrame, out) -> None:
 
 @report_for("bayes_bounds")
 def bounds_table(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     cols = ["family", "alpha", "n", "lam", "c1", "c2", "B", "mu", "N", "rho", "L0",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pipeline.report.core import report_for
+from pipeline.report.core import ok_rows, report_for
 
 _METHODS = [  # column, label, style
     ("eps_optimal", "optimal (Thm 3.3, exact)", dict(color="black", lw=2.2)),
@@ -14,9 +14,6 @@ _METHODS = [  # column, label, style
     ("eps_basic", r"basic ($k\varepsilon$)", dict(color="tab:gray", ls=":", lw=1.8)),
 ]
 
-
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"] if "status" in df.columns else df
 
 
 def _tex(x: float) -> str:
@@ -35,7 +32,7 @@ def _nearest(values, target: float) -> float:
 
 @report_for("composition")
 def eps_against_k(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     delta = float(ok["delta"].min())
@@ -93,7 +90,7 @@ def _plot_methods(ax, sl: pd.DataFrame) -> None:
 
 @report_for("composition_region")
 def privacy_region(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     eps = _nearest(ok["eps"], 0.4)
@@ -130,7 +127,7 @@ def privacy_region(df: pd.DataFrame, out) -> None:
 
 @report_for("composition_delta")
 def delta_against_eps_total(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     epss = sorted(ok["eps"].unique())
@@ -152,7 +149,7 @@ def delta_against_eps_total(df: pd.DataFrame, out) -> None:
 
 @report_for("composition_hetero")
 def hetero_table(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     cols = [c for c in ["eps_source", "k_steps", "n_distinct", "delta", "delta_target", "eta", "eps_exact",

@@ -32,6 +32,11 @@ def report_for(*experiment_names: str) -> Callable:
     return decorate
 
 
+def ok_rows(df):
+    """The rows of successful tasks (a copy), the usual starting point of a report."""
+    return df[df["status"] == "ok"].copy() if "status" in df.columns else df.copy()
+
+
 def reports(experiment_name: str) -> list[Callable]:
     from pipeline.report import discover
 

@@ -8,13 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from pipeline.report.core import report_for
+from pipeline.report.core import ok_rows, report_for
 
 _MECH_SHORT = {"laplace_edge_count": "Laplace count", "randomized_response": "rand. response"}
 
-
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"].copy() if "status" in df else df.copy()
 
 
 def _col(df: pd.DataFrame, name: str) -> pd.Series:
@@ -23,7 +20,7 @@ def _col(df: pd.DataFrame, name: str) -> pd.Series:
 
 @report_for("edge_dp")
 def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
-    df = _ok(df)
+    df = ok_rows(df)
     if df.empty:
         return
     # one value column: exact where available, MCMC estimate (with SE) otherwise
@@ -93,7 +90,7 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
 
 @report_for("edge_test")
 def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
-    df = _ok(df)
+    df = ok_rows(df)
     if df.empty:
         return
     cols = ["eps", "a", "b", "n", "m", "threshold_used", "size_threshold", "power_threshold",

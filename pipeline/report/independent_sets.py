@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.experiments import _thesis_tables as thesis
-from pipeline.report.core import report_for
+from pipeline.report.core import ok_rows, report_for
 
 TABLES_7 = {"free": ("table_7_1_free", "f", thesis.TABLE_7_1_FREE, "Table 7.1"),
             "cylinder": ("table_7_2_cylinder", "g", thesis.TABLE_7_2_CYLINDER, "Table 7.2"),
@@ -54,9 +54,6 @@ def classify_printed(printed: str, exact: int, rel_tol: float = 1e-9) -> tuple[s
     return "wrong", rel
 
 
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"] if "status" in df.columns else df
-
 
 # --------------------------------------------------------------------------- chapter 7
 def errata_rows(ok: pd.DataFrame) -> pd.DataFrame:
@@ -79,7 +76,7 @@ def errata_rows(ok: pd.DataFrame) -> pd.DataFrame:
 
 @report_for("independent_sets")
 def tables_7(df, out):
-    ok = _ok(df)
+    ok = ok_rows(df)
     for boundary, (name, letter, _, title) in TABLES_7.items():
         sub = ok[(ok["lattice"] == "488") & (ok["boundary"] == boundary)]
         if sub.empty:
@@ -135,7 +132,7 @@ def _entropy_figure(ok: pd.DataFrame, out) -> None:
 
 @report_for("independent_sets_bounds")
 def bounds_table(df, out):
-    ok = _ok(df).copy()
+    ok = ok_rows(df).copy()
     if ok.empty:
         return
     ok["gap"] = ok["eta_upper"] - ok["eta_lower"]
@@ -211,7 +208,7 @@ def regression_rows(ok: pd.DataFrame, column: str) -> pd.DataFrame:
 
 @report_for("random_triangulation")
 def tables_8(df, out):
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     _table_8(ok, "eigen_entropy", thesis.TABLE_8_1_EIGEN, "table_8_1_eigen",

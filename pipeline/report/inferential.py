@@ -8,13 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from pipeline.report.core import report_for
+from pipeline.report.core import ok_rows, report_for
 
 J_C_SQUARE = 0.5 * math.log(1 + math.sqrt(2))  # 2-D Ising (ERRATA: not ln(1 + sqrt 2))
 
-
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"].copy() if "status" in df else df.copy()
 
 
 def critical_coupling(row) -> float | None:
@@ -41,7 +38,7 @@ def _family_label(row) -> str:
 
 @report_for("inferential")
 def nu_against_coupling(df: pd.DataFrame, out) -> None:
-    df = _ok(df)
+    df = ok_rows(df)
     if df.empty:
         return
     keys = [c for c in ("prior", "mechanism", "graph", "n_nodes", "node", "eps", "J_effective")
@@ -107,7 +104,7 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
 
 @report_for("inferential_bethe_limit")
 def bethe_limit_against_coupling(df: pd.DataFrame, out) -> None:
-    df = _ok(df)
+    df = ok_rows(df)
     if df.empty:
         return
     keys = ["degree", "eps", "J"]

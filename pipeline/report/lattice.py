@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from pipeline.report.core import report_for
+from pipeline.report.core import ok_rows, report_for
 
 BOUNDARY_STYLE = {"torus": ("o-", "torus"), "cylinder": ("s--", "cylinder"),
                   "free": ("^:", "free")}
@@ -27,9 +27,6 @@ THESIS_VALUES = {
     ("hexagonal", 2): ("1.4908", "0.6915295"),
 }
 
-
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"].copy() if "status" in df.columns else df.copy()
 
 
 def _lattice_label(base: str, k: int) -> str:
@@ -63,7 +60,7 @@ def _limits_for(pairs) -> pd.DataFrame:
 
 @report_for("lattice")
 def convergence_against_L(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     ok["L"] = np.sqrt(ok["L1"].astype(float) * ok["L2"].astype(float))
@@ -144,7 +141,7 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
 
 @report_for("lattice_limit")
 def limits_table(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     rows = []
@@ -184,7 +181,7 @@ def limits_table(df: pd.DataFrame, out) -> None:
 
 @report_for("clique_graph")
 def clique_graph_checks(df: pd.DataFrame, out) -> None:
-    ok = _ok(df)
+    ok = ok_rows(df)
     if ok.empty:
         return
     table = ok[[c for c in ("graph", "size", "degree", "insertions", "n_vertices",

@@ -11,11 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pipeline.report.core import report_for
+from pipeline.report.core import ok_rows, report_for
 
-
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"].copy() if "status" in df else df.copy()
 
 
 def graph_label(row) -> str:
@@ -34,7 +31,7 @@ def graph_label(row) -> str:
 # =========================================================================== low_influence
 @report_for("low_influence")
 def examples_5_6(df, out):
-    d = _ok(df)
+    d = ok_rows(df)
     if "mode" not in d:
         return
     opt = d[d["mode"] == "optimise"].sort_values(["delta", "eps"])
@@ -70,7 +67,7 @@ def examples_5_6(df, out):
 
 @report_for("low_influence")
 def mechanism_tradeoff(df, out):
-    d = _ok(df)
+    d = ok_rows(df)
     if "mode" not in d:
         return
     mech = d[d["mode"] == "mechanism"].copy()
@@ -114,7 +111,7 @@ def mechanism_tradeoff(df, out):
 # =========================================================================== leakage
 @report_for("leakage")
 def lp_against_bounds(df, out):
-    d = _ok(df)
+    d = ok_rows(df)
     if d.empty:
         return
     d["graph_label"] = d.apply(graph_label, axis=1)
@@ -163,7 +160,7 @@ def lp_against_bounds(df, out):
 
 @report_for("leakage")
 def where_thesis_bound_holds(df, out):
-    d = _ok(df)
+    d = ok_rows(df)
     if d.empty:
         return
     d["graph_label"] = d.apply(graph_label, axis=1)
