@@ -27,6 +27,7 @@ PACKAGES = ("pipeline", "numpy", "scipy", "pandas", "pyarrow", "dask", "distribu
             "hydra-core", "omegaconf", "networkx", "dask-jobqueue")
 
 log = logging.getLogger("pipeline")
+_ORIGINAL_ARGV: list[str] = []
 
 
 class ConfigError(ValueError):
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
 
     _setup_logging()
     args = list(sys.argv[1:] if argv is None else argv)
+    global _ORIGINAL_ARGV
+    _ORIGINAL_ARGV = list(args)  # for the manifest: the command as typed, overrides included
     try:
         check_experiment_choice(args)
     except ConfigError as exc:
@@ -161,6 +164,7 @@ def execute(cfg, node_actions=()) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
+    log.disabled = False  # Hydra's logging set-up disables loggers created before it ran
     name = HydraConfig.get().runtime.choices.get("experiment")
     conf = OmegaConf.to_container(cfg, resolve=True)
     apply_node_overrides(conf, node_actions)
@@ -222,16 +226,19 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
 
 def dry_run(grid, options: dict) -> int:
     from pipeline.engine.grid import describe_axes, fixed_summary
-    from pipeline.engine.runner import plan_sweep
+    from pipeline.engine.runner import count_done
     from pipeline.store.parquet import experiment_dir
 
     path = experiment_dir(options["results_dir"], grid.name)
-    plan = plan_sweep(grid, path, options["retry_failed"])
+    done_ok, done_failed = count_done(grid, path)
+    to_run = grid.total - done_ok - (0 if options["retry_failed"] else done_failed)
     print(f"experiment {grid.name} (version {grid.version}) -> {path}")
-    print(f"tasks in grid: {plan.total:,}")
-    print(f"already done:  {plan.done_ok:,} ok, {plan.done_failed:,} failed (skipped"
-          f"{'' if not options['retry_failed'] else '; retry_failed=true re-runs them'})")
-    print(f"to run:        {plan.pending.size:,}")
+    print(f"tasks in grid: {grid.total:,}")
+    print(f"already done:  {done_ok:,} ok, {done_failed:,} failed ("
+          f"{'re-run: retry_failed=true' if options['retry_failed'] else 'skipped'})")
+    print(f"to run:        {to_run:,}")
+    for axis, dropped in grid.duplicates_dropped.items():
+        print(f"note: {dropped} duplicate value(s) of {axis} dropped from the grid")
     print("axes:")
     print("\n".join(describe_axes(grid)) or "  (none: a single point)")
     print("fixed:")
@@ -255,7 +262,7 @@ def sweep(grid, conf: dict, options: dict) -> int:
         "status": "running", "started_at": _now(), "finished_at": None,
         "host": socket.gethostname(), "user": _user(), "pid": os.getpid(),
         "python": platform.python_version(), "platform": platform.platform(),
-        "packages": _versions(), "git": _git_info(), "argv": sys.argv[1:], "config": conf,
+        "packages": _versions(), "git": _git_info(), "argv": _ORIGINAL_ARGV or sys.argv[1:], "config": conf,
     }
     try:
         lock = SweepLock(path).__enter__()

@@ -10,7 +10,7 @@ from pipeline.engine.grid import Grid
 from pipeline.engine.runner import plan_sweep
 from pipeline.experiments.base import get_experiment
 from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
-                                    deduplicate, load, read_manifest, stored_task_status,
+                                    deduplicate, load, read_manifest, stored_ids,
                                     update_manifest)
 
 
@@ -51,8 +51,10 @@ def test_parts_resume_scan_and_retry_plan(tmp_path, grid):
     writer = PartWriter(tmp_path, "run1")
     writer.write(run_batch(grid, range(0, 6))[0])
     assert not list(tmp_path.glob(".*.tmp"))
-    ok, failed = stored_task_status(tmp_path)
+    ok, failed = stored_ids(tmp_path)
     assert len(ok) == 4 and len(failed) == 2
+    expected_ok = sorted(int(grid.task_id(i)[:16], 16) for i in (1, 2, 3, 5))
+    assert ok.tolist() == expected_ok  # the vectorised hex decoding matches int(id, 16)
     plan = plan_sweep(grid, tmp_path)
     assert list(plan.pending) == [6, 7, 8, 9] and plan.done_ok == 4 and plan.done_failed == 2
     plan = plan_sweep(grid, tmp_path, retry_failed=True)
@@ -112,3 +114,28 @@ def test_part_files_are_valid_parquet_with_zstd(tmp_path, grid):
     meta = pq.read_metadata(path)
     assert meta.num_rows == 3
     assert meta.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_dry_run_count_agrees_with_the_hashing_plan(tmp_path):
+    from pipeline.engine.runner import count_done
+
+    exp = get_experiment("calibration")
+    stored = Grid(exp, {"x": {"range": [0, 30]}, "zip": [{"rows": [1, 2], "scale": [1.0, 0.5]}]},
+                  {"work_us": 0.0, "fail_every": 7})
+    PartWriter(tmp_path, "r").write(run_batch(stored, range(0, stored.total, 2))[0])
+    other = Grid(exp, {"x": [3]}, {"work_us": 5.0})  # same x, different fixed value: no match
+    PartWriter(tmp_path, "s").write(run_batch(other, [0])[0])
+    for grid in (stored,
+                 Grid(exp, {"x": {"range": [10, 50, 3]}, "zip": [{"rows": [2, 1], "scale": [0.5, 1.0]}]},
+                      {"work_us": 0.0, "fail_every": 7}),
+                 Grid(exp, {"x": [0, 4, 14, 28]}, {"work_us": 0.0, "fail_every": 7, "rows": 1,
+                                                    "scale": 1.0})):
+        plan = plan_sweep(grid, tmp_path)
+        assert count_done(grid, tmp_path) == (plan.done_ok, plan.done_failed)
+        assert plan.done_ok > 0 and plan.done_failed > 0
+
+
+def test_duplicate_and_negative_zero_grid_values_are_one_point():
+    grid = Grid(get_experiment("calibration"), {"x": [1, 1, 2], "scale": [0.0, -0.0]}, {})
+    assert grid.total == 2 and grid.duplicates_dropped == {"x": 1, "scale": 1}
+    assert str(grid.point(0)["scale"]) == "0.0"

@@ -58,11 +58,11 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ClusterConfigError(f"cluster.kind must be one of {{local, address, slurm}}, got {kind!r}")
     if kind == "local":
         n = cfg.get("n_workers")
-        if n is not None and (not isinstance(n, int) or n < 1):
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             raise ClusterConfigError(f"cluster.n_workers must be an integer >= 1 (or null for "
                                      f"one per core), got {n!r}")
         t = cfg.get("threads_per_worker")
-        if t is not None and (not isinstance(t, int) or t < 1):
+        if t is not None and (not isinstance(t, int) or isinstance(t, bool) or t < 1):
             raise ClusterConfigError(f"cluster.threads_per_worker must be an integer >= 1, got {t!r}")
     if kind == "address":
         address = cfg.get("address")

@@ -50,7 +50,7 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
             ints = [int(a) for a in args]
             if any(float(a) != i for a, i in zip(args, ints)):
                 raise ValueError("range arguments must be integers")
-            return list(range(*ints))
+            return range(*ints)  # lazy: a 10^7-point axis costs nothing until used
         if len(args) != 3:
             raise ValueError(f"{name} takes exactly 3 arguments (start, stop, num)")
         start, stop, num = float(args[0]), float(args[1]), int(args[2])
@@ -59,13 +59,13 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
         values = np.linspace(start, stop, num)
         if name == "logspace":
             values = 10.0 ** values
-        return [float(v) for v in values]
+        return values
     except (TypeError, ValueError) as exc:
         raise ParamError(experiment, param, f"bad {name} helper {args!r}: {exc}") from None
 
 
-def expand_value(value: Any, param: str, experiment: str, list_typed: bool = False) -> list:
-    """The list of raw values one ``grid:`` entry stands for."""
+def expand_value(value: Any, param: str, experiment: str, list_typed: bool = False):
+    """The raw values one ``grid:`` entry stands for: a list, a ``range`` or a float array."""
     if isinstance(value, Mapping):
         if len(value) == 1 and next(iter(value)) in RANGE_HELPERS:
             name, args = next(iter(value.items()))
@@ -102,10 +102,70 @@ def _fragment(value: Any) -> str:
     return json.dumps(value)
 
 
-@dataclass(frozen=True)
+LAZY_AXIS = 100_000  # longer axes keep their values lazy and hash fragments on demand
+
+
 class Axis:
-    names: tuple[str, ...]
-    values: tuple[tuple, ...]  # one tuple of typed values per position
+    """One dimension of the product: one parameter, or a zip group varying together."""
+
+    def __init__(self, names: tuple[str, ...], values: Sequence, single: bool):
+        self.names = names
+        self.values = values  # single: typed values (list, range or float array); zip: tuples
+        self.single = single
+        self._fragments = None
+        if len(values) <= LAZY_AXIS:
+            self._fragments = [tuple(_fragment(v) for v in self.at(d)) for d in range(len(values))]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def at(self, d: int) -> tuple:
+        """The typed values at position ``d``, one per name."""
+        if self.single:
+            return (_python_scalar(self.values[d]),)
+        return self.values[d]
+
+    def fragment(self, d: int, pos: int) -> str:
+        if self._fragments is not None:
+            return self._fragments[d][pos]
+        return _fragment(self.at(d)[pos])
+
+
+def _python_scalar(value: Any) -> Any:
+    if isinstance(value, np.floating):
+        return float(value) + 0.0  # + 0.0 folds -0.0
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _coerce_axis(p, raw, experiment: str) -> tuple[Sequence, int]:
+    """Typed values of one axis and how many duplicates were dropped. Ranges and float arrays
+    under an interval domain are checked at their ends and stay lazy / compact."""
+    from pipeline.experiments.base import Interval
+
+    convex = p.domain is None or isinstance(p.domain, Interval)
+    if isinstance(raw, range) and p.type is int and convex and len(raw):
+        p.coerce(raw[0], experiment), p.coerce(raw[-1], experiment)
+        return raw, 0
+    if isinstance(raw, np.ndarray) and p.type is float and convex and raw.size:
+        for v in (raw.min(), raw.max()):
+            p.coerce(float(v), experiment)
+        if not np.all(np.isfinite(raw)) and p.domain is not None:
+            p.coerce(float(raw[~np.isfinite(raw)][0]), experiment)
+        return raw + 0.0, 0
+    values = [p.coerce(_python_scalar(v), experiment) for v in raw]
+    return _unique(values, lambda v: _fragment(v))
+
+
+def _unique(values: list, key) -> tuple[list, int]:
+    seen, out = set(), []
+    for v in values:
+        k = key(v)
+        if k not in seen:
+            seen.add(k)
+            out.append(v)
+    return out, len(values) - len(out)
 
 
 class Grid:
@@ -131,6 +191,7 @@ class Grid:
 
         axes: list[Axis] = []
         seen: set[str] = set()
+        self.duplicates_dropped: dict[str, int] = {}
         for group in zip_groups:
             if not isinstance(group, Mapping) or not group:
                 raise ParamError(self.name, "zip", "each zip group maps parameters to lists")
@@ -142,12 +203,16 @@ class Grid:
                 seen.add(key)
                 p = declared[key]
                 vals = expand_value(raw, key, self.name, p.type in ("int_list", "float_list"))
-                columns.append([p.coerce(v, self.name) for v in vals])
+                columns.append([p.coerce(_python_scalar(v), self.name) for v in vals])
             lengths = {len(c) for c in columns}
             if len(lengths) != 1:
                 raise ParamError(self.name, ",".join(group), f"zip group lists differ in length "
                                  f"({sorted(lengths)}); they must be equal")
-            axes.append(Axis(tuple(group), tuple(zip(*columns))))
+            rows, dropped = _unique(list(zip(*columns)),
+                                    lambda t: tuple(_fragment(v) for v in t))
+            if dropped:
+                self.duplicates_dropped[" & ".join(group)] = dropped
+            axes.append(Axis(tuple(group), rows, single=False))
         for key, raw in grid.items():
             check_known(key)
             if key in seen:
@@ -155,9 +220,12 @@ class Grid:
             seen.add(key)
             p = declared[key]
             vals = expand_value(raw, key, self.name, p.type in ("int_list", "float_list"))
-            if not vals:
+            if len(vals) == 0:
                 raise ParamError(self.name, key, "empty list of values")
-            axes.append(Axis((key,), tuple((p.coerce(v, self.name),) for v in vals)))
+            typed, dropped = _coerce_axis(p, vals, self.name)
+            if dropped:
+                self.duplicates_dropped[key] = dropped
+            axes.append(Axis((key,), typed, single=True))
 
         fixed: dict[str, Any] = {}
         for key, raw in params.items():
@@ -173,7 +241,7 @@ class Grid:
 
         self.axes = axes
         self.fixed = fixed
-        self.sizes = [len(a.values) for a in axes]
+        self.sizes = [len(a) for a in axes]
         self.total = math.prod(self.sizes) if axes else 1
         self.param_names = [p.name for p in experiment.params]
         self._build_hash_plan()
@@ -199,9 +267,7 @@ class Grid:
     def _build_hash_plan(self) -> None:
         prefix = json.dumps({"experiment": self.name, "version": self.version})[:-1]
         # For each param (sorted) either a fixed fragment or (axis, position) whose fragments
-        # are precomputed: hashing a point is then a join and one sha256.
-        self._axis_fragments = [[tuple(_fragment(v) for v in vals) for vals in axis.values]
-                                for axis in self.axes]
+        # the axis precomputes: hashing a point is then a join and one sha256.
         where: dict[str, tuple[int, int]] = {}
         for ai, axis in enumerate(self.axes):
             for pos, name in enumerate(axis.names):
@@ -232,7 +298,7 @@ class Grid:
                 parts.append(key)
             else:
                 ai, pos = loc
-                parts.append(key + self._axis_fragments[ai][digits[ai]][pos])
+                parts.append(key + self.axes[ai].fragment(digits[ai], pos))
         return self._hash_prefix + ",".join(parts) + "}}"
 
     def task_id(self, index: int) -> str:
@@ -243,7 +309,7 @@ class Grid:
         digits = self._digits(index)
         point = dict(self.fixed)
         for axis, d in zip(self.axes, digits):
-            for name, value in zip(axis.names, axis.values[d]):
+            for name, value in zip(axis.names, axis.at(d)):
                 point[name] = value
         return {name: _copy(point[name]) for name in self.param_names}
 
@@ -265,7 +331,8 @@ class Grid:
                 names = [n for n in axis.names if n in wanted]
                 if names:
                     idx = [axis.names.index(n) for n in names]
-                    combos = sorted({tuple(v[i] for i in idx) for v in axis.values}, key=repr)
+                    combos = sorted({tuple(axis.at(d)[i] for i in idx) for d in range(len(axis))},
+                                    key=repr)
                     projections.append((names, combos))
             for choice in product(*[combos for _, combos in projections]):
                 values = {n: self.fixed[n] for n in wanted if n in self.fixed}
@@ -310,9 +377,11 @@ def describe_axes(grid: Grid) -> list[str]:
     lines = []
     for axis in grid.axes:
         head = " & ".join(axis.names) if len(axis.names) > 1 else axis.names[0]
-        vals = [v if len(v) > 1 else v[0] for v in axis.values]
-        shown = vals if len(vals) <= 6 else [*vals[:3], "...", *vals[-2:]]
-        lines.append(f"  {head}: {len(vals)} value(s) {shown}")
+        n = len(axis)
+        picks = range(n) if n <= 6 else [0, 1, 2, None, n - 2, n - 1]
+        shown = ["..." if d is None else (axis.at(d)[0] if axis.single else axis.at(d))
+                 for d in picks]
+        lines.append(f"  {head}: {n} value(s) {shown}")
     return lines
 
 

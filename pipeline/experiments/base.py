@@ -36,8 +36,9 @@ class ParamError(ValueError):
     def __init__(self, experiment: str, param: str, message: str):
         self.experiment = experiment
         self.param = param
-        if "," in param:  # a limit on a combination: its message names the parameters itself
-            super().__init__(f"experiment '{experiment}': {message}")
+        if "," in param:  # a limit on a combination of parameters
+            names = ", ".join(param.split(","))
+            super().__init__(f"experiment '{experiment}', parameters ({names}): {message}")
         else:
             super().__init__(f"experiment '{experiment}', parameter '{param}': {message}")
 
@@ -65,7 +66,7 @@ class Interval(Domain):
     def contains(self, value: Any) -> bool:
         try:
             v = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return False
         if math.isnan(v):
             return False
@@ -161,9 +162,10 @@ class Param:
             out = _coerce_scalar(self.type, value)
         except ParamError:
             raise
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
+            shown = repr(value) if len(repr(value)) < 60 else repr(value)[:57] + "..."
             raise ParamError(experiment, self.name,
-                             f"cannot read {value!r} as {_type_name(self.type)} ({exc})") from None
+                             f"cannot read {shown} as {_type_name(self.type)} ({exc})") from None
         if self.domain is not None and not self.domain.contains(out):
             raise ParamError(experiment, self.name,
                              f"value {value!r} not allowed; allowed: {self.domain.describe()}")
@@ -186,15 +188,17 @@ def _coerce_scalar(t: type, value: Any) -> Any:
     if t is int:
         if isinstance(value, bool):
             raise ValueError("expected an integer, got a boolean")
-        if isinstance(value, float):
-            if not value.is_integer():
-                raise ValueError("expected an integer")
-            return int(value)
-        return int(value)
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError("expected an integer")
+        out = int(value)
+        if not -(2**63) <= out < 2**63:  # stored as int64
+            raise ValueError("outside the int64 range")
+        return out
     if t is float:
         if isinstance(value, bool):
             raise ValueError("expected a number, got a boolean")
-        return float(value)
+        out = float(value)
+        return 0.0 if out == 0.0 else out  # fold -0.0: one point, one id, one value
     if t is str:
         if isinstance(value, (list, dict)):
             raise ValueError("expected a string")

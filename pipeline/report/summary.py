@@ -33,7 +33,9 @@ def summary_table(path, experiment, tasks_ok: int | None = None,
     nulls = {c: 0 for c in numeric}
     samples: dict[str, list] = {c: [] for c in numeric}
     ok_rows = 0
-    dataset = ds.dataset([str(f) for f in files], format="parquet")
+    schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+    numeric = [c for c in numeric if c in schema.names]  # parts of an older version may lack it
+    dataset = ds.dataset([str(f) for f in files], schema=schema, format="parquet")
     for batch in dataset.to_batches(columns=["status", *numeric], batch_size=65_536):
         ok = batch.filter(pc.equal(batch.column("status"), "ok"))
         ok_rows += ok.num_rows

@@ -83,17 +83,49 @@ def clean_temp_files(path: str | os.PathLike) -> int:
     return removed
 
 
-def stored_task_status(path: str | os.PathLike) -> tuple[set[str], set[str]]:
-    """Task ids stored with status ok, and those stored only as failed."""
+_HEX = np.full(256, 255, dtype=np.uint8)
+_HEX[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
+
+
+def id_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The leading 64 bits of each 24-hex-digit task id, as uint64 (vectorised, no Python
+    strings): a stored id set of 10^7 tasks then takes 80 MB instead of a gigabyte."""
+    arr = task_ids.combine_chunks() if isinstance(task_ids, pa.ChunkedArray) else task_ids
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1]
+    if arr.null_count or not np.all(np.diff(offsets) == 24):
+        return np.array([int(t[:16], 16) for t in arr.to_pylist() if t], dtype=np.uint64)
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    nibbles = _HEX[data.reshape(n, 24)[:, :16]].astype(np.uint64)
+    out = np.zeros(n, dtype=np.uint64)
+    for j in range(16):
+        out = (out << np.uint64(4)) | nibbles[:, j]
+    return out
+
+
+def stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted id prefixes (see :func:`id_prefixes`) of tasks stored ok, and of tasks stored
+    only as failed."""
     files = part_files(path)
+    empty = np.zeros(0, dtype=np.uint64)
     if not files:
-        return set(), set()
+        return empty, empty
     table = ds.dataset([str(f) for f in files], format="parquet").to_table(
         columns=["task_id", "status"])
-    ok = set(table.filter(pc.equal(table["status"], "ok"))["task_id"].to_pylist())
-    failed = set(table.filter(pc.equal(table["status"], "failed"))["task_id"]
-                 .to_pylist()) - ok
-    return ok, failed
+    ok_mask = pc.equal(table["status"], "ok")
+    ok = np.unique(id_prefixes(table.filter(ok_mask)["task_id"]))
+    failed = np.unique(id_prefixes(table.filter(pc.invert(ok_mask))["task_id"]))
+    return ok, np.setdiff1d(failed, ok, assume_unique=True)
+
+
+def contains(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Membership of ``ids`` in a sorted uint64 array (binary search)."""
+    if sorted_ids.size == 0:
+        return np.zeros(ids.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
+    return sorted_ids[pos] == ids
 
 
 def read_table(path: str | os.PathLike) -> pa.Table | None:
