@@ -6,8 +6,12 @@
 __version__ = "0.1.0"
 
 
-def load(results_dir, name, status=None):
-    """The result table of experiment ``name`` under ``results_dir`` (deduplicated by task id)."""
+def load(results_dir, name, status=None, version=None):
+    """The result table of experiment ``name`` under ``results_dir``, deduplicated by task id.
+
+    ``status="ok"`` keeps successful rows only; ``version="latest"`` (or an int) keeps one
+    experiment version.
+    """
     from pipeline.store.parquet import load as _load
 
-    return _load(results_dir, name, status=status)
+    return _load(results_dir, name, status=status, version=version)

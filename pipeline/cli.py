@@ -1,8 +1,10 @@
 """The command line: Hydra composes the config, this module validates it and runs the sweep.
 
 Exit codes: 0 every task ok; 1 some task failed (rows are stored with their errors);
-2 invalid configuration, rejected before any task ran and before anything was written;
-130 interrupted (what finished is stored; rerun the same command to resume).
+2 invalid configuration, rejected before any task ran and before anything was written
+(also: another sweep holds the results folder); 3 the sweep itself crashed (cluster
+unreachable, a worker running other code, ...): what finished is stored, the manifest says
+"crashed" with the error; 130 interrupted (what finished is stored; rerun to resume).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = Path(os.environ.get("PIPELINE_CONF_DIR", REPO_ROOT / "conf"))
-EXIT_OK, EXIT_FAILED_TASKS, EXIT_BAD_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED_TASKS, EXIT_BAD_CONFIG, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 PACKAGES = ("pipeline", "numpy", "scipy", "pandas", "pyarrow", "dask", "distributed",
             "hydra-core", "omegaconf", "networkx", "dask-jobqueue")
 
@@ -137,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_CONFIG
     try:
         args, node_actions = split_node_overrides(args)
+        if any(a in ("-m", "--multirun") for a in args):
+            validate_multirun(args, node_actions)  # every job, before the first one runs
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -157,6 +161,44 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sys.argv = saved
     return max(codes) if codes else EXIT_OK
+
+
+def validate_multirun(args: list[str], node_actions) -> None:
+    """Compose and validate each job of a Hydra multirun (the cartesian product of its sweep
+    overrides, as Hydra's basic sweeper forms it) so that a bad job is reported before any
+    job runs or writes."""
+    from itertools import product as cartesian
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    overrides = [a for a in args if not a.startswith("-")]
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    sweeps = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+              for o in parsed if o.is_sweep_override()]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            for combo in cartesian(*sweeps):
+                job = [*fixed, *combo]
+                try:
+                    cfg = compose("config", overrides=job, return_hydra_config=True)
+                except Exception as exc:
+                    raise ConfigError(f"multirun job {' '.join(combo)}: {exc}") from None
+                name = cfg.hydra.runtime.choices.get("experiment")
+                conf = OmegaConf.to_container(cfg, resolve=False)
+                conf.pop("hydra", None)
+                conf = OmegaConf.to_container(OmegaConf.create(conf), resolve=True)
+                apply_node_overrides(conf, node_actions)
+                try:
+                    validate(name, conf)
+                except ConfigError as exc:
+                    raise ConfigError(f"multirun job {' '.join(combo)}: {exc}") from None
+    finally:
+        GlobalHydra.instance().clear()
 
 
 def execute(cfg, node_actions=()) -> int:
@@ -298,6 +340,14 @@ def sweep(grid, conf: dict, options: dict) -> int:
             print(f"\ninterrupted: {writer.seq} part file(s) kept; rerun the same command to "
                   "resume", file=sys.stderr)
             return EXIT_INTERRUPTED
+        except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
+            error = f"{type(exc).__name__}: {exc}"
+            record.update(status="crashed", finished_at=_now(), error=error,
+                          written={"rows": writer.rows, "parts": writer.seq})
+            update_manifest(path, record)
+            print(f"\nerror: the sweep crashed: {error}\n{writer.seq} part file(s) kept; fix the "
+                  "cause and rerun the same command to resume", file=sys.stderr)
+            return EXIT_CRASHED
         if stats is not None:
             record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
                                     rows=stats.rows, parts=stats.parts, batches=stats.batches,

@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FAST = ["cluster.dashboard_address=:0", "progress=false"]
 
 
-def run_cli(*args, timeout=180, check_code=None):
-    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+def run_cli(*args, timeout=180, check_code=None, cwd=ROOT, env=None):
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
     if check_code is not None:
         assert proc.returncode == check_code, proc.stdout + proc.stderr
     return proc
@@ -39,6 +40,7 @@ def test_sweep_on_two_local_workers_all_rows_typed(tmp_path):
                    "grid.x={range:[0,300]}", "grid.rows=[1,2]", "params.work_us=200", *FAST,
                    check_code=0)
     assert "results:" in proc.stdout and "600 tasks ok" in proc.stdout
+    assert "dashboard: http://" in proc.stderr and "600 to run" in proc.stderr
     df = pd.read_parquet(tmp_path / "calibration")
     assert len(df) == 300 * 3 and df.task_id.nunique() == 600
     types = pq.read_schema(next((tmp_path / "calibration").glob("part-*.parquet")))
@@ -70,7 +72,7 @@ def test_rerun_computes_only_missing_and_retry_failed(tmp_path):
     assert sorted(df[df.status == "failed"].x) == [0, 10, 20, 30, 40]
     raw = pd.read_parquet(tmp_path / "calibration")
     assert len(raw) == 50  # the 36 done tasks were not run again
-    # retry_failed re-runs the failed ones; now without the failure they succeed
+    # retry_failed re-runs the failed ones (a deterministic failure fails again: 5 more rows)
     run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=1",
             "params.work_us=0", "params.fail_every=10", "grid.x={range:[0,50]}",
             "retry_failed=true", *FAST, check_code=1)
@@ -91,13 +93,22 @@ BAD_INPUTS = [
 ]
 
 
+def snapshot(folder):
+    return {p: p.stat().st_mtime_ns for p in Path(folder).rglob("*")}
+
+
 @pytest.mark.parametrize("args,message", BAD_INPUTS)
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, message):
     results = tmp_path / "results"
-    proc = run_cli(*args, f"results_dir={results}", timeout=60)
+    (results / "calibration").mkdir(parents=True)
+    (results / "calibration" / "keep.txt").write_text("an earlier file")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    before = snapshot(tmp_path)
+    proc = run_cli(*args, f"results_dir={results}", timeout=60, cwd=cwd)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in proc.stdout + proc.stderr
-    assert not results.exists()
+    assert snapshot(tmp_path) == before  # results dir and working dir untouched
 
 
 def test_dry_run_of_ten_million_points(tmp_path):
@@ -186,8 +197,11 @@ def test_external_scheduler_and_a_worker_killed_mid_run(tmp_path, external_clust
     while (len(_parts(tmp_path / "calibration")) < 4 and time.time() < deadline
            and driver.poll() is None):
         time.sleep(0.05)
+    assert driver.poll() is None, "the sweep ended before the worker could be killed"
+    parts_at_kill = len(_parts(tmp_path / "calibration"))
     os.killpg(workers[0].pid, signal.SIGKILL)  # one worker dies; its batches move to the other
     out, err = driver.communicate(timeout=240)
+    assert parts_at_kill < 40  # the kill really happened mid-run (400 tasks / batches of 10)
     assert driver.returncode == 0, out + err
     df = pd.read_parquet(tmp_path / "calibration")
     assert len(df) == 400 and df.task_id.is_unique and set(df.status) == {"ok"}
@@ -224,3 +238,41 @@ def test_slurm_cluster_is_constructible():
         assert cluster._adaptive is not None and cluster._adaptive.maximum == 7 * 2
     finally:
         cluster.close()
+
+
+def test_a_point_that_kills_its_worker_fails_alone(tmp_path):
+    # os._exit in the kernel (a segfault, the OOM killer): the batch is bisected down to it
+    run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=1",
+            "grid.x={range:[0,16]}", "params.crash_at=5", "params.work_us=0", "batch_size=8",
+            *FAST, check_code=1, env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"})
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 16
+    assert df[df.status == "failed"].x.tolist() == [5]
+    assert df[df.status == "failed"].error.str.contains("KilledWorker").all()
+
+
+def test_multirun_over_experiments(tmp_path):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    results = tmp_path / "results"
+    run_cli("-m", "experiment=calibration,composition_region", f"results_dir={results}",
+            "cluster.n_workers=1", *FAST, check_code=0, cwd=cwd)
+    assert len(pipeline.load(results, "calibration")) == 1000
+    region = pipeline.load(results, "composition_region")
+    assert set(region.k) == {1, 2, 3, 4, 5} and set(region.delta) == {0.0, 0.1}
+    assert list(cwd.iterdir()) == []  # Hydra's multirun.yaml stays out of the working dir
+    # one bad job is reported before any job runs
+    bad = tmp_path / "bad"
+    proc = run_cli("-m", "experiment=calibration,composition", f"results_dir={bad}",
+                   "grid.x=[1,2]", *FAST, cwd=cwd)
+    assert proc.returncode == 2 and "multirun job experiment=composition" in proc.stderr
+    assert not bad.exists() and list(cwd.iterdir()) == []
+
+
+def test_unreachable_scheduler_is_a_crash_not_bad_input(tmp_path):
+    proc = run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster=address",
+                   "cluster.address=tcp://127.0.0.1:9", "cluster.timeout=2s", "progress=false",
+                   timeout=120)
+    assert proc.returncode == 3 and "the sweep crashed" in proc.stderr
+    manifest = pipeline.store.read_manifest(tmp_path / "calibration")
+    assert manifest["runs"][-1]["status"] == "crashed"

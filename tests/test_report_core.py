@@ -49,7 +49,7 @@ def test_report_writes_tables_figures_and_index(composition_report):
     assert all(p.with_suffix(".md").exists() and p.with_suffix(".tex").exists()
                for p in outdir.glob("*.csv"))
     index = (outdir / "index.md").read_text()
-    assert "14 ok, 0 failed" in index and "![" in index
+    assert "14 ok, 0 failed" in index and "experiment version 1" in index and "![" in index
     tex = (outdir / "status.tex").read_text()
     assert r"\toprule" in tex and r"\bottomrule" in tex
     # the results folder still reads as one table

@@ -7,6 +7,7 @@ carries about ``target_batch_seconds`` of work, measured on the workers as the s
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from dataclasses import dataclass, field
@@ -18,7 +19,9 @@ from pipeline.engine.batch import failed_batch_table, run_batch
 from pipeline.engine.grid import Grid
 from pipeline.store.parquet import PartWriter, contains, stored_ids
 
+log = logging.getLogger("pipeline")
 TARGET_BATCH_SECONDS = 0.2
+LOST_ATTEMPTS = 3  # a single point lost with its worker is tried this often before it fails
 MAX_BATCH = 50_000
 
 
@@ -171,10 +174,25 @@ def _hms(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def _warm_up(grid: Grid) -> int:
-    """Runs on each worker before the sweep: the grid arrives unpickled, so the registry and
-    the experiment's modules are imported now rather than inside the first timed batch."""
-    return grid.total
+def _warm_up(grid: Grid) -> tuple[int, str]:
+    """Runs on each worker before the sweep: imports the experiment and builds the grid (so
+    the first timed batch does not pay for it) and reports what the worker would compute."""
+    return grid.version, grid.canonical(0)
+
+
+class WorkerMismatch(RuntimeError):
+    pass
+
+
+def check_workers(client, grid: Grid) -> None:
+    """Every connected worker must run the same experiment code as the driver: the same
+    version and the same canonical parameters, hence the same task ids."""
+    expected = (grid.version, grid.canonical(0))
+    for worker, got in client.run(_warm_up, grid).items():
+        if tuple(got) != expected:
+            raise WorkerMismatch(
+                f"worker {worker} computes experiment '{grid.name}' differently (version "
+                f"{got[0]} vs {expected[0]} here, or other defaults): update the code there")
 
 
 def _total_threads(client) -> int:
@@ -198,12 +216,14 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
         return stats
     fixed = None if batch_size in (None, "auto") else int(batch_size)
     t_start = time.perf_counter()
-    [grid_future] = client.scatter([grid], broadcast=True, hash=False)
-    client.run(_warm_up, grid)  # imports and grid set-up happen once per worker, not in batch 1
+    check_workers(client, grid)
+    if not client.nthreads():
+        log.info("no workers yet: batches wait in the scheduler until workers join")
     per_task = None  # seconds of worker time per task, exponentially weighted (forgets warm-up)
     largest = 1
     cursor = 0
     in_flight: dict = {}
+    lost_attempts: dict[int, int] = {}  # grid index -> times lost alone with a dead worker
     queue = as_completed()
 
     def next_size(threads: int) -> int:
@@ -221,6 +241,14 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
         largest = max(largest, size)
         return size
 
+    def submit(chunk) -> None:
+        # The grid pickles to its small spec; workers rebuild it once and cache it.
+        # No Dask retries: run_batch turns every task exception into a row, so a Dask-level
+        # failure is a dead worker, which the scheduler already retries (allowed-failures).
+        fut = client.submit(run_batch, grid, chunk, pure=False)
+        in_flight[fut.key] = chunk
+        queue.add(fut)
+
     def submit_more() -> None:
         nonlocal cursor
         threads = _total_threads(client)
@@ -228,9 +256,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
             size = next_size(threads)
             chunk = pending[cursor:cursor + size]
             cursor += len(chunk)
-            fut = client.submit(run_batch, grid_future, chunk, pure=False, retries=2)
-            in_flight[fut.key] = chunk
-            queue.add(fut)
+            submit(chunk)
 
     submit_more()
     for fut in queue:
@@ -240,8 +266,24 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
             sample = seconds / len(chunk)
             # A cheaper sample is believed at once (warm-up is over); a dearer one is averaged.
             per_task = sample if per_task is None or sample < per_task else 0.5 * (per_task + sample)
+        elif len(chunk) > 1:
+            # Lost with its workers (a crash, the OOM killer): bisect, so that only the point
+            # that kills workers ends up failed, not the 10^4 innocent ones batched with it.
+            fut.release()
+            half = len(chunk) // 2
+            submit(chunk[:half])
+            submit(chunk[half:])
+            continue
         else:
-            error = f"batch lost on the cluster: {type(fut.exception()).__name__}: {fut.exception()}"
+            index = int(chunk[0])
+            lost_attempts[index] = lost_attempts.get(index, 0) + 1
+            if lost_attempts[index] < LOST_ATTEMPTS:
+                # Tasks merely queued on a dying worker die with it: give the point another go
+                fut.release()
+                submit(chunk)
+                continue
+            error = (f"lost on the cluster {LOST_ATTEMPTS} times: "
+                     f"{type(fut.exception()).__name__}: {fut.exception()}")
             table = failed_batch_table(grid, chunk, error)
         fut.release()
         writer.write(table)

@@ -2,13 +2,14 @@
 
 Each point busy-waits ``work_us`` microseconds (a stand-in kernel of known cost), takes one
 uniform number from the task seed (``draw``: the seed's leading 53 bits, so the harness adds no
-RNG set-up cost to the kernel), and optionally fails (``fail_every``) or emits several rows
-(``rows``). Use it to calibrate a cluster (``python run.py experiment=calibration``) and in the
+RNG set-up cost to the kernel), and optionally fails (``fail_every``), kills its worker (``crash_at``) or
+emits several rows (``rows``). Use it to calibrate a cluster (``python run.py experiment=calibration``) and in the
 engine's tests and benchmarks; it carries no science.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import pyarrow as pa
@@ -24,6 +25,8 @@ def spin(seconds: float) -> None:
 
 
 def run(p: dict, seed: int) -> list[dict]:
+    if p["x"] == p["crash_at"]:
+        os._exit(70)  # the whole worker process dies, as on a segfault or the OOM killer
     if p["work_us"] > 0:
         spin(p["work_us"] * 1e-6)
     if p["fail_every"] and p["x"] % p["fail_every"] == 0:
@@ -45,6 +48,8 @@ EXPERIMENT = register(Experiment(
         Param("rows", int, 1, Interval(1, 1000), "rows emitted per point"),
         Param("fail_every", int, 0, Interval(0, None),
               "raise at points where x % fail_every == 0 (0: never)"),
+        Param("crash_at", int, -1, Interval(-1, None),
+              "kill the worker process at the point x == crash_at (-1: never)"),
     ],
     columns={"value": pa.float64(), "draw": pa.float64(), "label": pa.string()},
     run=run,

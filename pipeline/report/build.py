@@ -27,7 +27,8 @@ def build_report(results_dir, name: str, stream=None) -> int:
     stream = stream or sys.stdout
     path = experiment_dir(results_dir, name)
     try:
-        df = load(results_dir, name)
+        everything = load(results_dir, name)
+        df = load(results_dir, name, version="latest")
     except FileNotFoundError as exc:
         print(f"error: {exc}; run the sweep first (python run.py experiment={name})",
               file=sys.stderr)
@@ -47,7 +48,8 @@ def build_report(results_dir, name: str, stream=None) -> int:
                              .strip()))
     if not functions:
         _generic_summary(df, out)
-    _write_index(path, name, df, out, problems)
+    older = sorted(set(everything["experiment_version"]) - set(df["experiment_version"]))
+    _write_index(path, name, df, out, problems, older_versions=older)
     print(f"report: {outdir / 'index.md'} ({sum(e['kind'] == 'table' for e in out.entries)} "
           f"tables, {sum(e['kind'] == 'figure' for e in out.entries)} figures)", file=stream)
     for fn_name, error in problems:
@@ -83,14 +85,20 @@ def _generic_summary(df: pd.DataFrame, out: ReportWriter) -> None:
         out.table("summary", desc, caption="Summary statistics of the numeric columns (ok rows)")
 
 
-def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, problems) -> None:
+def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, problems,
+                 older_versions=()) -> None:
     tasks = df.drop_duplicates("task_id")
     n_ok = int((tasks["status"] == "ok").sum())
     n_failed = int((tasks["status"] == "failed").sum())
     manifest = read_manifest(path)
     runs = manifest.get("runs", [])
     lines = [f"# Report: `{name}`", ""]
-    lines.append(f"- rows: {len(df):,}; tasks: {len(tasks):,} ({n_ok:,} ok, {n_failed:,} failed)")
+    version = int(df["experiment_version"].iloc[0]) if len(df) else None
+    lines.append(f"- experiment version {version}; rows: {len(df):,}; tasks: {len(tasks):,} "
+                 f"({n_ok:,} ok, {n_failed:,} failed)")
+    if older_versions:
+        lines.append(f"- rows of older version(s) {', '.join(map(str, older_versions))} are stored "
+                     "too and left out of this report (`pipeline.load(..., version=N)` reads them)")
     if n_failed:
         first = tasks.loc[tasks["status"] == "failed", "error"].iloc[0]
         lines.append(f"- **{n_failed:,} task(s) failed**; first error: `{first}` "

@@ -173,15 +173,21 @@ def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def load(results_dir: str | os.PathLike, name: str, status: str | None = None) -> pd.DataFrame:
+def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
+         version: int | str | None = None) -> pd.DataFrame:
     """The whole result table of experiment ``name``, one row set per task id.
 
-    ``status="ok"`` keeps only successful rows. Raises FileNotFoundError if nothing is stored.
+    ``status="ok"`` keeps only successful rows. ``version`` keeps one experiment version (an
+    int, or ``"latest"``); by default rows of every version are returned (their task ids
+    differ). Raises FileNotFoundError if nothing is stored.
     """
     path = experiment_dir(results_dir, name)
     table = read_table(path)
     if table is None:
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
+    if version is not None:
+        wanted = pc.max(table["experiment_version"]).as_py() if version == "latest" else int(version)
+        table = table.filter(pc.equal(table["experiment_version"], wanted))
     table = deduplicate_table(table)
     if status is not None:
         table = table.filter(pc.equal(table["status"], status))
