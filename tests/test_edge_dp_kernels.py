@@ -356,3 +356,34 @@ def test_hive_closed_form_equals_enumeration_property(pi, a, frac, eps):
         assert ex["pufferfish_loss"] <= eps + ex["alpha_dep"] + 1e-9
         rr = npr.exact_edge_analysis(lp, n, dyad, eps, "randomized_response")["pufferfish_loss"]
         assert rr == pytest.approx(hive.rr_loss(dyad, eps), rel=1e-9)
+
+
+@pytest.mark.parametrize("pi, a, b, eps", [
+    (1e-5, 1e-320, 1e-321, 0.5),   # pi * a underflowed: p_edge mixture lost its Q = 1 part
+    (0.5, 3e-323, 1e-323, 1.0),    # subnormal a and b
+    (0.5, 1.0, 0.2, 40.0),         # ra = a(1-q) + (1-a)q rounded to 1: log1p(-1) raised
+    (0.5, 1 - 1e-16, 0.3, 30.0),   # log1p(-ra) cancelled: rr_loss off in the 6th digit
+    (0.999999, 0.9, 1e-200, 2.0),
+])
+def test_hive_closed_forms_at_extreme_parameters(pi, a, b, eps):
+    """The hive closed forms (alpha_dep of both dyad classes, the Laplace laws of |E| and the
+    RR loss) stay equal to enumeration where products and 1 - x lose all precision."""
+    import mpmath as mp
+
+    n = 4
+    hive = npr.Hive(n, pi, a, b)
+    lp = npr.enumerate_log_prob(hive)
+    for _, dyad, _ in hive.dyad_classes():
+        ex = npr.exact_edge_analysis(lp, n, dyad, eps, "laplace_edge_count")
+        k1, k0 = hive.edge_count_log_pmfs(dyad)
+        assert pf.laplace_count_loss(k1, k0, eps)[0] == pytest.approx(ex["pufferfish_loss"], rel=1e-9)
+        assert hive.alpha_dep(dyad) == pytest.approx(ex["alpha_dep"], rel=1e-9)
+        rr = npr.exact_edge_analysis(lp, n, dyad, eps, "randomized_response")["pufferfish_loss"]
+        assert hive.rr_loss(dyad, eps) == pytest.approx(rr, rel=1e-9)
+    if a < 1:  # other-dyad alpha against 50-digit arithmetic on the same float inputs
+        mp.mp.dps = 50
+        P, A, B = mp.mpf(pi), mp.mpf(a), mp.mpf(b)
+        pbar = P * A + (1 - P) * B
+        logit = lambda x: mp.log(x) - mp.log(1 - x)  # noqa: E731
+        exact = max(abs(logit(A) - logit(pbar)), abs(logit(B) - logit(pbar)))
+        assert hive.alpha_dep((n - 2, n - 1)) == pytest.approx(float(exact), rel=1e-12)

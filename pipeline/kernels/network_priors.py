@@ -184,6 +184,22 @@ class Hive:
             return self.queen_prior
         return self.queen_prior * self.a + (1 - self.queen_prior) * self.b
 
+    def _log_mixture_weights(self, s: int) -> tuple[float, float]:
+        """Normalised log P(Q = 1 | e = s), log P(Q = 0 | e = s) for a non-queen dyad e, in log
+        space: pi * a underflows (and loses all precision) for subnormal a."""
+        pi, a, b = self.queen_prior, self.a, self.b
+        lwa = _log(pi) + (_log(a) if s else _log1m(a))
+        lwb = _log1m(pi) + (_log(b) if s else _log1m(b))
+        tot = float(np.logaddexp(lwa, lwb))
+        return lwa - tot, lwb - tot
+
+    def _logit_other(self) -> float:
+        """logit P(e = 1) of a non-queen dyad, from log P(e = 1) and log P(e = 0) in log space."""
+        pi, a, b = self.queen_prior, self.a, self.b
+        l1 = float(np.logaddexp(_log(pi) + _log(a), _log1m(pi) + _log(b)))
+        l0 = float(np.logaddexp(_log(pi) + _log1m(a), _log1m(pi) + _log1m(b)))
+        return l1 - l0
+
     def alpha_dep(self, dyad) -> float:
         """Queen: (m-1) max(ln(a/b), ln((1-b)/(1-a))) (the log ratio of Eq. 2 is linear in the
         number of other edges). Other dyad: P(e | rest) is a or b by the queen bit, so
@@ -195,8 +211,7 @@ class Hive:
                 return math.inf
             # log(a) - log(b), not log(a / b): the ratio overflows for subnormal b
             return (m - 1) * max(math.log(a) - math.log(b), math.log1p(-b) - math.log1p(-a))
-        pbar = self.p_edge(dyad)
-        lp = _logit(pbar)
+        lp = self._logit_other()  # not _logit(pi a + (1 - pi) b): that underflows for subnormal a
         return max(abs(_logit(a) - lp), abs(_logit(b) - lp))
 
     def edge_count_log_pmfs(self, dyad):
@@ -209,9 +224,7 @@ class Hive:
         ba, bb = pf.log_binom_pmf(m - 2, a), pf.log_binom_pmf(m - 2, b)
         out = []
         for s in (1, 0):
-            wa = pi * (a if s else 1 - a)
-            wb = (1 - pi) * (b if s else 1 - b)
-            lw = [_log(wa) - _log(wa + wb), _log(wb) - _log(wa + wb)]
+            lw = list(self._log_mixture_weights(s))
             out.append(pf.log_mixture(lw, [pf.shift_log_pmf(ba, s + 1, m + 1),
                                            pf.shift_log_pmf(bb, s, m + 1)]))
         return out[0], out[1]
@@ -220,24 +233,29 @@ class Hive:
         """Randomized response, closed form: eps + sup |ln B_1/B_0| where the rest of the
         output depends only on (queen output bit, number of other output ones)."""
         m = n_dyads(self.n)
-        q = pf.rr_flip_prob(eps)
-        ra, rb = self.a * (1 - q) + (1 - self.a) * q, self.b * (1 - q) + (1 - self.b) * q
+        # all in log space: ra = a(1-q) + (1-a)q rounds to 1 for a near 1 and large eps, and
+        # log1p(-ra) then fails or cancels; 1 - ra = (1-a)(1-q) + a q is summed directly
+        lq = -float(np.logaddexp(0.0, eps))       # log q
+        lkeep = -float(np.logaddexp(0.0, -eps))   # log (1 - q)
+
+        def out_logs(p):  # (log P(output 1), log P(output 0)) of one Bernoulli(p) dyad after RR
+            return (float(np.logaddexp(_log(p) + lkeep, _log1m(p) + lq)),
+                    float(np.logaddexp(_log1m(p) + lkeep, _log(p) + lq)))
+
+        (lra, l1ra), (lrb, l1rb) = out_logs(self.a), out_logs(self.b)
         if self.is_queen(dyad):
             k = np.arange(m, dtype=np.float64)
-            d = k * (math.log(ra) - math.log(rb)) + (m - 1 - k) * (math.log1p(-ra) - math.log1p(-rb))
+            d = k * (lra - lrb) + (m - 1 - k) * (l1ra - l1rb)
             return float(eps + np.max(np.abs(d)))
-        pi, a, b = self.queen_prior, self.a, self.b
         k = np.arange(m - 1, dtype=np.float64)
-        lpa = k * math.log(ra) + (m - 2 - k) * math.log1p(-ra)
-        lpb = k * math.log(rb) + (m - 2 - k) * math.log1p(-rb)
+        lpa = k * lra + (m - 2 - k) * l1ra
+        lpb = k * lrb + (m - 2 - k) * l1rb
         logs = {}
         for s in (1, 0):
-            wa = pi * (a if s else 1 - a)
-            wb = (1 - pi) * (b if s else 1 - b)
-            lwa, lwb = _log(wa) - _log(wa + wb), _log(wb) - _log(wa + wb)
+            lwa, lwb = self._log_mixture_weights(s)
             for wq in (0, 1):  # output bit of the queen dyad; its law given Q is RR(Q)
-                ka = math.log1p(-q) if wq == 1 else math.log(q)   # Q = 1
-                kb = math.log(q) if wq == 1 else math.log1p(-q)   # Q = 0
+                ka = lkeep if wq == 1 else lq   # Q = 1
+                kb = lq if wq == 1 else lkeep   # Q = 0
                 logs[s, wq] = np.logaddexp(lwa + ka + lpa, lwb + kb + lpb)
         d = np.concatenate([logs[1, 0] - logs[0, 0], logs[1, 1] - logs[0, 1]])
         return float(eps + np.max(np.abs(d)))
