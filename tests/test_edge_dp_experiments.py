@@ -127,3 +127,17 @@ def test_edge_test_bad_values_raise():
     for bad in (dict(a=0.2, b=0.2), dict(level=1.0), dict(n=2), dict(threshold_density=1.5)):
         with pytest.raises(ParamError):
             EDGE_TEST.resolve(**bad)
+
+
+@pytest.mark.parametrize("beta_edges, eps", [(-10.0, 1.0), (12.0, 1.0), (20.0, 20.0), (-20.0, 50.0)])
+def test_edge_dp_mcmc_at_sparse_and_dense_ergms(beta_edges, eps):
+    """An edges-only ERGM is Erdos-Renyi(expit(beta_edges)): alpha = 0 and loss = eps exactly
+    (Theorem 4.1). Near-empty / near-full graphs used to crash the MCMC summary (no edge count
+    visited under both e = 0 and e = 1; p_edge rounded to 1 in the logit)."""
+    row = run(EDGE_DP, prior="ergm", n=8, beta_edges=beta_edges, eps=eps, solver="mcmc",
+              mcmc_sweeps=100, mcmc_burn_in=10, mcmc_chains=2)[0]
+    _typed(EDGE_DP, row)
+    p = 1.0 / (1.0 + math.exp(-beta_edges))
+    assert row["p_edge_mcmc"] == pytest.approx(p, rel=1e-12)
+    assert row["alpha_dep_mcmc"] == pytest.approx(0.0, abs=1e-12)
+    assert row["pufferfish_loss_mcmc"] == pytest.approx(eps, rel=1e-12)

@@ -466,7 +466,8 @@ def ergm_gibbs_edge_laws(model: ERGM, rng: np.random.Generator, sweeps: int, bur
         rest = a.sum(axis=1, keepdims=True) - a
         hist.ravel()[:] += np.bincount((offsets + (m + 1) + rest + 1).ravel(), weights=p1.ravel(),
                                        minlength=hist.size)
-        hist.ravel()[:] += np.bincount((offsets + rest).ravel(), weights=(1 - p1).ravel(),
+        # expit(-c), not 1 - expit(c): the latter is exactly 0 for c >~ 37
+        hist.ravel()[:] += np.bincount((offsets + rest).ravel(), weights=expit(-c).ravel(),
                                        minlength=hist.size)
     return hist / (sweeps * m)
 
@@ -480,13 +481,16 @@ def ergm_mcmc_summary(model: ERGM, hist: np.ndarray, hist_plus: np.ndarray,
     E_1[e^{+-eps K}] / E_0[e^{+-eps K}] = exp(logit P_{beta_edges +- eps}(e) - logit P(e)),
     so they need only marginal edge probabilities (well estimated), not the tails of |E|.
     The integer support points use the Rao-Blackwellised laws of |E| given e, restricted to
-    the range of edge counts the chains visited (a plug-in: it cannot see unvisited counts).
+    the range of edge counts the chains visited under both laws (a plug-in: it cannot see
+    unvisited counts; when no count was visited under both, e.g. nearly empty graphs where
+    |E| | e = 0 is always 0 and |E| | e = 1 always 1, the range visited under either).
     alpha_dep uses the exact change-statistic range, never a maximum over samples.
     """
 
     def logit_of(h: np.ndarray) -> float:
-        p1 = h[:, 1].sum() / h.sum()
-        return math.log(p1) - math.log1p(-p1)
+        # log of the two sums, not logit(p1): p1 rounds to 1 (log1p(-1) fails) for dense graphs
+        with np.errstate(divide="ignore"):
+            return float(np.log(h[:, 1].sum()) - np.log(h[:, 0].sum()))
 
     def estimate(h: np.ndarray, hp: np.ndarray, hm: np.ndarray):
         logit = logit_of(h)
@@ -495,6 +499,8 @@ def ergm_mcmc_summary(model: ERGM, hist: np.ndarray, hist_plus: np.ndarray,
         with np.errstate(divide="ignore"):
             lk1, lk0 = np.log(pooled[1] / pooled[1].sum()), np.log(pooled[0] / pooled[0].sum())
         seen = np.flatnonzero(np.isfinite(lk1) & np.isfinite(lk0))
+        if seen.size == 0:  # nearly empty / full graphs: the two laws visited disjoint counts
+            seen = np.flatnonzero(np.isfinite(lk1) | np.isfinite(lk0))
         ratio = (pf.laplace_log_density_at_integers(lk1, eps)
                  - pf.laplace_log_density_at_integers(lk0, eps))[seen.min(): seen.max() + 1]
         loss = max(abs(logit_of(hp) - logit), abs(logit_of(hm) - logit), float(np.max(np.abs(ratio))))
