@@ -54,6 +54,20 @@ def test_clique_inserted_torus_uses_lemmas_and_they_agree_with_direct_counts():
                                                                    rel=1e-12)
 
 
+@pytest.mark.parametrize("boundary", ["cylinder", "free"])
+def test_planar_lattices_beyond_the_dp_get_exact_dimers_by_pfaffian(boundary):
+    """3-12-12 on 8 x 8 cells was 'dimers=infeasible' under the DP alone; Lemma 6.3.4
+    (M(C(G)) = 2^(m - n + 1), G the cut hexagonal lattice) is the independent answer."""
+    row = _run(base="hexagonal", insertions=1, L1=8, L2=8, boundary=boundary)
+    assert "dimers=kasteleyn-pfaffian-exact" in row["method"]
+    base = build_lattice("hexagonal", 0, 8, 8, boundary)
+    assert int(row["dimers"]) == 2 ** (base.m - base.n + 1)
+    big = _run(base="hexagonal", insertions=1, L1=16, L2=16, boundary=boundary)
+    assert "dimers=kasteleyn-pfaffian-lu" in big["method"] and big["dimers"] is None
+    base = build_lattice("hexagonal", 0, 16, 16, boundary)
+    assert big["log_dimers"] == pytest.approx((base.m - base.n + 1) * math.log(2), rel=1e-10)
+
+
 def test_odd_lattice_has_null_dimers():
     row = _run(base="square", insertions=0, L1=3, L2=3, boundary="free")
     assert row["dimers"] is None and row["log_dimers"] is None

@@ -16,7 +16,7 @@ from pipeline.kernels.graphs import (complete_graph, from_networkx, hypercube_gr
 from pipeline.kernels.lattices import (BASES, BOUNDARIES, MIN_CELLS, base_cell,
                                        boundary_edge_count, build_lattice, clique_insertion,
                                        iterated_clique_insertion, lattice_cell, lattice_graph,
-                                       lattice_size)
+                                       lattice_rotation, lattice_size)
 
 CATALAN = 0.915965594177219015054603514932384110774
 
@@ -234,6 +234,64 @@ def test_square_grid_dimers_against_kasteleyn_formula():
     prod = np.prod((4 * np.cos(j * np.pi / (m + 1)) ** 2 + 4 * np.cos(k * np.pi / (n + 1)) ** 2)
                    ** 0.25)
     assert counts.count_perfect_matchings(g) == round(prod) == 167089  # Kasteleyn product, independent of the DP
+
+
+# --------------------------------------------------------------------------- Kasteleyn / Pfaffian
+def _planar_case(base, k, L1, L2, boundary):
+    cell = lattice_cell(base, k)
+    return lattice_graph(cell, L1, L2, boundary), lattice_rotation(cell, L1, L2, boundary)
+
+
+@pytest.mark.parametrize("base,k", [("square", 0), ("triangular", 0), ("hexagonal", 0),
+                                    ("hexagonal", 1), ("hexagonal", 2)])
+@pytest.mark.parametrize("boundary", ["cylinder", "free"])
+@pytest.mark.parametrize("L1,L2", [(3, 3), (3, 4), (4, 3)])
+def test_kasteleyn_pfaffian_equals_dimer_dp_and_brute_force(base, k, boundary, L1, L2):
+    g, rot = _planar_case(base, k, L1, L2, boundary)
+    exact = counts.kasteleyn_dimer_count(g, rot)
+    assert exact == counts.count_perfect_matchings(g, max_states=1 << 18, max_work=10**8)
+    if g.n <= 24:
+        assert exact == counts.brute_force_perfect_matchings(g)
+    if exact:
+        assert counts.kasteleyn_log_dimers(g, rot) == pytest.approx(math.log(exact), rel=1e-11)
+
+
+@pytest.mark.parametrize("L,expected", [(8, 12988816), (10, 258584046368),
+                                        (12, 53060477521960000)])
+def test_kasteleyn_square_grid_against_oeis_a004003(L, expected):
+    """Domino tilings of the 2n x 2n board (OEIS A004003), beyond the DP's reach at 12 x 12."""
+    g, rot = _planar_case("square", 0, L, L, "free")
+    assert counts.kasteleyn_dimer_count(g, rot) == expected
+
+
+@pytest.mark.parametrize("boundary", ["cylinder", "free"])
+def test_kasteleyn_cut_3_12_12_matches_lemma_6_3_4_beyond_dp(boundary):
+    """C(G) = L(S(G)) with G the cut hexagonal lattice (max degree 3): M = 2^(m - n + 1),
+    checked exactly at 6 x 6 and as a logarithm at 40 x 40 (19,200 vertices)."""
+    for L, exact in [(6, True), (40, False)]:
+        base = build_lattice("hexagonal", 0, L, L, boundary)
+        g, rot = _planar_case("hexagonal", 1, L, L, boundary)
+        e = base.m - base.n + 1
+        if exact:
+            assert counts.kasteleyn_dimer_count(g, rot) == 2 ** e
+        assert counts.kasteleyn_log_dimers(g, rot) == pytest.approx(e * math.log(2), rel=1e-10)
+
+
+@pytest.mark.parametrize("base,k,boundary", [("square", 0, "torus"), ("hexagonal", 1, "torus"),
+                                             ("square", 1, "free"), ("triangular", 1, "cylinder")])
+def test_kasteleyn_refuses_non_planar_drawings(base, k, boundary):
+    g, rot = _planar_case(base, k, 4, 4, boundary)
+    assert counts.kasteleyn_matrix(g, rot) is None
+    assert counts.kasteleyn_dimer_count(g, rot) is None
+
+
+def test_kasteleyn_no_perfect_matching():
+    """A star K_{1,3} drawn in the plane has no perfect matching: |Pf K| = 0 and ln = -inf."""
+    from pipeline.kernels.graphs import from_edges
+    g = from_edges(4, [(0, 1), (0, 2), (0, 3)])
+    rot = [np.array([1, 2, 3]), np.array([0]), np.array([0]), np.array([0])]
+    assert counts.kasteleyn_dimer_count(g, rot) == 0
+    assert counts.kasteleyn_log_dimers(g, rot) == -math.inf
 
 
 # --------------------------------------------------------------------------- Fourier vs explicit

@@ -17,7 +17,7 @@ from pipeline.kernels import lattice_counts as counts
 from pipeline.kernels import lattice_spectra as spectra
 from pipeline.kernels.lattices import (BASES, BOUNDARIES, MIN_CELLS, base_cell,
                                        boundary_edge_count, build_lattice, lattice_cell,
-                                       lattice_size)
+                                       lattice_rotation, lattice_size)
 
 # Declared size limits (vertices). See docs/lattice.md.
 TORUS_MAX_VERTICES = 20_000_000      # Fourier path: O(N c^2) time, chunked memory
@@ -30,6 +30,7 @@ EXACT_TREES_MAX_VERTICES = 800       # modular matrix-tree determinant
 DIMER_DP_MAX_VERTICES = 2_000        # frontier DP (also capped by its number of states)
 DIMER_DP_MAX_STATES = 1 << 16
 DIMER_DP_MAX_WORK = 1_000_000        # total state visits before the DP gives up
+DIMER_PFAFFIAN_EXACT_MAX_VERTICES = 800  # exact |Pf K| (modular det); above: ln |Pf K| by sparse LU
 EXACT_MAX_DIGITS = 4_000             # longer exact integers are not stored (log column still is)
 
 
@@ -65,6 +66,12 @@ def _cylinder_fourier_ok(base: str, k: int, L1: int, L2: int) -> bool:
     block = lattice_cell(base, k).size * L2
     return L1 >= 3 and block <= CYLINDER_FOURIER_MAX_BLOCK and \
         L1 * block ** 3 / 2 <= CYLINDER_FOURIER_MAX_WORK
+
+
+def _planar(base: str, k: int, boundary: str) -> bool:
+    """Free and cylinder lattices of the base lattices and of C^k(hexagonal) are planar (the
+    cylinder as an annulus); C^k(square), C^k(triangular) for k >= 1 and all tori are not."""
+    return boundary != "torus" and (k == 0 or base == "hexagonal")
 
 
 def run_lattice(p: dict, seed: int) -> dict:
@@ -126,6 +133,22 @@ def run_lattice(p: dict, seed: int) -> dict:
         log_dimers = exponent * math.log(2.0)
         dimers = _exact_or_none(1 << exponent) if exponent * 0.302 < EXACT_MAX_DIGITS else None
         methods.append("dimers=lemma-6.3.4")
+    elif _planar(base, k, boundary):
+        g = get_graph()
+        K = counts.kasteleyn_matrix(g, lattice_rotation(lattice_cell(base, k), L1, L2, boundary))
+        if K is None:  # cannot happen for the planar families above; never report a wrong count
+            raise RuntimeError(f"{g.name}: drawing is not planar")
+        if n <= DIMER_PFAFFIAN_EXACT_MAX_VERTICES:
+            m_count = counts.pfaffian_abs(K, counts.band_order(g))
+            log_dimers = log_of_int(m_count) if m_count else None
+            dimers = _exact_or_none(m_count)
+            methods.append("dimers=kasteleyn-pfaffian-exact" if m_count
+                           else "dimers=none(no perfect matching)")
+        else:
+            lg = counts.pfaffian_log_abs(K)
+            log_dimers = lg if math.isfinite(lg) else None
+            methods.append("dimers=kasteleyn-pfaffian-lu" if log_dimers is not None
+                           else "dimers=none(no perfect matching)")
     elif n <= DIMER_DP_MAX_VERTICES:
         m_count = counts.count_perfect_matchings(get_graph(), max_states=DIMER_DP_MAX_STATES,
                                                  max_work=DIMER_DP_MAX_WORK)

@@ -12,6 +12,12 @@ elimination in Python integers, kept as an independent oracle for small matrices
 Dimers. :func:`count_perfect_matchings` is a frontier dynamic programme: vertices are taken in
 a band-reducing order; the state is the set of later vertices already matched, so the cost is
 about N * (number of frontier states), exact for any graph (planar or not) of small pathwidth.
+For plane graphs (free and cylinder lattices of the hexagonal, square and triangular lattices and
+of C^k(hexagonal); C^k of the square and triangular lattices, k >= 1, are not planar, since each
+inserted K_4 / K_6 has the rest of the lattice attached to all its vertices),
+:func:`kasteleyn_matrix` builds a Kasteleyn orientation from a rotation system, and M(G) = |Pf K|:
+exactly via :func:`pfaffian_abs` (det K by the same modular CRT, then an exact integer square
+root) or as a float logarithm via :func:`pfaffian_log_abs` (sparse LU), which has no width limit.
 Lemma 6.3.4 [Dong et al., 2013] gives M(L(G)) = 2^(m - n + 1) for 2-connected G with
 Delta(G) <= 3 and m even; for C(G) = L(S(G)) with G cubic and 2-connected this is
 M(C(G)) = 2^(m_G - n_G + 1) (:func:`clique_dimer_count_cubic`).
@@ -231,3 +237,144 @@ def clique_dimer_count_cubic(n: int, m: int) -> int:
     """M(C(G)) = 2^(m - n + 1) for a 2-connected cubic G with n vertices, m edges
     (Lemma 6.3.4 applied to L(S(G)): S(G) has n + m vertices, 2m edges, max degree 3)."""
     return 2 ** (m - n + 1)
+
+
+# --------------------------------------------------------------------------- Kasteleyn / Pfaffian
+def kasteleyn_matrix(graph: Graph, rotation: list[np.ndarray]) -> sp.csr_matrix | None:
+    """Kasteleyn matrix of a connected plane graph, or None if ``rotation`` is not planar.
+
+    ``rotation[v]`` lists the neighbours of v in counterclockwise order (a rotation system).
+    Faces are traced as dart orbits (after u -> v, leave v by the neighbour just clockwise of u),
+    which runs every face counterclockwise as seen from inside; the embedding is planar iff
+    V - E + F = 2. Edges of a spanning tree are oriented low -> high; each remaining edge is
+    dual to an edge of a spanning tree of the faces, and is oriented, leaves of that dual tree
+    first, so that every face but the root one has an odd number of edges running clockwise
+    (against the trace) -- Kasteleyn's condition, under which |Pf K| = M(G). A bridge is walked
+    twice by the same face, once each way, so it counts once whatever its orientation.
+    """
+    from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+    n = graph.n
+    deg = np.array([len(r) for r in rotation], dtype=np.int64)
+    if n == 0 or deg.sum() != 2 * graph.m:
+        raise ValueError("rotation system does not match the graph")
+    ptr = np.r_[0, np.cumsum(deg)]
+    src = np.repeat(np.arange(n), deg)
+    dst = np.concatenate(rotation).astype(np.int64)
+    key = src * n + dst
+    by_key = np.argsort(key)
+    rev = by_key[np.searchsorted(key[by_key], dst * n + src)]
+    if not np.array_equal(key[rev], dst * n + src):
+        raise ValueError("rotation system is not symmetric")
+    adj = graph.adjacency().tocsr()
+    if connected_components(adj, directed=False)[0] != 1:
+        return None
+    k = rev - ptr[dst]                       # place of u in the rotation at v, for dart u -> v
+    nxt = ptr[dst] + (k - 1) % deg[dst]
+    face = np.full(src.size, -1, dtype=np.int64)
+    n_faces = 0
+    for d0 in range(src.size):
+        if face[d0] >= 0:
+            continue
+        d = d0
+        while face[d] < 0:
+            face[d] = n_faces
+            d = nxt[d]
+        n_faces += 1
+    if n - graph.m + n_faces != 2:
+        return None
+    # edge id of each dart (edges as in graph.edges: u < v, sorted)
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    ekey = graph.edges[:, 0] * n + graph.edges[:, 1]
+    edge = np.searchsorted(ekey, lo * n + hi)
+    forward = src < dst                      # dart runs along u -> v of its edge (u < v)
+    # spanning tree: BFS predecessors
+    _, pred = breadth_first_order(adj, 0, directed=False, return_predecessors=True)
+    child = np.flatnonzero(pred >= 0)
+    tkey = np.minimum(child, pred[child]) * n + np.maximum(child, pred[child])
+    in_tree = np.zeros(graph.m, dtype=bool)
+    in_tree[np.searchsorted(ekey, tkey)] = True
+    orient = np.zeros(graph.m, dtype=np.int64)  # +1: u -> v, -1: v -> u, 0: not yet
+    orient[in_tree] = 1
+    # dual spanning tree over the non-tree edges, BFS from face 0
+    co = np.flatnonzero(~in_tree[edge] & forward)   # one dart per non-tree edge
+    fa, fb, ce = face[co], face[rev[co]], edge[co]
+    dual = sp.coo_matrix((np.ones(2 * co.size), (np.r_[fa, fb], np.r_[fb, fa])),
+                         shape=(n_faces, n_faces)).tocsr()
+    order, dpred = breadth_first_order(dual, 0, directed=False, return_predecessors=True)
+    if order.size != n_faces:
+        raise ValueError("dual of the complement of a spanning tree is not connected")
+    pair_edge = {}
+    for a, b, e in zip(fa.tolist(), fb.tolist(), ce.tolist()):
+        pair_edge.setdefault((a, b), e)
+        pair_edge.setdefault((b, a), e)
+    darts_of = np.argsort(face, kind="stable")
+    starts = np.searchsorted(face[darts_of], np.arange(n_faces + 1))
+    for f in order[:0:-1].tolist():          # leaves first, root face skipped
+        darts = darts_of[starts[f]:starts[f + 1]]
+        pe = pair_edge[(f, int(dpred[f]))]
+        clockwise, mine = 0, None
+        for d in darts.tolist():
+            e = edge[d]
+            if e == pe:
+                mine = d
+                continue
+            if orient[e] == 0:
+                raise AssertionError("Kasteleyn: face with two unset edges")
+            clockwise += (orient[e] == 1) != bool(forward[d])
+        # set pe so that the face gets an odd number of clockwise edges
+        want_clockwise = clockwise % 2 == 0
+        orient[pe] = (1 if not forward[mine] else -1) if want_clockwise else \
+            (1 if forward[mine] else -1)
+    if np.any(orient == 0):
+        raise AssertionError("Kasteleyn: edge left unoriented")
+    u, v = graph.edges[:, 0], graph.edges[:, 1]
+    return sp.coo_matrix((np.r_[orient, -orient], (np.r_[u, v], np.r_[v, u])),
+                         shape=(n, n)).tocsr()
+
+
+def pfaffian_abs(K: sp.spmatrix, order: np.ndarray | None = None) -> int:
+    """|Pf K| of an integer skew-symmetric matrix, exactly: det K by modular elimination and CRT
+    (Hadamard bound, so not probabilistic), then the integer square root, checked to be exact."""
+    if K.shape[0] % 2:
+        return 0
+    if order is None:
+        order = np.asarray(reverse_cuthill_mckee(sp.csr_matrix(K), symmetric_mode=True))
+    K = sp.csr_matrix(K)[order][:, order]
+    det = integer_determinant(K.toarray().astype(np.int64))
+    root = math.isqrt(det) if det >= 0 else -1
+    if root * root != det:
+        raise AssertionError(f"det of a skew-symmetric matrix is not a square: {det}")
+    return root
+
+
+def pfaffian_log_abs(K: sp.spmatrix) -> float:
+    """ln |Pf K| = (1/2) ln |det K| by sparse LU (float); -inf if K is singular."""
+    from scipy.sparse.linalg import splu
+
+    if K.shape[0] % 2:
+        return -math.inf
+    try:
+        lu = splu(sp.csc_matrix(K, dtype=np.float64), permc_spec="COLAMD")
+    except RuntimeError:  # exactly singular
+        return -math.inf
+    d = np.abs(lu.U.diagonal())
+    if np.any(d == 0):
+        return -math.inf
+    return 0.5 * float(np.sum(np.log(d)))
+
+
+def kasteleyn_dimer_count(graph: Graph, rotation: list[np.ndarray]) -> int | None:
+    """M(G) exactly as |Pf K| of a Kasteleyn matrix; None if ``rotation`` is not planar."""
+    if graph.n % 2:
+        return 0
+    K = kasteleyn_matrix(graph, rotation)
+    return None if K is None else pfaffian_abs(K, band_order(graph))
+
+
+def kasteleyn_log_dimers(graph: Graph, rotation: list[np.ndarray]) -> float | None:
+    """ln M(G) = ln |Pf K| by sparse LU; -inf if no perfect matching, None if not planar."""
+    if graph.n % 2:
+        return -math.inf
+    K = kasteleyn_matrix(graph, rotation)
+    return None if K is None else pfaffian_log_abs(K)

@@ -52,6 +52,10 @@ class PeriodicCell:
     name: str
     size: int
     edges: np.ndarray  # (E, 4) int64: u, v, d1, d2
+    # Planar drawing of the infinite lattice (used only for the Kasteleyn dimer path): cell
+    # (d1, d2) sits at d1 * basis[0] + d2 * basis[1]; vertex u of it at that point + positions[u].
+    basis: np.ndarray | None = None      # (2, 2) float
+    positions: np.ndarray | None = None  # (size, 2) float
 
     @property
     def degrees(self) -> np.ndarray:
@@ -69,15 +73,18 @@ class PeriodicCell:
 
 def base_cell(base: str) -> PeriodicCell:
     """Unit cell of the hexagonal, square or triangular lattice."""
+    tri = np.array([[1.0, 0.0], [0.5, np.sqrt(3.0) / 2]])  # triangular Bravais basis
     if base == "square":
         e = [(0, 0, 1, 0), (0, 0, 0, 1)]
-        return PeriodicCell("square", 1, np.array(e, dtype=np.int64))
+        return PeriodicCell("square", 1, np.array(e, dtype=np.int64), np.eye(2), np.zeros((1, 2)))
     if base == "triangular":
         e = [(0, 0, 1, 0), (0, 0, 0, 1), (0, 0, 1, -1)]
-        return PeriodicCell("triangular", 1, np.array(e, dtype=np.int64))
+        return PeriodicCell("triangular", 1, np.array(e, dtype=np.int64), tri, np.zeros((1, 2)))
     if base == "hexagonal":
         e = [(0, 1, 0, 0), (0, 1, -1, 0), (0, 1, 0, -1)]
-        return PeriodicCell("hexagonal", 2, np.array(e, dtype=np.int64))
+        # A at 0, B at (a1 + a2) / 3: the three bonds of A have length 1/sqrt(3) (regular honeycomb)
+        pos = np.array([[0.0, 0.0], (tri[0] + tri[1]) / 3])
+        return PeriodicCell("hexagonal", 2, np.array(e, dtype=np.int64), tri, pos)
     raise ValueError(f"unknown base lattice {base!r}; expected one of {BASES}")
 
 
@@ -102,7 +109,17 @@ def clique_insert_cell(cell: PeriodicCell) -> PeriodicCell:
     for e, (_, _, d1, d2) in enumerate(edges.tolist()):  # the old edge, same offset
         new_edges.append((new_id[(e, 0)], new_id[(e, 1)], d1, d2))
     name = f"C({cell.name})" if cell.name else "C"
-    return PeriodicCell(name, len(ends), np.array(new_edges, dtype=np.int64))
+    positions = None
+    if cell.positions is not None:  # new vertex a third of the way along its edge
+        positions = np.empty((len(ends), 2))
+        for i, (v, e, side) in enumerate(ends):
+            u0, v0, d1, d2 = edges[e].tolist()
+            shift = d1 * cell.basis[0] + d2 * cell.basis[1]
+            here = cell.positions[v]
+            there = cell.positions[v0] + shift if side == 0 else cell.positions[u0] - shift
+            positions[i] = here + (there - here) / 3.0
+    return PeriodicCell(name, len(ends), np.array(new_edges, dtype=np.int64), cell.basis,
+                        positions)
 
 
 def lattice_cell(base: str, insertions: int = 0) -> PeriodicCell:
@@ -115,7 +132,7 @@ def lattice_cell(base: str, insertions: int = 0) -> PeriodicCell:
     names = {("hexagonal", 1): "3-12-12", ("hexagonal", 2): "3-6-24",
              ("hexagonal", 3): "3-6-12-48"}
     label = names.get((base, insertions), base if insertions == 0 else f"C^{insertions}({base})")
-    return PeriodicCell(label, cell.size, cell.edges)
+    return PeriodicCell(label, cell.size, cell.edges, cell.basis, cell.positions)
 
 
 def lattice_size(base: str, insertions: int, L1: int, L2: int) -> tuple[int, int]:
@@ -174,6 +191,41 @@ def lattice_graph(cell: PeriodicCell, L1: int, L2: int, boundary: str = "torus")
     if g.m != s.size:
         raise ValueError(f"{cell.name} on {L1}x{L2} cells has multiple edges; increase L1, L2")
     return g
+
+
+def lattice_rotation(cell: PeriodicCell, L1: int, L2: int, boundary: str) -> list[np.ndarray]:
+    """Rotation system of :func:`lattice_graph` ``(cell, L1, L2, boundary)``: for each vertex, its
+    neighbours in counterclockwise order of the bond directions of the cell's planar drawing.
+
+    The order is local, so it is the same drawing for every boundary: for ``free`` it is a plane
+    embedding, for ``cylinder`` an annulus embedding (still genus 0), for ``torus`` a torus one.
+    Whether it is planar is for the caller to check (Euler's formula on its faces).
+    """
+    if cell.positions is None:
+        raise ValueError(f"{cell.name} has no planar drawing")
+    c = cell.size
+    i, j = np.meshgrid(np.arange(L1), np.arange(L2), indexing="ij")
+    i, j = i.ravel(), j.ravel()
+    src, dst, ang = [], [], []
+    for u, v, d1, d2 in cell.edges.tolist():
+        ti, tj = i + d1, j + d2
+        keep = np.ones(i.size, dtype=bool)
+        if boundary == "free":
+            keep &= (ti >= 0) & (ti < L1)
+        if boundary in ("cylinder", "free"):
+            keep &= (tj >= 0) & (tj < L2)
+        a = (i[keep] * L2 + j[keep]) * c + u
+        b = ((ti[keep] % L1) * L2 + tj[keep] % L2) * c + v
+        vec = cell.positions[v] + d1 * cell.basis[0] + d2 * cell.basis[1] - cell.positions[u]
+        fwd, back = np.arctan2(vec[1], vec[0]), np.arctan2(-vec[1], -vec[0])
+        src += [a, b]
+        dst += [b, a]
+        ang += [np.full(a.size, fwd), np.full(a.size, back)]
+    s, t, th = np.concatenate(src), np.concatenate(dst), np.concatenate(ang)
+    order = np.lexsort((th, s))
+    s, t = s[order], t[order]
+    cuts = np.searchsorted(s, np.arange(1, L1 * L2 * c))
+    return np.split(t, cuts)
 
 
 def build_lattice(base: str, insertions: int, L1: int, L2: int, boundary: str = "torus") -> Graph:
