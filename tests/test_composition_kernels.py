@@ -362,3 +362,14 @@ def test_truncated_exact_sum_equals_full_sum():
         trunc = kc.eps_for_log_delta(kc.hetero_loss(values, counts, math.log(dt)), math.log(dt))
         assert trunc == pytest.approx(full, rel=1e-13)
     assert kc.hetero_exact_size(values, counts, math.log(1e-4)) < 901 * 301
+
+
+@pytest.mark.parametrize("rel", [5e-11, 5e-10, -5e-11, -5e-10, 3e-15, -3e-15])
+def test_hetero_approx_brackets_exact_just_off_the_grid(rel):
+    # eps_i a hair off a grid point: snapping them onto the grid point would move them by more than
+    # the 1e-12 outward widening covers (review: a 1e-9 snap tolerance broke both guarantees by ~2e-10)
+    eps_list = [0.1 * (1 + rel)] * 50 + [0.3] * 20
+    for dt in (1e-6, 1e-2):
+        exact = kc.hetero_eps_exact(eps_list, 0.0, dt)
+        up, lo = kc.hetero_eps_approx(eps_list, 0.0, dt, eta=0.01)
+        assert lo <= exact <= up

@@ -606,11 +606,20 @@ def hetero_grouped_work(units, log_delta_prime: float) -> float:
     return work
 
 
+GRID_SNAP_RTOL = 1e-14  # must stay well below the 1e-12 outward widening of hetero_eps_approx
+
+
 def _grid_units(eps_list, eta: float, up: bool) -> np.ndarray:
+    """Multiples of eta at or above (up) / at or below (down) each eps_i.
+
+    Ratios within a few ulps (GRID_SNAP_RTOL) of an integer are that integer, so eps given on the
+    grid in decimal (0.13 with eta = 0.01) is not moved a whole step by float rounding; the
+    snapping error (<= 1e-14 relative) is covered by the 1e-12 outward widening of the bounds. A
+    larger tolerance would move eps_i by more than the widening covers and break the guarantee.
+    """
     x = np.asarray(eps_list, dtype=float) / eta
-    # ratios within 1e-9 of an integer are that integer (eps given on the grid)
     r = np.round(x)
-    on_grid = np.abs(x - r) <= 1e-9 * np.maximum(1.0, r)
+    on_grid = np.abs(x - r) <= GRID_SNAP_RTOL * np.maximum(1.0, r)
     units = np.where(on_grid, r, np.ceil(x) if up else np.floor(x))
     return units.astype(np.int64)
 
