@@ -69,3 +69,21 @@ def test_bad_values_raise(kw, param):
     with pytest.raises(ParamError) as err:
         EXP.resolve(**kw)
     assert param in str(err.value)
+
+
+@pytest.mark.parametrize("eps", [8.0, 20.0])
+def test_verdicts_at_large_eps_use_the_deficit(eps):
+    """Near U = 1 the verdicts compare deficits 1 - U: on K_{1,5} the optimum is
+    (3 lam - 2)/(3 (lam + 1)) (lam >= 4, errata), above the centre's bound lam/(lam + 5) and
+    below the tight bound lam^2/(lam^2 + lam + 4) by ~1e-9 at eps = 20, which a plain relative
+    tolerance of 1e-7 reported as 'holds' / 'attained'. Vertex-transitive graphs stay attained."""
+    lam = math.exp(eps)
+    row = run(graph="star", n=6, eps=eps)
+    assert row["utility_optimal"] == pytest.approx((3 * lam - 2) / (3 * (lam + 1)), abs=1e-14)
+    assert row["utility_thesis_bound"] == pytest.approx(lam / (lam + 5), abs=1e-15)
+    assert row["utility_tight_bound"] == pytest.approx(lam ** 2 / (lam ** 2 + lam + 4), abs=1e-15)
+    assert not row["thesis_bound_holds"] and row["thesis_bound_violations"] == 1
+    assert not row["tight_bound_attained"]
+    for kw in (dict(graph="petersen"), dict(graph="complete", n=6), dict(graph="hypercube", u=12)):
+        vt = run(eps=eps, **kw)
+        assert vt["tight_bound_attained"] and vt["thesis_bound_holds"]
