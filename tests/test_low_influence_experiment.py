@@ -80,3 +80,23 @@ def test_bad_values_raise(kw, param):
     with pytest.raises(ParamError) as err:
         EXP.resolve(**kw)
     assert param in str(err.value)
+
+
+@pytest.mark.parametrize("eps", [8.0, 15.0])
+@pytest.mark.parametrize("delta", [0.0, 0.3, 1.0])
+def test_optimise_mode_exact_up_to_its_eps_limit(eps, delta):
+    """The optimise LPs stay equal to the closed forms of Examples 5 and 6 up to eps = 15; at
+    eps = 20 they returned utility 2e-9 and influence_joint 0 (silently), at 30 'unbounded'."""
+    row = run(mode="optimise", eps=eps, delta=delta)
+    u6, i6 = fm.example6_closed_form(eps, delta)
+    assert row["utility"] == pytest.approx(u6, abs=1e-8)
+    assert row["influence_joint"] == pytest.approx(i6, abs=1e-7)
+    assert row["influence_independent"] == pytest.approx(fm.example5_closed_form(eps, delta)[1], abs=1e-12)
+
+
+@pytest.mark.parametrize("eps", [16.0, 20.0, 50.0])
+def test_optimise_mode_rejects_eps_beyond_the_lp_limit(eps):
+    with pytest.raises(ParamError) as err:
+        EXP.resolve(mode="optimise", eps=eps)
+    assert "eps" in str(err.value) and "15" in str(err.value)
+    EXP.resolve(mode="mechanism", eps=eps)  # the mechanism mode has no LP in eps

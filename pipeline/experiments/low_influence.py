@@ -75,9 +75,18 @@ def _coupling_check(p: dict) -> str | None:
     return None
 
 
+MAX_OPTIMISE_EPS = 15.0  # the optimise LPs have DP rows m_d - e^eps m_d'; see _optimise_check
+
+
 def _optimise_check(p: dict) -> str | None:
     if p["mode"] == "optimise" and p["graph"] != "K2":
         return "mode=optimise reproduces Examples 5 and 6 of seed 003: allowed graph=K2 only"
+    if p["mode"] == "optimise" and p["eps"] > MAX_OPTIMISE_EPS:
+        # HiGHS's 1e-7 feasibility tolerance swallows the e^-eps-sized probabilities: from
+        # eps = 16.5 the LPs return utility ~ 0 or 'unbounded', from 34.6 a model error
+        return (f"mode=optimise solves LPs with coefficients e^eps, exact only up to eps = "
+                f"{MAX_OPTIMISE_EPS:g}: allowed eps in [0, {MAX_OPTIMISE_EPS:g}] for mode=optimise "
+                f"(got eps = {p['eps']}; mode=mechanism allows eps <= 50)")
     return None
 
 
@@ -245,6 +254,6 @@ EXPERIMENT = register(Experiment(
         PointCheck(("graph", "n", "degree"), _graph_check),
         PointCheck(("graph", "n", "u", "v"), _size_check),
         PointCheck(("mode", "graph", "n", "u", "v", "mechanism", "coupling", "k"), _coupling_check),
-        PointCheck(("mode", "graph"), _optimise_check),
+        PointCheck(("mode", "graph", "eps"), _optimise_check),
     ),
 ))
