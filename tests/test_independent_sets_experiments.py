@@ -142,6 +142,10 @@ def test_reports_write_tables(tmp_path):
     bounds_table(pd.DataFrame(brows), out)
     cmp = pd.read_csv(tmp_path / "bounds_vs_thesis.csv")
     assert cmp["agree_to_print"].all()
+    eb = pd.read_csv(tmp_path / "entropy_bounds.csv").set_index("lattice")
+    assert eb.loc["square", "known_constant"] == pytest.approx(1.5030480824753322, abs=1e-13)
+    assert bool(eb.loc["square", "brackets_known"])
+    assert pd.isna(eb.loc["488", "known_constant"])
 
     trows = []
     for m in (1, 2):
@@ -149,8 +153,12 @@ def test_reports_write_tables(tmp_path):
             point = RANDOM_TRIANGULATION.resolve(dict(m=m, p=p))
             trows.append({**point, **RANDOM_TRIANGULATION.run(point, 0), "status": "ok"})
     tables_8(pd.DataFrame(trows), out)
-    t81 = pd.read_csv(tmp_path / "table_8_1_eigen_vs_printed.csv")
+    t81 = pd.read_csv(tmp_path / "table_8_1_eigen_vs_printed.csv", dtype={"printed": str,
+                                                                         "computed": str})
     assert len(t81) == 6 and t81["agree_1e-13"].all()
+    # all 14 printed decimals survive in the comparison table (was rounded to %.3g: "0.779")
+    assert (t81["computed"].str.len() == t81["printed"].str.len()).all()
+    assert (abs(t81["computed"].astype(float) - t81["printed"].astype(float)) <= 1e-13).all()
     reg = pd.read_csv(tmp_path / "figure_8_4_regression.csv")
     assert set(reg["m"]) == {1, 2} and (reg["r_squared"] > 0.9).all()
     assert (tmp_path / "figure_8_4.png").stat().st_size > 1000

@@ -136,10 +136,18 @@ def bounds_table(df, out):
     if ok.empty:
         return
     ok["gap"] = ok["eta_upper"] - ok["eta_lower"]
+    # literature constants (not for 488, whose value is what the bounds establish)
+    known = {lat: math.exp(v) for lat, v in LOG_ETA.items() if lat != "488"}
+    ok["known_constant"] = ok["lattice"].map(known)
+    ok["brackets_known"] = [None if pd.isna(c) else bool(lo <= c <= hi) for c, lo, hi in
+                            zip(ok["known_constant"], ok["eta_lower"], ok["eta_upper"])]
     cols = ["lattice", "p", "q", "k", "width_p_plus_2q", "width_2q", "width_2k", "lambda_p_plus_2q",
-            "lambda_2q", "xi_2k", "lower", "upper", "eta_lower", "eta_upper", "gap"]
+            "lambda_2q", "xi_2k", "lower", "upper", "eta_lower", "eta_upper", "gap",
+            "known_constant", "brackets_known"]
     out.table("entropy_bounds", ok[cols].sort_values(["lattice", "p", "q", "k"]),
-              caption="Theorem 7.2.2 bounds: per unit cell (lower, upper) and per vertex (eta_*).",
+              caption="Theorem 7.2.2 bounds: per unit cell (lower, upper) and per vertex (eta_*); "
+                      "known_constant: hard squares 1.5030480824753 (Baxter, Enting & Tsang 1980), "
+                      "hard kings 1.3426439511; brackets_known: eta_lower <= it <= eta_upper.",
               float_format="%.15g")
     printed = {("488", 2, 3, 4): thesis.BOUNDS_488_VERTEX, ("king", 4, 4, 6): thesis.BOUNDS_KING_VERTEX}
     rows = []
@@ -177,6 +185,8 @@ def _table_8(ok: pd.DataFrame, column: str, printed: dict, name: str, title: str
     wide.columns = ["m"] + [f"p = {c}" for c in wide.columns[1:]]
     out.table(name, wide, caption=f"{title} recomputed (float64).", float_format="%.14f")
     long["agree_1e-13"] = long["abs_diff"] <= 1e-13
+    # the comparison must show every digit: computed as text, abs_diff stays %.3g
+    long["computed"] = long["computed"].map(lambda v: f"{v:.14f}")
     out.table(name + "_vs_printed", long, caption=f"{title}: printed against recomputed values.",
               float_format="%.3g")
 
