@@ -256,6 +256,18 @@ def test_kasteleyn_pfaffian_equals_dimer_dp_and_brute_force(base, k, boundary, L
         assert counts.kasteleyn_log_dimers(g, rot) == pytest.approx(math.log(exact), rel=1e-11)
 
 
+@pytest.mark.parametrize("base,k", [("hexagonal", 0), ("hexagonal", 1), ("hexagonal", 2),
+                                    ("square", 0), ("triangular", 0)])
+@pytest.mark.parametrize("boundary", ["cylinder", "free"])
+def test_kasteleyn_on_the_smallest_allowed_lattices(base, k, boundary):
+    """Circumference MIN_CELLS (2 for the honeycomb): the annulus drawing must still be planar."""
+    L = MIN_CELLS[base]
+    for L1, L2 in [(L, L), (L, L + 2)]:
+        g, rot = _planar_case(base, k, L1, L2, boundary)
+        assert counts.kasteleyn_dimer_count(g, rot) == counts.count_perfect_matchings(
+            g, max_states=1 << 18, max_work=10**8)
+
+
 @pytest.mark.parametrize("L,expected", [(8, 12988816), (10, 258584046368),
                                         (12, 53060477521960000)])
 def test_kasteleyn_square_grid_against_oeis_a004003(L, expected):
