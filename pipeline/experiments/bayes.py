@@ -17,7 +17,7 @@ from pipeline.experiments.base import (Choice, Experiment, Interval, Param, Poin
 from pipeline.kernels import bayes as K
 from pipeline.kernels import bayes_networks as BN
 
-POS = Interval(0, None, lo_closed=False)
+POS = Interval(0, math.inf, lo_closed=False, hi_closed=False)  # finite: Interval(0, None) admits inf
 PROB = Interval(0, 1, lo_closed=False, hi_closed=False)
 
 
@@ -83,7 +83,8 @@ BAYES_BOUNDS = register(Experiment(
         Param("c1", float, 0.5, POS, "lower truncation of the exponential prior"),
         Param("c2", float, 2.0, POS, "upper truncation of the exponential prior"),
         Param("B", float, 1.0, POS, "data bound |x| <= B (x in [0, B] for exponential)"),
-        Param("mu", float, 0.0, Interval(None, None), "known location (laplace, normal_precision)"),
+        Param("mu", float, 0.0, Interval(-math.inf, math.inf, lo_closed=False, hi_closed=False),
+              "known location (laplace, normal_precision)"),
         Param("N", int, 1, Interval(1, 10 ** 9), "number of posterior samples released"),
         Param("rho", float, 1.0, POS, "dataset distance rho(x, y) the bounds are evaluated at"),
         Param("confidence_delta", float, 0.05, PROB,
@@ -315,7 +316,7 @@ BAYES_REGRESSION = register(Experiment(
         Param("n_total", int, 5000, Interval(2, 10 ** 6), "synthetic records"),
         Param("train_frac", float, 0.1, PROB, "training fraction (thesis: 10%)"),
         Param("sigma", float, 0.1, POS, "known noise s.d. assumed by the model"),
-        Param("noise_sd", float, 0.1, Interval(0, None), "noise s.d. of the synthetic labels"),
+        Param("noise_sd", float, 0.1, Interval(0, math.inf, hi_closed=False), "noise s.d. of the synthetic labels"),
         Param("n_samples", int, 1, Interval(1, 10 ** 4), "posterior samples N released"),
         Param("repeats", int, 20, Interval(1, 10000), "train/test splits x sampler draws"),
         Param("data_seed", int, 0, Interval(0, 2 ** 31 - 1),

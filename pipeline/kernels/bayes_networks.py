@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
-from scipy import special
+from scipy import integrate, special
 
 
 # --------------------------------------------------------------------------- structures
@@ -310,10 +310,18 @@ def fourier_updates(net: BinaryNetwork, X: np.ndarray, eps: float, rng: np.rando
 
 
 # --------------------------------------------------------------------------- sampling (BAPS)
+_TAIL_MASS = 1e-250  # below this the CDF inversion cannot see the interval: exact rejection
+
+
 def truncated_beta_sample(a, b, lo: float, hi: float, rng: np.random.Generator, size=None
                           ) -> np.ndarray:
     """Beta(a, b) restricted to [lo, hi], by inversion of the CDF (lower tail) or of the
-    survival function (when [lo, hi] sits in the upper tail, where the CDF is ~1)."""
+    survival function (when [lo, hi] sits in the upper tail, where the CDF is ~1).
+
+    When the interval's mass is not representable (< 1e-250: the interval lies far in a tail,
+    e.g. a concentrated posterior and a narrow trim box) inversion would return an endpoint,
+    often the wrong one; there we use exact rejection sampling from a linear upper bound of the
+    log density on [lo, hi] (tangents of its concave terms, chords of its convex ones)."""
     a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
     shape = a.shape if size is None else tuple(np.atleast_1d(size)) + a.shape
     cdf_lo, cdf_hi = special.betainc(a, b, lo), special.betainc(a, b, hi)
@@ -324,23 +332,113 @@ def truncated_beta_sample(a, b, lo: float, hi: float, rng: np.random.Generator, 
         by_cdf = special.betaincinv(a, b, cdf_lo + u * (cdf_hi - cdf_lo))
         by_sf = special.betainccinv(a, b, sf_hi + u * (sf_lo - sf_hi))
     out = np.where(upper, by_sf, by_cdf)
+    mass = np.where(upper, sf_lo - sf_hi, cdf_hi - cdf_lo)
+    tail = np.broadcast_to(~(mass > _TAIL_MASS), shape)
+    if hi > lo and np.any(tail):
+        out = np.array(out, dtype=float)
+        out[tail] = _tail_rejection(np.broadcast_to(a, shape)[tail], np.broadcast_to(b, shape)[tail],
+                                    np.broadcast_to(upper, shape)[tail], lo, hi, rng,
+                                    out[tail])
     out = np.where(np.isfinite(out), out, (lo + hi) / 2)
     return np.clip(out, lo, hi)
 
 
+def _beta_log_kernel(a, b, x):
+    """(a - 1) ln x + (b - 1) ln(1 - x), the unnormalised Beta log density."""
+    return special.xlogy(a - 1.0, x) + special.xlog1py(b - 1.0, -x)
+
+
+def _tail_rejection(a: np.ndarray, b: np.ndarray, near_lo: np.ndarray, lo: float, hi: float,
+                    rng: np.random.Generator, fallback: np.ndarray, max_rounds: int = 10_000
+                    ) -> np.ndarray:
+    """Exact draws of Beta(a, b) on [lo, hi] by rejection from exp(linear upper bound).
+
+    g(x) = (a-1) ln x + (b-1) ln(1-x) is a sum of two terms, each concave (coefficient >= 0:
+    bounded above by its tangent at the endpoint x_e nearer the mass) or convex (bounded above
+    by its chord over [lo, hi]); the sum l(x) >= g(x) is linear, so the proposal is a truncated
+    exponential and x is accepted with probability exp(g(x) - l(x)) <= 1. In a far tail the
+    envelope is nearly tight (acceptance close to 1)."""
+    xe = np.where(near_lo, lo, hi)
+    width = hi - lo
+    with np.errstate(all="ignore"):
+        ca, cb = a - 1.0, b - 1.0
+        # term 1: ca ln x ; term 2: cb ln(1 - x)
+        s1 = np.where(ca >= 0, ca / xe, ca * (math.log(hi) - math.log(lo)) / width if lo > 0
+                      else -np.inf)
+        v1 = np.where(ca >= 0, special.xlogy(ca, xe),
+                      special.xlogy(ca, lo) + s1 * (xe - lo))  # the bound's value at xe
+        s2 = np.where(cb >= 0, -cb / (1.0 - xe),
+                      cb * (math.log1p(-hi) - math.log1p(-lo)) / width if hi < 1 else np.inf)
+        v2 = np.where(cb >= 0, special.xlog1py(cb, -xe),
+                      special.xlog1py(cb, -lo) + s2 * (xe - lo))
+        slope, base = s1 + s2, v1 + v2
+    out = np.array(fallback, dtype=float)
+    todo = np.isfinite(slope) & np.isfinite(base)
+    for _ in range(max_rounds):
+        idx = np.flatnonzero(todo)
+        if idx.size == 0:
+            break
+        s, u = slope[idx], rng.random(idx.size)
+        with np.errstate(all="ignore"):
+            up = s > 0  # density increasing: mass near hi
+            x = np.where(up, hi + np.log1p(-u * -np.expm1(-s * width)) / s,
+                         lo + np.log1p(-u * -np.expm1(s * width)) / s)
+            x = np.where(np.abs(s) * width < 1e-12, lo + u * width, x)
+            x = np.clip(x, lo, hi)
+            log_acc = _beta_log_kernel(a[idx], b[idx], x) - (base[idx] + s * (x - xe[idx]))
+        ok = np.log(rng.random(idx.size)) < log_acc
+        out[idx[ok]] = x[ok]
+        todo[idx[ok]] = False
+    return out
+
+
 def truncated_beta_log_mass(a, b, lo: float, hi: float) -> np.ndarray:
-    """ln P_{Beta(a,b)}([lo, hi]), accurate in both tails."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
+    """ln P_{Beta(a,b)}([lo, hi]), accurate in both tails.
+
+    Where the mass is below 1e-250 (not representable by the incomplete Beta function) it is
+    computed in log space: -ln B(a, b) + g(x*) + ln int_lo^hi exp(g(x) - g(x*)) dx by quadrature,
+    x* the maximiser of the log kernel g on [lo, hi]."""
+    a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
     mid = special.betainc(a, b, hi) - special.betainc(a, b, lo)
     alt = special.betaincc(a, b, lo) - special.betaincc(a, b, hi)
-    return np.log(np.maximum(np.maximum(mid, alt), 1e-300))
+    mass = np.maximum(mid, alt)
+    with np.errstate(divide="ignore"):
+        out = np.array(np.log(mass), dtype=float)
+    for i in np.ndindex(out.shape):
+        if not mass[i] > _TAIL_MASS:
+            out[i] = _log_mass_quadrature(float(a[i]), float(b[i]), lo, hi)
+    return out
+
+
+def _log_mass_quadrature(a: float, b: float, lo: float, hi: float) -> float:
+    if not hi > lo:
+        return -math.inf
+    cands = [lo, hi]
+    if a > 1 and b > 1:
+        cands.append(min(max((a - 1) / (a + b - 2), lo), hi))
+    gs = [float(_beta_log_kernel(a, b, x)) for x in cands]
+    j = int(np.argmax(gs))
+    xs, gs_max = cands[j], gs[j]
+    if not math.isfinite(gs_max):
+        return -math.inf
+    # local scale of the peak: 1/|g'| at an endpoint, 1/sqrt|g''| at an interior mode
+    d1 = abs((a - 1) / xs - (b - 1) / (1 - xs)) if 0 < xs < 1 else 0.0
+    d2 = abs((a - 1) / xs ** 2 + (b - 1) / (1 - xs) ** 2) if 0 < xs < 1 else 0.0
+    h = 1.0 / max(d1, math.sqrt(d2), 1.0 / (hi - lo))
+    pts = sorted({min(max(xs + sgn * h * f, lo), hi) for f in (1, 10, 100, 1000) for sgn in (-1, 1)}
+                 - {lo, hi})
+    f = lambda x: math.exp(float(_beta_log_kernel(a, b, x)) - gs_max)  # noqa: E731
+    val = integrate.quad(f, lo, hi, points=pts or None, limit=400, epsabs=0, epsrel=1e-10)[0]
+    return -float(special.betaln(a, b)) + gs_max + math.log(val)
 
 
 def sampler_trim(eps: float, n_nodes: int, n_samples: int) -> float:
     """w with 2 N L = eps for L = |I| ln((1 - w)/w), the Lipschitz constant (Assumption 1, rho =
     number of replaced rows) of a binary network whose CPT entries lie in [w, 1 - w]:
-    w = 1 / (1 + exp(eps / (2 N |I|)))."""
-    return 1.0 / (1.0 + math.exp(eps / (2 * n_samples * n_nodes)))
+    w = 1 / (1 + exp(eps / (2 N |I|))), computed as expit(-x) (no overflow at large eps); where w
+    underflows it is the smallest positive float, which is larger than the exact w (more private)."""
+    w = float(special.expit(-eps / (2 * n_samples * n_nodes)))
+    return w if w > 0.0 else math.ulp(0.0)
 
 
 def network_lipschitz(n_nodes: int, trim: float) -> float:
