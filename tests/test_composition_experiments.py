@@ -231,3 +231,18 @@ def test_hetero_sizes_beyond_int64_are_logs():
     typed("composition_hetero", row)
     assert row["log_exact_terms"] == pytest.approx(64 * math.log(2))
     assert row["eps_exact"] is None and math.isfinite(row["eps_approx"])
+
+
+@pytest.mark.parametrize("name,params", [
+    ("composition", dict(eps=math.inf)),
+    ("composition_delta", dict(eps_total=math.inf)),
+    ("composition_region", dict(eps=math.inf)),
+    ("composition_hetero", dict(eps_source="list", eps_list=[0.1, math.inf])),
+    ("composition_hetero", dict(eps_max=math.inf)),
+])
+def test_infinite_values_are_rejected(name, params):
+    """Interval(0, None) admits inf; these domains are finite (inf used to crash the hetero
+    tasks with ValueError/OverflowError instead of a ParamError before the sweep)."""
+    with pytest.raises(ParamError) as info:
+        get_experiment(name).resolve(**params)
+    assert any(p in str(info.value) for p in params)

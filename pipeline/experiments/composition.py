@@ -24,7 +24,7 @@ LATTICE_MAX_WORK = 6 * 10**9  # grouped-convolution flops for the lattice bounds
 PLD_MAX_DISTINCT = 100  # dp-accounting: one PLD convolution per distinct eps (~1 s at 100)
 HETERO_K_MAX = 100_000
 
-_EPS = Param("eps", float, 0.1, Interval(0, None, lo_closed=False),
+_EPS = Param("eps", float, 0.1, Interval(0, math.inf, lo_closed=False, hi_closed=False),
              "per-step epsilon of each (eps, delta)-DP mechanism")
 _DELTA = Param("delta", float, 0.0, Interval(0, 1, hi_closed=False), "per-step delta")
 _K = Param("k", int, 10, Interval(1, K_MAX), "number of adaptively composed mechanisms")
@@ -73,7 +73,8 @@ COMPOSITION_DELTA = register(Experiment(
     name="composition_delta", version=1,
     doc="Forward direction of optimal composition: smallest delta~ for a given eps_total (Thm 3.3).",
     params=[_EPS, _DELTA, _K,
-            Param("eps_total", float, 1.0, Interval(0, None), "total epsilon of the composed mechanism")],
+            Param("eps_total", float, 1.0, Interval(0, math.inf, hi_closed=False),
+                  "total epsilon of the composed mechanism")],
     columns={
         "delta_optimal": pa.float64(),      # smallest delta~ with (eps_total, delta~)-DP
         "log_delta_optimal": pa.float64(),  # natural log of delta_optimal (finite below 1e-308)
@@ -100,7 +101,8 @@ def run_composition_region(params: dict, seed: int) -> list[dict]:
 COMPOSITION_REGION = register(Experiment(
     name="composition_region", version=1,
     doc="Privacy region of the k-fold composition: (eps_i, delta_i) lines and boundary vertices.",
-    params=[Param("eps", float, 0.4, Interval(0, None, lo_closed=False), "per-step epsilon"),
+    params=[Param("eps", float, 0.4, Interval(0, math.inf, lo_closed=False, hi_closed=False),
+                  "per-step epsilon"),
             Param("delta", float, 0.0, Interval(0, 1, hi_closed=False), "per-step delta"),
             Param("k", int, 3, Interval(1, REGION_K_MAX), "number of composed mechanisms")],
     columns={
@@ -235,13 +237,13 @@ COMPOSITION_HETERO = register(Experiment(
     params=[
         Param("eps_source", str, "uniform", Choice(*EPS_SOURCES),
               "where eps_1..eps_k come from: the given list, or generated from the task seed"),
-        Param("eps_list", "float_list", [], Interval(0, None, lo_closed=False),
+        Param("eps_list", "float_list", [], Interval(0, math.inf, lo_closed=False, hi_closed=False),
               "explicit eps_1..eps_k (eps_source=list only)"),
         Param("k", int, 10, Interval(1, HETERO_K_MAX),
               "number of steps for generated sources (ignored with eps_source=list)"),
-        Param("eps_min", float, 0.05, Interval(0, None, lo_closed=False),
+        Param("eps_min", float, 0.05, Interval(0, math.inf, lo_closed=False, hi_closed=False),
               "smallest eps (uniform: lower end; two_level: low level; geometric: last value)"),
-        Param("eps_max", float, 0.5, Interval(0, None, lo_closed=False),
+        Param("eps_max", float, 0.5, Interval(0, math.inf, lo_closed=False, hi_closed=False),
               "largest eps (uniform: upper end; two_level: high level; geometric: first value)"),
         Param("p_high", float, 0.5, Interval(0, 1), "two_level: probability of eps_max per step"),
         Param("delta", float, 0.0, Interval(0, 1, hi_closed=False), "per-step delta (same for all steps)"),
