@@ -246,3 +246,18 @@ def test_infinite_values_are_rejected(name, params):
     with pytest.raises(ParamError) as info:
         get_experiment(name).resolve(**params)
     assert any(p in str(info.value) for p in params)
+
+
+@pytest.mark.parametrize("name,params", [
+    ("composition", dict(eps=1e-15)), ("composition_region", dict(eps=1e-20)),
+    ("composition_hetero", dict(eps_source="list", eps_list=[0.1, 1e-16])),
+])
+def test_eps_below_minimum_is_rejected(name, params):
+    """Below ~1e-15 the piecewise inverse returned 0 instead of ~k eps (wrong, and
+    anti-conservative): eps < EPS_MIN = 1e-12 is refused before any task runs."""
+    with pytest.raises(ParamError) as info:
+        get_experiment(name).resolve(**params)
+    assert any(p in str(info.value) for p in params)
+    get_experiment(name).resolve(**{**params, **{k: ([0.1, ec.EPS_MIN] if isinstance(v, list)
+                                                     else ec.EPS_MIN) for k, v in params.items()
+                                                 if k != "eps_source"}})

@@ -373,3 +373,27 @@ def test_hetero_approx_brackets_exact_just_off_the_grid(rel):
         exact = kc.hetero_eps_exact(eps_list, 0.0, dt)
         up, lo = kc.hetero_eps_approx(eps_list, 0.0, dt, eta=0.01)
         assert lo <= exact <= up
+
+
+@needs_mpmath
+@pytest.mark.parametrize("eps,k,dt", [(1e-12, 1000, 1e-300), (1e-8, 200, 1e-70), (1e-6, 100, 1e-10),
+                                      (1e-5, 400, 1e-6), (1e-10, 500, 1e-50)])
+def test_eps_optimal_tiny_eps_matches_mpmath(eps, k, dt):
+    """x = log(A - delta') - log B has absolute error ~1e-16: for tiny losses that was a large
+    relative error (1.7e-5 at eps = 1e-12, 3.9e-9 at eps = 1e-8); the solve now uses
+    C = A - B = sum w (1 - e^{-L}) for x < 1."""
+    with mp.workdps(60):
+        e = mp.mpf(eps)
+        q = 1 / (1 + mp.e ** e)
+        terms = [(mp.binomial(k, l) * q ** l * (1 - q) ** (k - l), (k - 2 * l) * e)
+                 for l in range(k + 1) if k - 2 * l > 0]
+
+        def d(t):
+            return mp.fsum(w * -mp.expm1(t - L) for w, L in terms if L > t)
+
+        lo, hi = mp.mpf(0), k * e
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if d(mid) > dt else (lo, mid)
+        want = float(hi)
+    assert kc.eps_optimal(eps, 0.0, k, dt) == pytest.approx(want, rel=1e-12)

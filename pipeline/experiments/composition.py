@@ -23,8 +23,13 @@ EXACT_MAX_COMBOS = 2**22  # grouped Murtagh-Vadhan sum: prod (kept binomial atom
 LATTICE_MAX_WORK = 6 * 10**9  # grouped-convolution flops for the lattice bounds (~2-4 s)
 PLD_MAX_DISTINCT = 100  # dp-accounting: one PLD convolution per distinct eps (~1 s at 100)
 HETERO_K_MAX = 100_000
+# per-step eps: finite (Interval(0, None) admits inf) and >= 1e-12. Below ~1e-15 the piecewise
+# inverse picks the wrong piece (losses (k - 2l) eps are below the float resolution of log A - log B)
+# and returned 0 instead of ~k eps; from 1e-12 up it agrees with mpmath to ~1e-13 (tested).
+EPS_MIN = 1e-12
+_EPS_DOMAIN = Interval(EPS_MIN, math.inf, hi_closed=False)
 
-_EPS = Param("eps", float, 0.1, Interval(0, math.inf, lo_closed=False, hi_closed=False),
+_EPS = Param("eps", float, 0.1, _EPS_DOMAIN,
              "per-step epsilon of each (eps, delta)-DP mechanism")
 _DELTA = Param("delta", float, 0.0, Interval(0, 1, hi_closed=False), "per-step delta")
 _K = Param("k", int, 10, Interval(1, K_MAX), "number of adaptively composed mechanisms")
@@ -101,7 +106,7 @@ def run_composition_region(params: dict, seed: int) -> list[dict]:
 COMPOSITION_REGION = register(Experiment(
     name="composition_region", version=1,
     doc="Privacy region of the k-fold composition: (eps_i, delta_i) lines and boundary vertices.",
-    params=[Param("eps", float, 0.4, Interval(0, math.inf, lo_closed=False, hi_closed=False),
+    params=[Param("eps", float, 0.4, _EPS_DOMAIN,
                   "per-step epsilon"),
             Param("delta", float, 0.0, Interval(0, 1, hi_closed=False), "per-step delta"),
             Param("k", int, 3, Interval(1, REGION_K_MAX), "number of composed mechanisms")],
@@ -237,13 +242,13 @@ COMPOSITION_HETERO = register(Experiment(
     params=[
         Param("eps_source", str, "uniform", Choice(*EPS_SOURCES),
               "where eps_1..eps_k come from: the given list, or generated from the task seed"),
-        Param("eps_list", "float_list", [], Interval(0, math.inf, lo_closed=False, hi_closed=False),
+        Param("eps_list", "float_list", [], _EPS_DOMAIN,
               "explicit eps_1..eps_k (eps_source=list only)"),
         Param("k", int, 10, Interval(1, HETERO_K_MAX),
               "number of steps for generated sources (ignored with eps_source=list)"),
-        Param("eps_min", float, 0.05, Interval(0, math.inf, lo_closed=False, hi_closed=False),
+        Param("eps_min", float, 0.05, _EPS_DOMAIN,
               "smallest eps (uniform: lower end; two_level: low level; geometric: last value)"),
-        Param("eps_max", float, 0.5, Interval(0, math.inf, lo_closed=False, hi_closed=False),
+        Param("eps_max", float, 0.5, _EPS_DOMAIN,
               "largest eps (uniform: upper end; two_level: high level; geometric: first value)"),
         Param("p_high", float, 0.5, Interval(0, 1), "two_level: probability of eps_max per step"),
         Param("delta", float, 0.0, Interval(0, 1, hi_closed=False), "per-step delta (same for all steps)"),

@@ -214,27 +214,41 @@ def _eps_optimal_chunked(eps: float, k: int, log_dp: float, chunk: int = 4096) -
     at the piece that contains the answer (most of the k/2 terms are never touched)."""
     top = (k + 1) // 2 - 1
     start = _homogeneous_lower_cut(eps, k, log_dp)
-    carry_a = carry_b = -math.inf
+    carry_a = carry_b = carry_c = -math.inf
     while start <= top:
         stop = min(top, start + chunk - 1)
         dist = homogeneous_loss(eps, k, start, stop)
         log_a = np.logaddexp.accumulate(np.concatenate(([carry_a], dist.log_weight)))[1:]
         log_b = np.logaddexp.accumulate(np.concatenate(([carry_b], dist.log_weight - dist.loss)))[1:]
+        log_c = np.logaddexp.accumulate(np.concatenate(([carry_c], dist.log_weight
+                                                        + log1mexp(-dist.loss))))[1:]
         nxt = np.append(dist.loss[1:], dist.next_loss)
         log_g = log_a + log1mexp(np.minimum(nxt + log_b - log_a, 0.0))
         j = int(np.searchsorted(log_g, log_dp, side="left"))
         if j < log_g.size:
-            return _solve_piece(float(log_a[j]), float(log_b[j]), float(nxt[j]), float(dist.loss[j]), log_dp)
-        carry_a, carry_b = float(log_a[-1]), float(log_b[-1])
+            return _solve_piece(float(log_a[j]), float(log_b[j]), float(nxt[j]), float(dist.loss[j]), log_dp,
+                                float(log_c[j]))
+        carry_a, carry_b, carry_c = float(log_a[-1]), float(log_b[-1]), float(log_c[-1])
         start, chunk = stop + 1, chunk * 2
     return 0.0  # delta' >= d(0)
 
 
-def _solve_piece(log_a: float, log_b: float, lower: float, upper: float, log_dp: float) -> float:
-    """Solve A - e^{x} B = delta' on [lower, upper]: x = log(A - delta') - log B."""
+def _solve_piece(log_a: float, log_b: float, lower: float, upper: float, log_dp: float,
+                 log_c: float | None = None) -> float:
+    """Solve A - e^{x} B = delta' on [lower, upper]: x = log(A - delta') - log B.
+
+    That difference of logs has an absolute error ~1e-16, too much when x is small (tiny eps:
+    at k eps = 1e-97 it returned 0). For x < 1 we use C = A - B = sum w (1 - e^{-L}) (``log_c``,
+    summed without cancellation): e^x = 1 + (C - delta')/B, x = log1p((C - delta')/B).
+    """
     if log_dp >= log_a:  # impossible mathematically (g < A); guard rounding
         return lower
     x = log_a + float(log1mexp(log_dp - log_a)) - log_b
+    if x < 1.0 and log_c is not None and math.isfinite(log_c):
+        if log_dp >= log_c:
+            x = 0.0
+        else:
+            x = math.log1p(math.exp(log_c + float(log1mexp(log_dp - log_c)) - log_b))
     return float(min(max(x, lower), upper))
 
 
@@ -299,8 +313,9 @@ def eps_for_log_delta(dist: LossDistribution, log_delta_prime: float) -> float:
         if dist.next_loss > 0.0:
             return math.nan  # the window was cut too early: caller must widen it
         return 0.0  # delta' >= d(0): already (0, delta')-DP
+    log_c = float(logsumexp(dist.log_weight[:j + 1] + log1mexp(-dist.loss[:j + 1])))
     return _solve_piece(float(log_a[j]), float(log_b[j]), float(nxt[j]), float(dist.loss[j]),
-                        log_delta_prime)
+                        log_delta_prime, log_c)
 
 
 # --------------------------------------------------------------------------- homogeneous API
