@@ -83,6 +83,9 @@ def test_scalar_grid_value_is_a_single_point_and_list_params():
     ({"k": [1.5]}, {}, "k", "cannot read 1.5 as int"),
     ({"weights": [[0.1, -1.0]]}, {}, "weights", "each element must be"),
     ({"eps": {"linspace": [0, 1]}}, {}, "eps", "exactly 3 arguments"),
+    ({"eps": [float("inf")]}, {}, "eps", "(0, inf)"),  # an open side admits finite values only
+    ({"eps": [float("nan")]}, {}, "eps", "(0, inf)"),
+    ({"k": [2**63]}, {}, "k", "outside the int64 range"),
 ])
 def test_bad_values_name_the_parameter_and_allowed_values(grid, params, param, fragment):
     with pytest.raises(ParamError) as info:

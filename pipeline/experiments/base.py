@@ -56,7 +56,8 @@ class Domain:
 
 @dataclass(frozen=True)
 class Interval(Domain):
-    """Real or integer interval; ``None`` means unbounded on that side."""
+    """Real or integer interval; ``None`` means unbounded on that side, over finite values
+    (write ``hi=math.inf`` to admit infinity itself)."""
 
     lo: float | None = None
     hi: float | None = None
@@ -69,6 +70,8 @@ class Interval(Domain):
         except (TypeError, ValueError, OverflowError):
             return False
         if math.isnan(v):
+            return False
+        if math.isinf(v) and (self.lo if v < 0 else self.hi) is None:
             return False
         if self.lo is not None and (v < self.lo or (v == self.lo and not self.lo_closed)):
             return False
