@@ -174,3 +174,25 @@ def test_long_cycles_by_transfer():
     # a long cycle looks like the middle of a long path (correlation length ~ 1/|ln tanh J|)
     mid = run(graph="path", n=501, J=0.4, eps=0.5, mechanism="noisy_sum", target="250")[0]
     assert r[0]["nu"] == pytest.approx(mid["nu"], rel=1e-8)
+
+
+@pytest.mark.parametrize("bad", [
+    dict(prior="parity", r=5, s=2, mechanism="worst_case", eps=3.0),   # HiGHS failed
+    dict(graph="complete", n=5, J=-0.4, h=0.2, mechanism="worst_case", eps=15.0),  # silently low
+])
+def test_lp_worst_case_beyond_its_eps_limit_raises_param_error(bad):
+    with pytest.raises(ParamError, match="eps"):
+        INFERENTIAL.resolve(**bad)
+    INFERENTIAL.resolve(**dict(bad, eps=2.5))
+    if bad.get("prior") != "parity":  # formula (6) / gauge need no LP: any eps
+        INFERENTIAL.resolve(**dict(bad, J=0.4))
+
+
+def test_lp_worst_case_exact_at_its_eps_limit():
+    """At eps = 2.5 the LP still gives M1's (r + 1) eps on the parity prior (App. A.1) and stays
+    above randomized response on an antiferromagnetic K_5."""
+    row = run(prior="parity", r=3, s=3, mechanism="worst_case", eps=2.5)[0]
+    assert row["method"] == "LP" and row["nu"] == pytest.approx(4 * 2.5, rel=1e-9)
+    lp = run(graph="complete", n=5, J=-0.4, h=0.2, mechanism="worst_case", eps=2.5)[0]
+    rr = run(graph="complete", n=5, J=-0.4, h=0.2, mechanism="randomized_response", eps=2.5)[0]
+    assert lp["method"] == "LP" and lp["nu"] >= rr["nu"] - 1e-9

@@ -83,8 +83,10 @@ def plan(p: dict) -> tuple[str, str]:
                                    f"limited to n = 1 + r*s <= {K.MAX_LP_NODES}")
         if mech == "randomized_response":
             _check_rr_cost(n, _target_count(p, n))
-        return "enumeration", ("LP" if mech == "worst_case" and prior == "parity" and p["s"] > 1
-                               else "enumeration")
+        if mech == "worst_case" and prior == "parity" and p["s"] > 1:
+            _check_lp_eps(p)
+            return "enumeration", "LP"
+        return "enumeration", "enumeration"
     J = coupling(p)
     affiliated = J >= 0
     nt = _target_count(p, n)
@@ -127,6 +129,7 @@ def plan(p: dict) -> tuple[str, str]:
         if n > K.MAX_LP_NODES:
             raise K.SizeLimitError(f"worst_case for J < 0 (not affiliated) needs the LP, limited to "
                                    f"n <= {K.MAX_LP_NODES} nodes (got {n}); J >= 0 uses formula (6)")
+        _check_lp_eps(p)
         return base, "LP"
     if mech == "randomized_response":
         if n <= K.MAX_ENUMERATION_NODES:
@@ -141,6 +144,14 @@ def plan(p: dict) -> tuple[str, str]:
                                f"to n^2 * (number of targets) <= {KNAPSACK_BUDGET} (got {n * n * nt}): "
                                "give a single target or a smaller tree")
     return base, base
+
+
+def _check_lp_eps(p: dict) -> None:
+    if p["eps"] > K.MAX_LP_EPS:
+        raise K.SizeLimitError(f"worst_case by the LP (prior not affiliated) needs eps <= {K.MAX_LP_EPS} "
+                               f"(got eps = {p['eps']}): beyond that HiGHS's tolerances fail on the "
+                               "e^eps-scaled DP rows; allowed: eps in (0, 2.5], or J >= 0 / a bipartite "
+                               "graph (formula (6), any eps)")
 
 
 def _check_rr_cost(n: int, nt: int) -> None:
@@ -355,7 +366,7 @@ INFERENTIAL = register(Experiment(
         "affiliated": pa.bool_(), "method": pa.string(),
     },
     checks=[PointCheck(("graph", "n", "rows", "cols", "branching", "depth", "degree", "radius",
-                        "prior", "J", "h", "copy_p", "r", "s", "mechanism", "target"), _size_check)],
+                        "prior", "J", "h", "copy_p", "r", "s", "mechanism", "target", "eps"), _size_check)],
     run=run_inferential,
 ))
 

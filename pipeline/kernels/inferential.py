@@ -34,6 +34,10 @@ from scipy.special import logsumexp
 
 MAX_ENUMERATION_NODES = 24
 MAX_LP_NODES = 12
+# The LP's rows p(x) - e^eps p(x') <= 0 and optimal p spanning e^{-n eps}..1 defeat HiGHS's
+# 1e-7 tolerances at larger eps: 'HiGHS failed' on parity (r, s) = (5, 2) from eps = 3, and a
+# silently wrong value (below randomized response's nu) on an antiferromagnetic K_5 at eps = 15.
+MAX_LP_EPS = 2.5
 MAX_GAMMA_DEFINITION_NODES = 20
 MAX_TRANSFER_WIDTH = 12
 _CHUNK = 1 << 17  # states per enumeration chunk: bits (chunk x 24 int8) + a few float64 vectors
@@ -376,6 +380,8 @@ def worst_case_lp(prior, target: int, eps: float, table: np.ndarray | None = Non
     n = prior.n
     if n > MAX_LP_NODES:
         raise SizeLimitError(f"the LP worst case is limited to n <= {MAX_LP_NODES} nodes (got {n})")
+    if eps > MAX_LP_EPS:
+        raise SizeLimitError(f"the LP worst case is limited to eps <= {MAX_LP_EPS} (got {eps})")
     lw = log_table(prior) if table is None else table
     N = 1 << n
     idx = np.arange(N, dtype=np.int64)
