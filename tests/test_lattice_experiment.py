@@ -75,9 +75,18 @@ def test_odd_lattice_has_null_dimers():
 
 
 def test_large_cylinder_and_free_use_sparse_path():
-    row = _run(base="hexagonal", insertions=0, L1=40, L2=40, boundary="free")
+    row = _run(base="hexagonal", insertions=0, L1=50, L2=50, boundary="free")  # 5,000 > 4,000
     assert row["energy"] is None and "sparse-lu" in row["method"]
     assert row["spanning_tree_entropy"] == pytest.approx(0.8076649, abs=0.05)
+
+
+def test_free_lattices_up_to_4000_vertices_get_dense_energy():
+    row = _run(base="hexagonal", insertions=0, L1=40, L2=40, boundary="free")  # 3,200 vertices
+    assert "dense-eigvalsh" in row["method"]
+    limit = LATTICE_LIMIT.run(LATTICE_LIMIT.resolve(base="hexagonal", insertions=0), 0)
+    limit = limit[0] if isinstance(limit, list) else limit
+    # the free boundary lowers the energy per vertex by O(1/L) towards the limit
+    assert 0 < limit["energy_per_vertex_limit"] - row["energy_per_vertex"] < 0.03
 
 
 @pytest.mark.parametrize("bad", [dict(base="kagome"), dict(boundary="mobius"),

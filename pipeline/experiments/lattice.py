@@ -22,7 +22,7 @@ from pipeline.kernels.lattices import (BASES, BOUNDARIES, MIN_CELLS, base_cell,
 # Declared size limits (vertices). See docs/lattice.md.
 TORUS_MAX_VERTICES = 20_000_000      # Fourier path: O(N c^2) time, chunked memory
 SPARSE_MAX_VERTICES = 1_000_000      # cylinder/free: sparse LU for ln tau
-DENSE_MAX_VERTICES = 1_000           # free: dense eigvalsh -> energy, Kirchhoff index
+DENSE_MAX_VERTICES = 4_000           # free: dense eigvalsh -> energy, Kirchhoff index (~2 s, 128 MB)
 CYLINDER_FOURIER_MAX_BLOCK = 1_200   # cylinder: 1-D Fourier blocks of size L2 * c at most ...
 CYLINDER_FOURIER_MAX_WORK = 2e9      # ... and L1 * (L2 c)^3 / 2 at most
 EIGSH_MAX_VERTICES = 200_000         # cylinder/free: shift-invert Lanczos for mu_2
