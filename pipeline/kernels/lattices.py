@@ -159,6 +159,24 @@ def boundary_edge_count(base: str, insertions: int, L1: int, L2: int, boundary: 
     return total
 
 
+def _bond_copies(cell: PeriodicCell, L1: int, L2: int, boundary: str):
+    """For each bond (u, v, d1, d2) of the cell: the endpoints (a, b) of its copies in the
+    L1 x L2 lattice (vertex ``(i * L2 + j) * c + u``), seam copies dropped for open sides."""
+    c = cell.size
+    i, j = np.meshgrid(np.arange(L1), np.arange(L2), indexing="ij")
+    i, j = i.ravel(), j.ravel()
+    for u, v, d1, d2 in cell.edges.tolist():
+        ti, tj = i + d1, j + d2
+        keep = np.ones(i.size, dtype=bool)
+        if boundary == "free":
+            keep &= (ti >= 0) & (ti < L1)
+        if boundary in ("cylinder", "free"):
+            keep &= (tj >= 0) & (tj < L2)
+        a = (i[keep] * L2 + j[keep]) * c + u
+        b = ((ti[keep] % L1) * L2 + tj[keep] % L2) * c + v
+        yield a, b, (u, v, d1, d2)
+
+
 def lattice_graph(cell: PeriodicCell, L1: int, L2: int, boundary: str = "torus") -> Graph:
     """The finite lattice on L1 x L2 cells (numbering ``(i * L2 + j) * c + u``).
 
@@ -168,19 +186,10 @@ def lattice_graph(cell: PeriodicCell, L1: int, L2: int, boundary: str = "torus")
     if boundary not in BOUNDARIES:
         raise ValueError(f"unknown boundary {boundary!r}; expected one of {BOUNDARIES}")
     c = cell.size
-    i, j = np.meshgrid(np.arange(L1), np.arange(L2), indexing="ij")
-    i, j = i.ravel(), j.ravel()
     src, dst = [], []
-    for u, v, d1, d2 in cell.edges.tolist():
-        ti, tj = i + d1, j + d2
-        keep = np.ones(i.size, dtype=bool)
-        if boundary == "free":
-            keep &= (ti >= 0) & (ti < L1)
-        if boundary in ("cylinder", "free"):
-            keep &= (tj >= 0) & (tj < L2)
-        ti, tj = ti % L1, tj % L2
-        src.append((i[keep] * L2 + j[keep]) * c + u)
-        dst.append((ti[keep] * L2 + tj[keep]) * c + v)
+    for a, b, _ in _bond_copies(cell, L1, L2, boundary):
+        src.append(a)
+        dst.append(b)
     s, t = np.concatenate(src), np.concatenate(dst)
     n = L1 * L2 * c
     if np.any(s == t):
@@ -204,18 +213,8 @@ def lattice_rotation(cell: PeriodicCell, L1: int, L2: int, boundary: str) -> lis
     if cell.positions is None:
         raise ValueError(f"{cell.name} has no planar drawing")
     c = cell.size
-    i, j = np.meshgrid(np.arange(L1), np.arange(L2), indexing="ij")
-    i, j = i.ravel(), j.ravel()
     src, dst, ang = [], [], []
-    for u, v, d1, d2 in cell.edges.tolist():
-        ti, tj = i + d1, j + d2
-        keep = np.ones(i.size, dtype=bool)
-        if boundary == "free":
-            keep &= (ti >= 0) & (ti < L1)
-        if boundary in ("cylinder", "free"):
-            keep &= (tj >= 0) & (tj < L2)
-        a = (i[keep] * L2 + j[keep]) * c + u
-        b = ((ti[keep] % L1) * L2 + tj[keep] % L2) * c + v
+    for a, b, (u, v, d1, d2) in _bond_copies(cell, L1, L2, boundary):
         vec = cell.positions[v] + d1 * cell.basis[0] + d2 * cell.basis[1] - cell.positions[u]
         fwd, back = np.arctan2(vec[1], vec[0]), np.arctan2(-vec[1], -vec[0])
         src += [a, b]
