@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -224,6 +225,10 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
     cursor = 0
     in_flight: dict = {}
     lost_attempts: dict[int, int] = {}  # grid index -> times lost alone with a dead worker
+    # Single points lost with a worker are retried one at a time: retried together, a point
+    # that kills its worker would take the innocent ones queued beside it down every time.
+    suspects: deque = deque()
+    suspect_key = None
     queue = as_completed()
 
     def next_size(threads: int) -> int:
@@ -241,16 +246,19 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
         largest = max(largest, size)
         return size
 
-    def submit(chunk) -> None:
+    def submit(chunk) -> str:
         # The grid pickles to its small spec; workers rebuild it once and cache it.
         # No Dask retries: run_batch turns every task exception into a row, so a Dask-level
         # failure is a dead worker, which the scheduler already retries (allowed-failures).
         fut = client.submit(run_batch, grid, chunk, pure=False)
         in_flight[fut.key] = chunk
         queue.add(fut)
+        return fut.key
 
     def submit_more() -> None:
-        nonlocal cursor
+        nonlocal cursor, suspect_key
+        if suspect_key is None and suspects:
+            suspect_key = submit(suspects.popleft())
         threads = _total_threads(client)
         while cursor < todo and len(in_flight) < 2 * threads + 2:
             size = next_size(threads)
@@ -261,6 +269,8 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
     submit_more()
     for fut in queue:
         chunk = in_flight.pop(fut.key)
+        if fut.key == suspect_key:
+            suspect_key = None
         if fut.status == "finished":
             table, seconds = fut.result()
             sample = seconds / len(chunk)
@@ -273,6 +283,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
             half = len(chunk) // 2
             submit(chunk[:half])
             submit(chunk[half:])
+            submit_more()
             continue
         else:
             index = int(chunk[0])
@@ -280,7 +291,8 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
             if lost_attempts[index] < LOST_ATTEMPTS:
                 # Tasks merely queued on a dying worker die with it: give the point another go
                 fut.release()
-                submit(chunk)
+                suspects.append(chunk)
+                submit_more()
                 continue
             error = (f"lost on the cluster {LOST_ATTEMPTS} times: "
                      f"{type(fut.exception()).__name__}: {fut.exception()}")
