@@ -190,7 +190,7 @@ def test_external_scheduler_and_a_worker_killed_mid_run(tmp_path, external_clust
     address, workers = external_cluster
     args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
             f"results_dir={tmp_path}", "cluster=address", f"cluster.address={address}",
-            "grid.x={range:[0,400]}", "params.work_us=10000", "batch_size=10", "progress=false"]
+            "grid.x={range:[0,400]}", "params.work_us=20000", "batch_size=10", "progress=false"]
     driver = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     deadline = time.time() + 120
