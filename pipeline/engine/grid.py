@@ -191,18 +191,22 @@ class Grid:
 
         axes: list[Axis] = []
         seen: set[str] = set()
+
+        def claim(key: str, raw: Any, twice: str):
+            """A grid key: declared, used once; returns its Param and raw values."""
+            check_known(key)
+            if key in seen:
+                raise ParamError(self.name, key, twice)
+            seen.add(key)
+            p = declared[key]
+            return p, expand_value(raw, key, self.name, p.type in ("int_list", "float_list"))
         self.duplicates_dropped: dict[str, int] = {}
         for group in zip_groups:
             if not isinstance(group, Mapping) or not group:
                 raise ParamError(self.name, "zip", "each zip group maps parameters to lists")
             columns = []
             for key, raw in group.items():
-                check_known(key)
-                if key in seen:
-                    raise ParamError(self.name, key, "appears twice in the grid")
-                seen.add(key)
-                p = declared[key]
-                vals = expand_value(raw, key, self.name, p.type in ("int_list", "float_list"))
+                p, vals = claim(key, raw, "appears twice in the grid")
                 columns.append([p.coerce(_python_scalar(v), self.name) for v in vals])
             lengths = {len(c) for c in columns}
             if len(lengths) != 1:
@@ -214,12 +218,7 @@ class Grid:
                 self.duplicates_dropped[" & ".join(group)] = dropped
             axes.append(Axis(tuple(group), rows, single=False))
         for key, raw in grid.items():
-            check_known(key)
-            if key in seen:
-                raise ParamError(self.name, key, "appears both in a zip group and in the grid")
-            seen.add(key)
-            p = declared[key]
-            vals = expand_value(raw, key, self.name, p.type in ("int_list", "float_list"))
+            p, vals = claim(key, raw, "appears both in a zip group and in the grid")
             if len(vals) == 0:
                 raise ParamError(self.name, key, "empty list of values")
             typed, dropped = _coerce_axis(p, vals, self.name)
