@@ -167,30 +167,6 @@ def test_bad_values_raise(name, params):
     assert any(p in str(info.value) for p in params)  # the message names the parameter
 
 
-def test_default_configs_resolve():
-    """Every point of the shipped default grids is valid (no ParamError)."""
-    import itertools
-
-    import yaml
-
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1] / "conf" / "experiment"
-    for name in ("composition", "composition_delta", "composition_region", "composition_hetero"):
-        cfg = yaml.safe_load((root / f"{name}.yaml").read_text())
-        axes = {}
-        for key, spec in cfg["grid"].items():
-            if isinstance(spec, dict) and "logspace" in spec:
-                axes[key] = list(10 ** np.linspace(*spec["logspace"]))
-            elif isinstance(spec, dict) and "range" in spec:
-                axes[key] = list(range(*spec["range"]))
-            else:
-                axes[key] = spec
-        exp = get_experiment(name)
-        for combo in itertools.product(*axes.values()):
-            exp.resolve({**(cfg.get("params") or {}), **dict(zip(axes, combo))})
-
-
 def test_reports_write_figures_and_tables(tmp_path):
     import pandas as pd
 

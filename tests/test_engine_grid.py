@@ -154,3 +154,37 @@ def test_cli_grid_overrides_replace_and_add():
     assert conf == {"grid": {"eps": [0.1, 0.5], "k": {"range": [1, 4]}}, "params": {"n": 9}}
     with pytest.raises(ConfigError, match="as a list"):
         split_node_overrides(["grid.eps=0.1,0.5"])
+
+
+def test_every_shipped_experiment_config_is_a_valid_grid():
+    """Each conf/experiment/NAME.yaml names a registered experiment and expands, through the
+    engine's own Grid, into typed points that pass every declared limit."""
+    from pathlib import Path
+
+    import yaml
+
+    from pipeline.experiments.base import registry
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "experiment"
+    experiments = registry()
+    names = sorted(p.stem for p in conf.glob("*.yaml"))
+    assert set(names) == set(experiments)  # no config without experiment, and vice versa
+    for name in names:
+        cfg = yaml.safe_load((conf / f"{name}.yaml").read_text()) or {}
+        grid = Grid(experiments[name], cfg.get("grid") or {}, cfg.get("params") or {})
+        assert 1 <= grid.total <= 100_000, (name, grid.total)  # a default sweep, not a night
+        for i in grid.sample_indices(3):
+            point = grid.point(i)
+            assert set(point) == {p.name for p in experiments[name].params}
+            assert experiments[name].resolve(point) == point  # typed, in domain, within limits
+
+
+def test_optional_parameter_accepts_null_and_values():
+    exp = Experiment("opt", 1, [Param("t", float, None, Interval(0, 1)), Param("k", int, 1)],
+                     {"out": pa.float64()}, lambda p, s: {})
+    assert Grid(exp, {}, {"t": None}).point(0)["t"] is None
+    assert Grid(exp, {"t": [None, 0.5]}, {}).total == 2
+    with pytest.raises(ParamError, match="allowed: a value in"):
+        Grid(exp, {"t": [2.0]}, {})
+    with pytest.raises(ParamError, match="cannot read None as int"):
+        Grid(exp, {}, {"k": None})  # a parameter with a real default stays required-typed

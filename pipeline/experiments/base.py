@@ -149,6 +149,8 @@ class Param:
 
     def coerce(self, value: Any, experiment: str = "?") -> Any:
         """Return ``value`` as this parameter's Python type, or raise :class:`ParamError`."""
+        if value is None and self.default is None:
+            return None  # an optional parameter left unset (YAML/CLI ``null``)
         try:
             if self.type in ("int_list", "float_list"):
                 if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
