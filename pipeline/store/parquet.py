@@ -53,15 +53,22 @@ def new_run_id() -> str:
 class PartWriter:
     """Writes result tables as numbered part files, each atomically (temp file + rename)."""
 
-    def __init__(self, path: str | os.PathLike, run_id: str):
+    def __init__(self, path: str | os.PathLike, run_id: str, stamp: dict | None = None):
         self.path = Path(path)
         self.run_id = run_id
         self.seq = 0
         self.rows = 0
+        # Constant columns added to every row written (name -> (value, Arrow type)), e.g.
+        # provenance known only to the driver.
+        self.stamp = dict(stamp or {})
 
     def write(self, table: pa.Table) -> Path | None:
         if table.num_rows == 0:
             return None
+        for name, (value, typ) in self.stamp.items():
+            if name not in table.column_names:
+                table = table.append_column(pa.field(name, typ),
+                                            pa.array([value] * table.num_rows, typ))
         self.path.mkdir(parents=True, exist_ok=True)
         final = self.path / f"part-{self.run_id}-{self.seq:06d}.parquet"
         tmp = self.path / f".{final.name}.tmp"
