@@ -1,4 +1,4 @@
-"""``python -m pipeline list`` and ``python -m pipeline describe NAME``: what can be swept."""
+"""``python -m pipeline COMMAND``: the command-line tools beside ``run.py`` (list, describe, ...)."""
 
 from __future__ import annotations
 
@@ -31,26 +31,57 @@ def describe(name: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
+def _list(argv: list[str]) -> int:
     from pipeline.experiments import BROKEN
 
-    if not argv or argv[0] not in ("list", "describe") or (argv[0] == "describe" and len(argv) != 2):
-        print("usage: python -m pipeline list | describe NAME", file=sys.stderr)
+    if argv:
+        print("usage: python -m pipeline list", file=sys.stderr)
         return 2
     experiments = registry()
-    if argv[0] == "list":
-        width = max(map(len, experiments))
-        for name, exp in sorted(experiments.items()):
-            print(f"{name:<{width}}  {_first_line(exp.doc)}")
-        for module, error in BROKEN.items():
-            print(f"(module {module} failed to import: {error})", file=sys.stderr)
-        return 0
-    if argv[1] not in experiments:
-        print(f"unknown experiment '{argv[1]}'; available: {', '.join(sorted(experiments))}",
+    width = max(map(len, experiments))
+    for name, exp in sorted(experiments.items()):
+        print(f"{name:<{width}}  {_first_line(exp.doc)}")
+    for module, error in BROKEN.items():
+        print(f"(module {module} failed to import: {error})", file=sys.stderr)
+    return 0
+
+
+def _describe(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m pipeline describe NAME", file=sys.stderr)
+        return 2
+    experiments = registry()
+    if argv[0] not in experiments:
+        print(f"unknown experiment '{argv[0]}'; available: {', '.join(sorted(experiments))}",
               file=sys.stderr)
         return 2
-    print(describe(argv[1]))
+    print(describe(argv[0]))
     return 0
+
+
+# command name -> (one-line help, "module:function" taking argv and returning the exit code).
+# A new command is a module of its own, registered here with one line.
+COMMANDS = {
+    "list": ("list the experiments", "pipeline.__main__:_list"),
+    "describe": ("parameters and columns of one experiment", "pipeline.__main__:_describe"),
+}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: python -m pipeline COMMAND [ARGS]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_}" for name, (help_, _) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    import importlib
+
+    if not argv or argv[0] not in COMMANDS:
+        print(_usage(), file=sys.stderr)
+        return 2
+    module, func = COMMANDS[argv[0]][1].split(":")
+    return getattr(importlib.import_module(module), func)(argv[1:])
 
 
 if __name__ == "__main__":

@@ -50,6 +50,23 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
 
+def write_part_file(folder: str | os.PathLike, name: str, table: pa.Table) -> Path:
+    """Write ``table`` as ``folder/name`` atomically: a hidden temp file, fsync, then rename.
+
+    Every part file of the store is written through here (sweeps and compaction alike), so
+    whatever the store records about a part (checksums, indexes) is recorded in one place.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / name
+    tmp = folder / f".{name}.tmp"
+    pq.write_table(table, tmp, compression="zstd")
+    with open(tmp, "rb+") as fh:  # make the bytes durable before the rename publishes them
+        os.fsync(fh.fileno())
+    os.replace(tmp, final)
+    return final
+
+
 class PartWriter:
     """Writes result tables as numbered part files, each atomically (temp file + rename)."""
 
@@ -69,13 +86,7 @@ class PartWriter:
             if name not in table.column_names:
                 table = table.append_column(pa.field(name, typ),
                                             pa.array([value] * table.num_rows, typ))
-        self.path.mkdir(parents=True, exist_ok=True)
-        final = self.path / f"part-{self.run_id}-{self.seq:06d}.parquet"
-        tmp = self.path / f".{final.name}.tmp"
-        pq.write_table(table, tmp, compression="zstd")
-        with open(tmp, "rb+") as fh:  # make the bytes durable before the rename publishes them
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
+        final = write_part_file(self.path, f"part-{self.run_id}-{self.seq:06d}.parquet", table)
         self.seq += 1
         self.rows += table.num_rows
         return final
