@@ -1,8 +1,9 @@
 """``python run.py report=true experiment=NAME``: stored results into paper-ready files.
 
 Writes ``results_dir/NAME/_report/``: every table a family's report functions produce (CSV,
-Markdown, LaTeX booktabs), every figure (PNG, PDF), a status table and ``index.md`` with the
-run manifest. The folder starts with ``_`` so that ``pandas.read_parquet(results_dir/NAME)``
+Markdown, LaTeX with booktabs and siunitx), every figure (PNG, PDF, SVG), a status table,
+``index.md`` with the run manifest, and ``index.html`` (static: figures, tables, selection,
+provenance, errata). The folder starts with ``_`` so that ``pandas.read_parquet(results_dir/NAME)``
 keeps reading only the result parts.
 """
 
@@ -17,13 +18,18 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.report.core import ReportWriter, reports
+from pipeline.report.html import write_html
 from pipeline.store.parquet import REPORT_DIR, experiment_dir, load, read_manifest
 
 EXIT_OK, EXIT_REPORT_FAILED, EXIT_NO_RESULTS = 0, 1, 2
 
 
-def build_report(results_dir, name: str, stream=None) -> int:
-    """Write the report of one experiment; returns an exit code."""
+def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_digits: int = 6,
+                 selection: dict | None = None) -> int:
+    """Write the report of one experiment; returns an exit code.
+
+    ``style`` is ``report_style`` (paper|slides), ``sig_digits`` ``report_sig_digits``;
+    ``selection`` (any JSON-able dict: what the report covers) is shown in ``index.html``."""
     stream = stream or sys.stdout
     path = experiment_dir(results_dir, name)
     try:
@@ -36,13 +42,15 @@ def build_report(results_dir, name: str, stream=None) -> int:
     outdir = path / REPORT_DIR
     if outdir.exists():
         shutil.rmtree(outdir)  # a report is derived data: rebuild it whole
-    out = ReportWriter(outdir, results_dir=results_dir)
+    out = ReportWriter(outdir, results_dir=results_dir, style=style, sig_digits=sig_digits,
+                       experiment=name)
     problems = []
     _status_table(df, out)
     functions = reports(name)
     for fn in functions:
         try:
-            fn(df, out)
+            with out.style_context():
+                fn(df, out)
         except Exception as exc:  # one broken figure must not cost the rest of the report
             problems.append((fn.__name__, "".join(traceback.format_exception_only(type(exc), exc))
                              .strip()))
@@ -50,7 +58,8 @@ def build_report(results_dir, name: str, stream=None) -> int:
         _generic_summary(df, out)
     older = sorted(set(everything["experiment_version"]) - set(df["experiment_version"]))
     _write_index(path, name, df, out, problems, older_versions=older)
-    print(f"report: {outdir / 'index.md'} ({sum(e['kind'] == 'table' for e in out.entries)} "
+    write_html(path, name, df, out, problems, older_versions=older, selection=selection)
+    print(f"report: {outdir / 'index.html'} ({sum(e['kind'] == 'table' for e in out.entries)} "
           f"tables, {sum(e['kind'] == 'figure' for e in out.entries)} figures)", file=stream)
     for fn_name, error in problems:
         print(f"report function {fn_name} failed: {error}", file=sys.stderr)
@@ -115,7 +124,8 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
         lines += ["", "## Figures", ""]
         for e in figures:
             lines += [f"### {e['name']}", "", e["caption"], "", f"![{e['name']}]({e['files'][0]})",
-                      "", f"PDF: [{e['files'][1]}]({e['files'][1]})", ""]
+                      "", "Also: " + ", ".join(f"[{f.rsplit('.', 1)[1].upper()}]({f})"
+                                              for f in e["files"][1:]), ""]
     lines += ["", "## Runs (from the manifest)", ""]
     if not runs:
         lines.append("No manifest: these results were not written by `run.py`.")

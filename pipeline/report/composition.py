@@ -6,12 +6,13 @@ import numpy as np
 import pandas as pd
 
 from pipeline.report.core import ok_rows, report_for
+from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outside
 
-_METHODS = [  # column, label, style
-    ("eps_optimal", "optimal (Thm 3.3, exact)", dict(color="black", lw=2.2)),
-    ("eps_kov_bound", "KOV bound (Thm 3.4)", dict(color="tab:blue", ls="--", lw=1.8)),
-    ("eps_drv", "DRV advanced composition", dict(color="tab:red", ls="-.", lw=1.8)),
-    ("eps_basic", r"basic ($k\varepsilon$)", dict(color="tab:gray", ls=":", lw=1.8)),
+_METHODS = [  # column, label (the curve style follows the order)
+    ("eps_optimal", "optimal (Thm 3.3, exact)"),
+    ("eps_kov_bound", "KOV bound (Thm 3.4)"),
+    ("eps_drv", "DRV advanced composition"),
+    ("eps_basic", r"basic ($k\varepsilon$)"),
 ]
 
 
@@ -43,9 +44,10 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
 
     # main figure: one (eps, delta_target) slice, as the issue asks
     sl = ok[(ok["eps"] == main) & (ok["delta_target"] == dt)].sort_values("k")
-    fig, ax = out.new_figure()
+    fig, ax = out.new_figure(aspect=0.8)
     _plot_methods(ax, sl)
     ax.set_title(rf"$\varepsilon={_tex(main)}$, $\delta={_tex(delta)}$, $\tilde\delta={_tex(dt)}$")
+    legend_outside(fig, ncols=2)
     out.figure("eps_vs_k", fig, caption=f"Total epsilon against the number of compositions k "
                f"(eps={main:.3g}, delta={delta:.3g}, delta_target={dt:.3g}); log axes.")
     cols = ["k", "eps_optimal", "eps_kov_bound", "eps_drv", "eps_basic"]
@@ -54,10 +56,11 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
 
     # companion: the same at a few eps values side by side
     if len(panels) > 1:
-        fig, axes = out.new_figure(width=4.6, height=4.0, ncols=len(panels))
+        fig, axes = out.new_figure(ncols=len(panels), aspect=0.9)
         for ax, e in zip(np.ravel(axes), panels):
             _plot_methods(ax, ok[(ok["eps"] == e) & (ok["delta_target"] == dt)].sort_values("k"))
             ax.set_title(rf"$\varepsilon={_tex(e)}$, $\tilde\delta={_tex(dt)}$")
+        legend_outside(fig)
         out.figure("eps_vs_k_panels", fig, caption="eps~ against k for several per-step eps (log axes).")
 
     # how much the exact answer saves over each bound, over the whole sweep
@@ -77,15 +80,14 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
 
 
 def _plot_methods(ax, sl: pd.DataFrame) -> None:
-    for col, label, style in _METHODS:
+    for i, (col, label) in enumerate(_METHODS):
         y = sl[col].to_numpy(dtype=float)
         keep = np.isfinite(y) & (y > 0)
-        ax.plot(sl["k"].to_numpy()[keep], y[keep], label=label, **style)
+        ax.plot(sl["k"].to_numpy()[keep], y[keep], label=label, **curve_style(i))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("number of compositions $k$")
     ax.set_ylabel(r"total privacy $\tilde\varepsilon$")
-    ax.legend(fontsize=8, loc="upper left")
 
 
 @report_for("composition_region")
@@ -96,10 +98,10 @@ def privacy_region(df: pd.DataFrame, out) -> None:
     eps = _nearest(ok["eps"], 0.4)
     ok = ok[ok["eps"] == eps]
     deltas = sorted(ok["delta"].unique())
-    fig, axes = out.new_figure(width=4.4, height=4.4, ncols=len(deltas))
+    ks = sorted(ok["k"].unique())[:MAX_CURVES]  # more regions would hide each other
+    fig, axes = out.new_figure(ncols=len(deltas), aspect=1.0,
+                               span="single" if len(deltas) == 1 else "double")
     axes = np.ravel(axes)
-    ks = sorted(ok["k"].unique())
-    cmap = __import__("matplotlib").colormaps["tab10"]
     for ax, delta in zip(axes, deltas):
         for n, k in enumerate(ks):
             v = ok[(ok["delta"] == delta) & (ok["k"] == k) & (ok["kind"] == "vertex")].sort_values("i")
@@ -107,17 +109,19 @@ def privacy_region(df: pd.DataFrame, out) -> None:
             # lower boundary, then its point reflection (the region is centrally symmetric)
             x = np.concatenate([md, 1 - md])
             y = np.concatenate([fa, 1 - fa])
-            color = cmap(n % 10)
-            ax.fill(x, y, facecolor=color, alpha=0.08, edgecolor="none")
-            ax.plot(np.append(x, x[0]), np.append(y, y[0]), color=color, lw=1.6, label=f"k = {k}")
-        ax.plot([0, 1], [1, 0], color="gray", lw=0.6)
+            style = curve_style(n)
+            ax.fill(x, y, facecolor=style["color"], alpha=0.06, edgecolor="none")
+            ax.plot(np.append(x, x[0]), np.append(y, y[0]), color=style["color"],
+                    linestyle=style["linestyle"], marker=style["marker"], markevery=4,
+                    label=f"$k = {k}$")
+        ax.plot([0, 1], [1, 0], color="gray", lw=0.6, marker="")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_aspect("equal")
         ax.set_xlabel(r"$P_{\mathrm{MD}}$ (missed detection)")
         ax.set_ylabel(r"$P_{\mathrm{FA}}$ (false alarm)")
         ax.set_title(rf"$\varepsilon={eps:.3g}$, $\delta={delta:.3g}$")
-        ax.legend(fontsize=8, loc="upper right")
+    legend_outside(fig)
     out.figure("privacy_region", fig, caption=f"Privacy region of the k-fold composition "
                f"(eps={eps:.3g}), seed 001 Figure 2: larger regions are less private.")
     lines = ok[ok["kind"] == "line"].sort_values(["delta", "k", "i"])
@@ -131,20 +135,27 @@ def delta_against_eps_total(df: pd.DataFrame, out) -> None:
     if ok.empty:
         return
     epss = sorted(ok["eps"].unique())
-    fig, axes = out.new_figure(width=4.4, height=4.0, ncols=len(epss))
+    ks = sorted(ok["k"].unique())
+    for part, ks_part in enumerate(chunks(ks)):
+        _delta_panels(ok, epss, ks_part, out, "delta_vs_eps_total" + (f"_{part + 1}" if part else ""))
+
+
+def _delta_panels(ok, epss, ks, out, name) -> None:
+    fig, axes = out.new_figure(ncols=len(epss), aspect=0.9)
     for ax, e in zip(np.ravel(axes), epss):
-        for k in sorted(ok["k"].unique()):
+        for i, k in enumerate(ks):
             sl = ok[(ok["eps"] == e) & (ok["k"] == k)].sort_values("eps_total")
             y = sl["log_delta_optimal"].to_numpy(float) / np.log(10)
             keep = np.isfinite(y)
-            ax.plot(sl["eps_total"].to_numpy(float)[keep], y[keep], marker=".", label=f"k = {k}")
+            ax.plot(sl["eps_total"].to_numpy(float)[keep], y[keep], label=f"$k = {k}$",
+                    markevery=3, **curve_style(i))
         ax.set_xscale("log")
         ax.set_ylim(bottom=max(ax.get_ylim()[0], -16.5), top=0.5)  # the practically relevant deltas
         ax.set_xlabel(r"total $\tilde\varepsilon$")
         ax.set_ylabel(r"$\log_{10}\,\delta_{\mathrm{optimal}}$")
         ax.set_title(rf"$\varepsilon={_tex(e)}$")
-        ax.legend(fontsize=8)
-    out.figure("delta_vs_eps_total", fig, caption="Optimal total delta for a given total epsilon.")
+    legend_outside(fig)
+    out.figure(name, fig, caption="Optimal total delta for a given total epsilon.")
 
 
 @report_for("composition_hetero")

@@ -45,15 +45,25 @@ def reports(experiment_name: str) -> list[Callable]:
 
 
 class ReportWriter:
-    """Writes tables (CSV, Markdown, LaTeX booktabs) and figures (PNG, PDF) into one folder,
-    and remembers them for ``index.md``."""
+    """Writes tables (CSV, Markdown, LaTeX) and figures (PNG, PDF, SVG) into one folder, and
+    remembers them for ``index.md`` and ``index.html``.
 
-    def __init__(self, outdir, results_dir=None):
+    ``style`` is ``report_style`` (:mod:`pipeline.report.style`); ``sig_digits`` the significant
+    digits of floats in the LaTeX, Markdown and HTML tables (the CSV keeps full precision);
+    ``experiment`` names the experiment whose column declarations give the table headers."""
+
+    def __init__(self, outdir, results_dir=None, style: str = "paper", sig_digits: int = 6,
+                 experiment: str | None = None):
         from pathlib import Path
+
+        from pipeline.report.style import check_style
 
         self.outdir = Path(outdir)
         self.outdir.mkdir(parents=True, exist_ok=True)
         self.results_dir = results_dir
+        self.style = check_style(style)
+        self.sig_digits = check_sig_digits(sig_digits)
+        self.experiment = experiment
         self.entries: list[dict] = []
 
     def load(self, experiment_name: str, status: str | None = "ok"):
@@ -68,34 +78,58 @@ class ReportWriter:
         except FileNotFoundError:
             return None
 
-    def table(self, name: str, df, caption: str = "", float_format: str = "%.12g") -> None:
-        df.to_csv(self.outdir / f"{name}.csv", index=False, float_format=float_format)
-        (self.outdir / f"{name}.md").write_text(_markdown(df, float_format) + "\n")
-        latex = _latex(df, caption, name, float_format)
-        (self.outdir / f"{name}.tex").write_text(latex)
-        self.entries.append({"kind": "table", "name": name, "caption": caption,
-                             "files": [f"{name}.csv", f"{name}.md", f"{name}.tex"], "rows": len(df)})
-
-    @staticmethod
-    def new_figure(width: float = 6.0, height: float = 4.0, ncols: int = 1, nrows: int = 1):
+    def style_context(self):
+        """The figure style's matplotlib settings, for the span of a report function (so
+        lines, legends and texts made after :meth:`new_figure` follow it too)."""
         import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from pipeline.report.style import rc_params
 
-        with plt.rc_context({"font.size": 11, "axes.grid": True, "grid.alpha": 0.3}):
-            return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), dpi=150,
-                                squeeze=(nrows == 1 and ncols == 1))
+        return matplotlib.rc_context(rc_params(self.style))
+
+    def table(self, name: str, df, caption: str = "", float_format: str = "%.12g",
+              sig_digits: int | None = None) -> None:
+        """CSV (``float_format``, full precision by default), Markdown, and a LaTeX table
+        (booktabs, siunitx ``S`` columns) with ``sig_digits`` (default: the report's setting)
+        significant digits."""
+        digits = check_sig_digits(sig_digits or self.sig_digits)
+        df.to_csv(self.outdir / f"{name}.csv", index=False, float_format=float_format)
+        (self.outdir / f"{name}.md").write_text(_markdown(df, float_format) + "\n")
+        latex = latex_table(df, caption, name, digits, self.experiment)
+        (self.outdir / f"{name}.tex").write_text(latex)
+        self.entries.append({"kind": "table", "name": name, "caption": caption,
+                             "files": [f"{name}.csv", f"{name}.md", f"{name}.tex"], "rows": len(df),
+                             "frame": df, "sig_digits": digits})
+
+    def new_figure(self, nrows: int = 1, ncols: int = 1, span: str | None = None,
+                   aspect: float | None = None, sharex: bool = False, sharey: bool = False):
+        """A figure at print size in the report's style (:func:`pipeline.report.style.new_figure`:
+        ``span`` single = 3.4 in, double = 7 in)."""
+        from pipeline.report.style import new_figure
+
+        return new_figure(self.style, nrows=nrows, ncols=ncols, span=span, aspect=aspect,
+                          sharex=sharex, sharey=sharey)
+
+    def small_multiples(self, n_panels: int, max_cols: int = 3, aspect: float = 0.8,
+                        sharex: bool = False, sharey: bool = False):
+        from pipeline.report.style import small_multiples
+
+        return small_multiples(self.style, n_panels, max_cols=max_cols, aspect=aspect,
+                               sharex=sharex, sharey=sharey)
 
     def figure(self, name: str, fig, caption: str = "") -> None:
-        import matplotlib.pyplot as plt
+        """PNG, PDF (Type 42 fonts) and SVG through :func:`pipeline.report.style.save_figure`,
+        which refuses unlabelled axes."""
+        from pipeline.report.style import save_figure
 
-        fig.tight_layout()
-        fig.savefig(self.outdir / f"{name}.png", dpi=150)
-        fig.savefig(self.outdir / f"{name}.pdf")
-        plt.close(fig)
-        self.entries.append({"kind": "figure", "name": name, "caption": caption,
-                             "files": [f"{name}.png", f"{name}.pdf"]})
+        files = save_figure(fig, self.outdir, name, self.style)
+        self.entries.append({"kind": "figure", "name": name, "caption": caption, "files": files})
+
+
+def check_sig_digits(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 17:
+        raise ValueError(f"report_sig_digits must be an integer from 1 to 17, got {value!r}")
+    return value
 
 
 def _fmt(value, float_format: str) -> str:
@@ -119,21 +153,178 @@ def _markdown(df, float_format: str) -> str:
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#",
                   "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}"}
+# symbols that pdflatex cannot take as UTF-8 text: typeset in math mode
+_LATEX_UNICODE = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "Γ": r"\Gamma", "δ": r"\delta",
+                  "Δ": r"\Delta", "ε": r"\varepsilon", "ζ": r"\zeta", "η": r"\eta",
+                  "θ": r"\theta", "ι": r"\iota", "κ": r"\kappa", "λ": r"\lambda",
+                  "μ": r"\mu", "ν": r"\nu", "ξ": r"\xi", "π": r"\pi", "ρ": r"\rho",
+                  "σ": r"\sigma", "τ": r"\tau", "φ": r"\varphi", "Φ": r"\Phi", "χ": r"\chi",
+                  "ψ": r"\psi", "ω": r"\omega", "Ω": r"\Omega", "≤": r"\le", "≥": r"\ge",
+                  "≈": r"\approx", "≠": r"\ne", "×": r"\times", "·": r"\cdot", "−": "-",
+                  "→": r"\to", "∞": r"\infty", "√": r"\surd", "±": r"\pm", "½": r"\frac12",
+                  "¹": "^1", "²": "^2", "³": "^3", "⁴": "^4", "ᵏ": "^k", "′": "'",
+                  "∑": r"\sum", "∏": r"\prod", "∈": r"\in", "⌊": r"\lfloor", "⌋": r"\rfloor"}
+_LATEX_TEXT_UNICODE = {"—": "---", "–": "--", "…": r"\dots{}", "‘": "`", "’": "'", "“": "``",
+                       "”": "''", "\u00a0": "~"}
 
 
 def _latex_escape(text: str) -> str:
-    """Escape LaTeX specials in one pass (so an inserted brace is never escaped again)."""
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    """Escape LaTeX specials in one pass (so an inserted brace is never escaped again); Greek
+    letters and maths symbols become math (pdflatex has no glyphs for them as text)."""
+    out = []
+    for ch in text:
+        if ch in _LATEX_SPECIAL:
+            out.append(_LATEX_SPECIAL[ch])
+        elif ch in _LATEX_UNICODE:
+            out.append(f"${_LATEX_UNICODE[ch]}$")
+        elif ch in _LATEX_TEXT_UNICODE:
+            out.append(_LATEX_TEXT_UNICODE[ch])
+        elif ord(ch) > 0x24F:  # beyond Latin-1/Latin Extended: no pdflatex glyph
+            out.append("?")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
-def _latex(df, caption: str, label: str, float_format: str) -> str:
-    cols = "l" * len(df.columns)
-    lines = [r"\begin{table}[ht]", r"\centering", rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
-             " & ".join(_latex_escape(str(c)) for c in df.columns) + r" \\", r"\midrule"]
-    for row in df.itertuples(index=False):
-        lines.append(" & ".join(_latex_escape(_fmt(v, float_format)) for v in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if caption:
+def latex_label(name: str) -> str:
+    """A valid, unescaped ``\\label`` key: letters, digits and ``:._-`` kept, others ``-``."""
+    import re
+
+    return "tab:" + re.sub(r"[^A-Za-z0-9:._-]", "-", name)
+
+
+_INTEGER = r"-?[0-9]+"
+
+
+def _is_exact_integer_text(value) -> bool:
+    import re
+
+    return isinstance(value, str) and re.fullmatch(_INTEGER, value) is not None
+
+
+def column_kind(values) -> str:
+    """``int``, ``float``, ``exact`` (integers as decimal strings) or ``text`` for a column's
+    non-empty values (booleans are text: yes/no)."""
+    import numbers
+
+    import numpy as np
+
+    seen = set()
+    for v in values:
+        if v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and v == ""):
+            continue
+        if isinstance(v, (bool, np.bool_)):
+            return "text"
+        if isinstance(v, numbers.Integral):
+            seen.add("int")
+        elif isinstance(v, numbers.Real):
+            seen.add("float")
+        elif _is_exact_integer_text(v):
+            seen.add("exact")
+        else:
+            return "text"
+    if not seen:
+        return "text"
+    if seen <= {"int", "exact"}:
+        return "exact" if "exact" in seen else "int"
+    if seen <= {"int", "float"}:
+        return "float"
+    return "text"
+
+
+def format_number(value, kind: str, sig_digits: int, exact_format: str = "whole") -> str:
+    """One cell as plain text: floats with ``sig_digits`` significant digits (``%g``: plain or
+    ``1.5e-06``), integers whole, exact integers whole or, when their column declares
+    ``scientific``, rounded to ``sig_digits`` (``1.23457e+45``); '' for missing, 'inf'/'-inf'."""
+    import math
+    from decimal import Decimal
+
+    if value is None or (isinstance(value, str) and value == ""):
+        return ""
+    if kind == "float":
+        x = float(value)
+        if math.isnan(x):
+            return ""
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return f"{x:.{sig_digits}g}"
+    if kind in ("int", "exact"):
+        text = str(int(value)) if not isinstance(value, str) else value
+        if exact_format == "scientific" and len(text.lstrip("-")) > sig_digits:
+            return f"{Decimal(text):.{sig_digits - 1}e}"
+        return text
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    return _fmt(value, "%g")
+
+
+def _siunitx_format(cells: list[str]) -> str:
+    """``table-format`` of an S column wide enough for every cell (sign, integer digits,
+    decimals, exponent), so the column aligns on the decimal marker."""
+    import re
+
+    sign = exp_sign = False
+    whole = decimals = exp_digits = 0
+    for cell in cells:
+        m = re.fullmatch(r"(-)?([0-9]+)(?:\.([0-9]+))?(?:e([+-])?([0-9]+))?", cell)
+        if not m:
+            continue
+        sign |= bool(m.group(1))
+        whole = max(whole, len(m.group(2)))
+        decimals = max(decimals, len(m.group(3) or ""))
+        if m.group(5):
+            exp_sign |= m.group(4) == "-"
+            exp_digits = max(exp_digits, len(m.group(5).lstrip("0") or "0"))
+    spec = ("-" if sign else "") + str(max(whole, 1))
+    if decimals:
+        spec += f".{decimals}"
+    if exp_digits:
+        spec += "e" + ("-" if exp_sign else "") + str(exp_digits)
+    return spec
+
+
+def _latex_cell(text: str, numeric: bool) -> str:
+    if not numeric:
+        return _latex_escape(text)
+    if text in ("inf", "-inf"):  # braces: text in an S column
+        return "{$" + ("-" if text[0] == "-" else "") + r"\infty$}"
+    return text
+
+
+def latex_table(df, caption: str, name: str, sig_digits: int = 6,
+                experiment: str | None = None) -> str:
+    """A LaTeX table: booktabs rules, numeric columns as siunitx ``S`` columns (right of the
+    decimal marker aligned), text columns left, headers from the columns' descriptions and
+    units (:func:`pipeline.report.columns.column_meta`), and an unescaped ``\\label``.
+
+    Needs ``\\usepackage{booktabs}`` and ``\\usepackage{siunitx}`` (v3) in the preamble."""
+    from pipeline.report.columns import column_meta
+
+    specs, heads, columns = [], [], []
+    for col in df.columns:
+        values = df[col].tolist()
+        kind = column_kind(values)
+        meta = column_meta(experiment, str(col))
+        cells = [format_number(v, kind, sig_digits, meta.exact_format) for v in values]
+        numeric = kind != "text"
+        if numeric:
+            specs.append(f"S[table-format={_siunitx_format(cells)}]")
+            heads.append("{" + _latex_escape(meta.header) + "}")  # braces: text in an S column
+        else:
+            specs.append("l")
+            heads.append(_latex_escape(meta.header))
+        columns.append([_latex_cell(c, numeric) for c in cells])
+    lines = [f"% {name}: generated by pipeline's report; needs \\usepackage{{booktabs}} and "
+             "\\usepackage{siunitx} (v3)",
+             r"\begin{table}[ht]", r"\centering"]
+    if caption:  # above the table, as IEEE and ACM ask
         lines.append(rf"\caption{{{_latex_escape(caption)}}}")
-    lines += [rf"\label{{tab:{_latex_escape(label)}}}", r"\end{table}", ""]
+    lines += [rf"\label{{{latex_label(name)}}}",
+              rf"\begin{{tabular}}{{{' '.join(specs) or 'l'}}}", r"\toprule",
+              " & ".join(heads) + r" \\", r"\midrule"]
+    for row in zip(*columns):
+        lines.append(" & ".join(row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(lines)

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from pipeline.report.core import ok_rows, report_for
+from pipeline.report.style import curve_style, legend_outside
 
-BOUNDARY_STYLE = {"torus": ("o-", "torus"), "cylinder": ("s--", "cylinder"),
-                  "free": ("^:", "free")}
+BOUNDARIES = ("torus", "cylinder", "free")  # curve i of every panel: curve_style(i)
 # Values printed in the thesis (§6.2.1, §6.2.2, §6.3.1), as strings of the printed digits.
 THESIS_VALUES = {
     ("hexagonal", 0): (None, "0.8076649"),   # z_hc quoted from [Shrock and Wu, 2000]
@@ -29,10 +29,18 @@ THESIS_VALUES = {
 
 
 
+_NAMED = {("hexagonal", 1): "3-12-12", ("hexagonal", 2): "3-6-24", ("hexagonal", 3): "3-6-12-48"}
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
 def _lattice_label(base: str, k: int) -> str:
-    names = {("hexagonal", 1): "3-12-12", ("hexagonal", 2): "3-6-24",
-             ("hexagonal", 3): "3-6-12-48"}
-    return names.get((base, k), base if k == 0 else f"C^{k}({base})")
+    """Table text: 3-12-12, square, C¹(square) (the superscript a character, not ``^1``)."""
+    return _NAMED.get((base, k), base if k == 0 else f"C{str(k).translate(_SUPERSCRIPT)}({base})")
+
+
+def _lattice_tex(base: str, k: int) -> str:
+    """Figure text (mathtext): $C^{1}$(square)."""
+    return _NAMED.get((base, k), base if k == 0 else rf"$C^{{{k}}}$({base})")
 
 
 def _agrees(printed: str | None, value: float) -> bool | None:
@@ -86,54 +94,58 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
     for base, k in pairs:
         sub = merged[(merged["base"] == base) & (merged["insertions"] == k)]
         lim = limits[(limits["base"] == base) & (limits["insertions"] == k)].iloc[0]
-        fig, axes = out.new_figure(width=5.5, height=4.0, ncols=2)
+        fig, axes = out.new_figure(ncols=2, aspect=0.8)
         axes = np.ravel(axes)
         for ax, key, limit_key, label in (
                 (axes[0], "energy_per_vertex", "energy_per_vertex_limit",
                  "energy per vertex $\\mathcal{E}/N$"),
                 (axes[1], "spanning_tree_entropy", "spanning_tree_entropy_limit",
                  "spanning-tree entropy $\\ln\\tau/N$")):
-            for boundary, (style, name) in BOUNDARY_STYLE.items():
+            for i, boundary in enumerate(BOUNDARIES):
                 b = sub[(sub["boundary"] == boundary) & sub[key].notna()].sort_values("L")
                 if not b.empty:
-                    ax.plot(b["L"], b[key], style, label=name, markersize=5)
-            ax.axhline(lim[limit_key], color="k", lw=1, ls="-.",
-                       label=f"limit {lim[limit_key]:.6f}")
+                    ax.plot(b["L"], b[key], label=boundary, **curve_style(i))
+            ax.axhline(lim[limit_key], color="k", lw=0.8, ls=(0, (6, 2, 1, 2)), marker="",
+                       label="infinite-lattice limit")
             ax.set_xscale("log", base=2)
             ax.set_xlabel(r"linear size $L=\sqrt{L_1 L_2}$ (unit cells)")
             ax.set_ylabel(label)
-            ax.legend(fontsize=8)
-        fig.suptitle(f"{_lattice_label(base, k)} lattice: convergence with the boundary",
-                     fontsize=11)
+            ax.set_title(f"limit {lim[limit_key]:.6f}")
+        fig.suptitle(f"{_lattice_tex(base, k)} lattice: convergence with the boundary")
+        legend_outside(fig)
         out.figure(f"convergence_{base}_k{k}", fig,
                    caption=f"{_lattice_label(base, k)}: energy per vertex and spanning-tree "
                            "entropy against L for torus, cylinder and free boundaries; the "
                            "dash-dotted line is the infinite-lattice limit.")
 
-    # distance to the limit on log-log axes: 1/L for cylinder/free, faster for the torus
-    fig, axes = out.new_figure(width=5.5, height=4.0, ncols=2)
-    axes = np.ravel(axes)
+    # distance to the limit on log-log axes: 1/L for cylinder/free, faster for the torus.
+    # One small multiple per lattice: colour and marker = boundary, line = quantity.
+    from matplotlib.lines import Line2D
+
     groups = list(merged.groupby(["base", "insertions"]))
-    for ax, key, label in ((axes[0], "energy_error", "|energy per vertex - limit|"),
-                           (axes[1], "entropy_error", "|entropy - limit|")):
-        for i, ((base, k), sub) in enumerate(groups):
-            color = f"C{i % 10}"  # colour = lattice, line style = boundary
-            for boundary, (style, name) in BOUNDARY_STYLE.items():
+    fig, axes = out.small_multiples(len(groups), sharex=True, sharey=True)
+    quantities = (("energy_error", "-", "full", r"energy per vertex $\mathcal{E}/N$"),
+                  ("entropy_error", "--", "none", r"spanning-tree entropy $\ln\tau/N$"))
+    for ax, ((base, k), sub) in zip(axes, groups):
+        for key, line, fill, _ in quantities:
+            for i, boundary in enumerate(BOUNDARIES):
                 b = sub[(sub["boundary"] == boundary) & sub[key].notna()].sort_values("L")
                 b = b[b[key].abs() > 0]
                 if not b.empty:
-                    ax.plot(b["L"], b[key].abs(), style, color=color, markersize=4)
+                    style = curve_style(i)
+                    ax.plot(b["L"], b[key].abs(), color=style["color"], marker=style["marker"],
+                            linestyle=line, fillstyle=fill)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_title(_lattice_tex(base, k))
+    for ax in axes[-min(3, len(axes)):]:  # the bottom panel of each column
         ax.set_xlabel(r"linear size $L=\sqrt{L_1 L_2}$ (unit cells)")
-        ax.set_ylabel(label)
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], color=f"C{i % 10}", lw=2, label=_lattice_label(base, k))
-               for i, ((base, k), _) in enumerate(groups)]
-    handles += [Line2D([], [], color="k", ls=style[1:], marker=style[0], label=name)
-                for style, name in BOUNDARY_STYLE.values()]
-    axes[1].legend(handles=handles, fontsize=7, ncol=2)
+    fig.supylabel(r"distance to the limit $|x_L - x_\infty|$")
+    handles = [Line2D([], [], color=curve_style(i)["color"], marker=curve_style(i)["marker"],
+                      linestyle="", label=boundary) for i, boundary in enumerate(BOUNDARIES)]
+    handles += [Line2D([], [], color="k", linestyle=line, marker="o", fillstyle=fill, label=text)
+                for _, line, fill, text in quantities]
+    legend_outside(fig, handles=handles, ncols=min(len(handles), 3))
     out.figure("convergence_errors", fig,
                caption="Distance to the infinite-lattice limit against L (log-log): the "
                        "cylinder and free boundaries converge like 1/L.")
@@ -163,19 +175,21 @@ def limits_table(df: pd.DataFrame, out) -> None:
               caption="Energy per vertex and spanning-tree entropy of the infinite lattices "
                       "(at least 10 correct digits), beside the values printed in the thesis.")
 
-    fig, axes = out.new_figure(width=5.0, height=4.0, ncols=2)
+    fig, axes = out.new_figure(ncols=2, aspect=0.8)
     axes = np.ravel(axes)
-    for base, sub in ok.groupby("base"):
+    for i, (base, sub) in enumerate(ok.groupby("base")):
         sub = sub.sort_values("insertions")
-        axes[0].plot(sub["insertions"], sub["energy_per_vertex_limit"], "o-", label=base)
-        axes[1].plot(sub["insertions"], sub["spanning_tree_entropy_limit"], "o-", label=base)
-    axes[0].set_ylabel("energy per vertex (limit)")
-    axes[1].set_ylabel("spanning-tree entropy (limit)")
+        axes[0].plot(sub["insertions"], sub["energy_per_vertex_limit"], label=base, **curve_style(i))
+        axes[1].plot(sub["insertions"], sub["spanning_tree_entropy_limit"], label=base,
+                     **curve_style(i))
+    axes[0].set_ylabel(r"energy per vertex $\mathcal{E}/N$ (limit)")
+    axes[1].set_ylabel(r"spanning-tree entropy $\ln\tau/N$ (limit)")
     for ax in axes:
         ax.set_xlabel("clique insertions $k$")
-        ax.legend(fontsize=8)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    legend_outside(fig)
     out.figure("limits_vs_insertions", fig,
-               caption="Infinite-lattice energy per vertex and spanning-tree entropy of C^k(H) "
+               caption="Infinite-lattice energy per vertex and spanning-tree entropy of Cᵏ(H) "
                        "against the number of clique insertions k.")
 
 

@@ -1,0 +1,232 @@
+"""The one figure style of every report: print-ready fonts, sizes, palette, ticks and files.
+
+* ``report_style=paper`` (default): figures one column (3.4 in) or two columns (7 in) wide, the
+  widths of IEEE/ACM two-column pages, with 8 pt text, so they drop into a paper at 100 %.
+  ``slides``: the same layouts at 1.6x the size with larger text.
+* PDF embeds TrueType fonts as Type 42 (IEEE PDF eXpress and ACM's checks reject Type 3);
+  SVG is written beside PDF and PNG. The PDF and SVG carry no creation date, so a report rebuilt
+  from the same data gives the same bytes.
+* Curves are told apart by colour (Okabe & Ito's colour-blind-safe palette), marker and line
+  style together, so they survive greyscale printing. At most :data:`MAX_CURVES` per panel:
+  more become small multiples (:func:`small_multiples`).
+* Legends go outside the data (:func:`legend_outside`); symbols use mathtext (ν, ε, C¹);
+  log axes get plain decade ticks (``10^{-3}``), never ``4×10^0``.
+* :func:`save_figure` refuses a figure with an unlabelled axis.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+STYLES = ("paper", "slides")
+SINGLE_COLUMN_IN = 3.4
+DOUBLE_COLUMN_IN = 7.0
+# Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour-vision
+# deficiencies; yellow last (weak on white).
+PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
+           "#F0E442"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2)),
+              (0, (3, 1, 1, 1))]
+MAX_CURVES = 6  # beyond this one panel becomes a grid of small multiples
+FORMATS = ("png", "pdf", "svg")
+
+_SCALE = {"paper": 1.0, "slides": 1.6}
+_FONT_PT = {"paper": 8.0, "slides": 12.0}
+_PNG_DPI = {"paper": 300, "slides": 200}
+
+
+class FigureStyleError(ValueError):
+    """A figure that would not be fit for print (an unlabelled axis, an unknown style)."""
+
+
+def check_style(style: str) -> str:
+    if style not in STYLES:
+        raise FigureStyleError(f"report_style must be one of {', '.join(STYLES)}, got {style!r}")
+    return style
+
+
+def curve_style(i: int) -> dict:
+    """Colour, marker and line style of the i-th curve of a panel (all three differ)."""
+    return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+
+
+def rc_params(style: str = "paper") -> dict:
+    """Matplotlib settings of one style (applied around every figure with ``rc_context``)."""
+    from cycler import cycler
+
+    check_style(style)
+    pt = _FONT_PT[style]
+    return {
+        "pdf.fonttype": 42, "ps.fonttype": 42,   # TrueType (Type 42), not Type 3
+        "svg.fonttype": "path",                  # SVG renders the same everywhere
+        "font.family": "DejaVu Sans", "mathtext.fontset": "dejavusans",
+        "font.size": pt, "axes.titlesize": pt, "axes.labelsize": pt, "legend.fontsize": pt - 1,
+        "xtick.labelsize": pt - 1, "ytick.labelsize": pt - 1, "figure.titlesize": pt + 1,
+        "figure.labelsize": pt,
+        "axes.formatter.use_mathtext": True,
+        "axes.prop_cycle": cycler(color=PALETTE) + cycler(marker=MARKERS)
+        + cycler(linestyle=LINESTYLES),
+        "lines.linewidth": 1.2 * _SCALE[style] ** 0.5, "lines.markersize": 3.5 * _SCALE[style],
+        "axes.linewidth": 0.6, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5,
+        "legend.frameon": False, "legend.handlelength": 2.6,
+        "figure.dpi": 100, "savefig.dpi": _PNG_DPI[style], "figure.constrained_layout.use": True,
+    }
+
+
+def new_figure(style: str = "paper", nrows: int = 1, ncols: int = 1, span: str | None = None,
+               aspect: float | None = None, sharex: bool = False, sharey: bool = False):
+    """A figure and its axes at print size.
+
+    ``span`` is ``"single"`` (3.4 in) or ``"double"`` (7 in); by default one column for one
+    panel and two for several side by side. ``aspect`` is panel height / panel width
+    (default 0.72, capped so a grid stays within a page)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    span = span or ("single" if ncols == 1 else "double")
+    if span not in ("single", "double"):
+        raise FigureStyleError(f"span must be 'single' or 'double', got {span!r}")
+    width = (SINGLE_COLUMN_IN if span == "single" else DOUBLE_COLUMN_IN) * _SCALE[style]
+    panel_w = width / ncols
+    height = min(panel_w * (aspect or 0.72) * nrows + 0.3 * _SCALE[style],
+                 9.0 * _SCALE[style])
+    with matplotlib.rc_context(rc_params(style)):
+        fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), sharex=sharex,
+                                 sharey=sharey, squeeze=(nrows == 1 and ncols == 1))
+    fig._pipeline_style = style  # save_figure renders with the same settings
+    return fig, axes
+
+
+def small_multiples(style: str, n_panels: int, max_cols: int = 3, aspect: float = 0.8,
+                    sharex: bool = False, sharey: bool = False):
+    """A grid of ``n_panels`` panels (two columns wide, at most ``max_cols`` across); returns
+    the figure and a flat list of the panels in use (surplus cells are hidden)."""
+    import numpy as np
+
+    ncols = min(max_cols, max(1, n_panels))
+    nrows = math.ceil(n_panels / ncols)
+    fig, axes = new_figure(style, nrows=nrows, ncols=ncols,
+                           span="single" if ncols == 1 else "double", aspect=aspect,
+                           sharex=sharex, sharey=sharey)
+    flat = list(np.ravel(axes))
+    for ax in flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, flat[:n_panels]
+
+
+def chunks(items, size: int = MAX_CURVES) -> list:
+    """``items`` cut into groups of at most ``size`` (the curves of one small multiple)."""
+    items = list(items)
+    return [items[i:i + size] for i in range(0, len(items), size)] or [[]]
+
+
+def legend_outside(fig, axes=None, handles=None, labels=None, where: str = "below",
+                   ncols: int | None = None, title: str | None = None):
+    """One legend for the whole figure, outside every axes (below, or right of, the panels).
+
+    Handles are gathered from ``axes`` (default: all) and deduplicated by label."""
+    if handles is None:
+        seen: dict = {}
+        for ax in (axes if axes is not None else fig.axes):
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab and not lab.startswith("_"):
+                    seen.setdefault(lab, h)
+        labels, handles = list(seen), list(seen.values())
+    elif labels is None:
+        labels = [h.get_label() for h in handles]
+    if not handles:
+        return None
+    if where == "below":
+        width_in = fig.get_figwidth()
+        longest = max(len(str(lab)) for lab in labels)
+        per_row = max(1, int(width_in * 72 / (plt_font_pt(fig) * (0.55 * longest + 4))))
+        ncols = ncols or min(len(handles), per_row)
+        loc = "outside lower center"
+    else:
+        ncols = ncols or 1
+        loc = "outside right upper"
+    return fig.legend(handles, labels, loc=loc, ncols=ncols, title=title)
+
+
+def plt_font_pt(fig) -> float:
+    return _FONT_PT[getattr(fig, "_pipeline_style", "paper")] - 1
+
+
+def decade_ticks(ax) -> None:
+    """Plain ticks on log axes: labels only at powers of ten when the axis spans at least two
+    decades (``10^{-3}``, unlabelled minor ticks); otherwise plain numbers (``2``, ``5``,
+    ``0.3``). Base-2 axes are labelled with plain numbers (4, 8, 16)."""
+    from matplotlib import ticker
+
+    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        if axis.get_scale() != "log":
+            continue
+        lo, hi = sorted((lo, hi))
+        base = getattr(axis.get_transform(), "base", 10)
+        plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
+        powers = (math.floor(math.log(hi, base) + 1e-9) - math.ceil(math.log(lo, base) - 1e-9) + 1
+                  if lo > 0 else 99)
+        if powers >= 2:  # decades (octaves) only; unlabelled minor ticks between them
+            axis.set_major_locator(ticker.LogLocator(base=base, numticks=12))
+            axis.set_major_formatter(ticker.LogFormatterMathtext(base=10) if base == 10 else plain)
+            axis.set_minor_locator(ticker.LogLocator(base=base, subs="auto", numticks=12))
+        else:  # under two powers in view: a few plain numbers, the only readable choice
+            axis.set_major_locator(ticker.MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
+            axis.set_major_formatter(plain)
+            axis.set_minor_locator(ticker.NullLocator())
+        axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def unlabelled_axes(fig) -> list[str]:
+    """Descriptions of the visible axes of ``fig`` missing an x or y label. A figure-level
+    ``supxlabel``/``supylabel`` labels every panel, and a label on one of a group of shared
+    axes (small multiples: the bottom row, the left column) labels the group."""
+    sup_x = bool(fig._supxlabel and fig._supxlabel.get_text()) if hasattr(fig, "_supxlabel") else False
+    sup_y = bool(fig._supylabel and fig._supylabel.get_text()) if hasattr(fig, "_supylabel") else False
+    def labelled_in_group(ax, which: str) -> bool:  # small multiples label one shared axis
+        group = (ax.get_shared_x_axes() if which == "x" else ax.get_shared_y_axes())
+        return any((a.get_xlabel() if which == "x" else a.get_ylabel()).strip()
+                   for a in group.get_siblings(ax))
+
+    missing = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not ax.axison or _is_colorbar(ax):
+            continue
+        for which, sup in (("x", sup_x), ("y", sup_y)):
+            if not (sup or labelled_in_group(ax, which)):
+                title = ax.get_title() or f"panel {i}"
+                missing.append(f"{which} axis of '{title}'")
+    return missing
+
+
+def _is_colorbar(ax) -> bool:
+    return hasattr(ax, "_colorbar") or ax.get_label() == "<colorbar>"
+
+
+def save_figure(fig, outdir, name: str, style: str | None = None) -> list[str]:
+    """Write ``name``.png/.pdf/.svg into ``outdir`` and close the figure; returns the file
+    names. Raises :class:`FigureStyleError` (writing nothing) if an axis has no label."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    style = style or getattr(fig, "_pipeline_style", "paper")
+    missing = unlabelled_axes(fig)
+    if missing:
+        plt.close(fig)
+        raise FigureStyleError(f"figure {name}: unlabelled {', '.join(missing)}")
+    files = []
+    with matplotlib.rc_context(rc_params(style)):
+        for ax in fig.axes:
+            decade_ticks(ax)
+        for fmt in FORMATS:
+            metadata = {"png": {"Software": None}, "pdf": {"CreationDate": None},
+                        "svg": {"Date": None}}[fmt]
+            fig.savefig(Path(outdir) / f"{name}.{fmt}", format=fmt, metadata=metadata)
+            files.append(f"{name}.{fmt}")
+    plt.close(fig)
+    return files
