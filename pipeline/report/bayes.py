@@ -10,12 +10,14 @@ from __future__ import annotations
 import pandas as pd
 
 from pipeline.report.core import ok_rows, report_for
+from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outside, panel_legend
 
 MECH_LABEL = {"laplace": "Laplace (Alg. 4.2.1)", "fourier": "Fourier (Alg. 4.2.2)",
               "sampling": "Posterior sampler (BAPS)", "map_exp": "MAP, exp. mechanism (Alg. 4.3.1)",
               "non_private": "Non-private"}
-MECH_STYLE = {"laplace": "o-", "fourier": "s-", "sampling": "^-", "map_exp": "D-",
-              "non_private": "k--"}
+def _mech_style(mech: str) -> dict:
+    """Each mechanism keeps its colour, marker and line style in every figure."""
+    return curve_style(list(MECH_LABEL).index(mech))
 
 
 
@@ -56,15 +58,15 @@ def accuracy_against_eps(df: pd.DataFrame, out) -> None:
         fig, ax = out.new_figure()
         for mech in [m for m in MECH_LABEL if m in set(agg["mechanism"])]:
             a = agg[agg["mechanism"] == mech]
-            ax.errorbar(a["eps"], a["accuracy"], yerr=a["accuracy_se"], fmt=MECH_STYLE[mech],
-                        label=MECH_LABEL[mech], capsize=3, markersize=5)
+            ax.errorbar(a["eps"], a["accuracy"], yerr=a["accuracy_se"], label=MECH_LABEL[mech],
+                        capsize=2, **_mech_style(mech))
         ax.set_xscale("log")
-        ax.set_xlabel(r"privacy level $\epsilon$ (pure DP, one replaced row)")
+        ax.set_xlabel(r"privacy level $\varepsilon$ (pure DP, one replaced row)")
         ax.set_ylabel("test accuracy")
         title = ", ".join(f"{k}={sub[k].iloc[0]}" for k in ("structure", "d", "n_train")
                           if k in sub.columns)
-        ax.set_title(f"Figure 4.1 reproduction ({title})", fontsize=10)
-        ax.legend(fontsize=8, loc="lower right")
+        ax.set_title(f"Figure 4.1 reproduction\n({title})")
+        legend_outside(fig)
         out.figure(f"accuracy_vs_eps{suffix}", fig,
                    caption="Bayesian naive Bayes predictive accuracy against eps (Figure 4.1); "
                            "bars are standard errors over repeats.")
@@ -74,12 +76,12 @@ def accuracy_against_eps(df: pd.DataFrame, out) -> None:
             fig, ax = out.new_figure()
             for mech in [m for m in MECH_LABEL if m in set(kl["mechanism"])]:
                 a = kl[kl["mechanism"] == mech]
-                ax.plot(a["eps"], a["kl"], MECH_STYLE[mech], label=MECH_LABEL[mech])
+                ax.plot(a["eps"], a["kl"], label=MECH_LABEL[mech], **_mech_style(mech))
             ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_xlabel(r"privacy level $\epsilon$")
-            ax.set_ylabel("KL(private || non-private posterior) [nats]")
-            ax.legend(fontsize=8)
+            ax.set_xlabel(r"privacy level $\varepsilon$")
+            ax.set_ylabel(r"$\mathrm{KL}(\mathrm{private}\,\|\,\mathrm{non\text{-}private})$ (nats)")
+            legend_outside(fig)
             out.figure(f"kl_vs_eps{suffix}", fig,
                        caption="KL divergence between the private and the non-private posterior "
                                "(sum over CPT entries) against eps.")
@@ -105,18 +107,19 @@ def mse_against_b(df: pd.DataFrame, out) -> None:
                           "posterior (private), non-private posterior mean, least squares; "
                           "weight-norm bound, eps = 2NL per unit rho and per replaced row.")
         fig, ax = out.new_figure()
-        for col, label, style in (("mse_private", "posterior sampler (private)", "o-"),
-                                  ("mse_bayes", "posterior mean (non-private)", "s--"),
-                                  ("mse_ols", "least squares (non-private)", "k:")):
-            ax.plot(agg["b"], agg[col], style, label=label)
+        for i, (col, label) in enumerate((("mse_private", "posterior sampler (private)"),
+                                          ("mse_bayes", "posterior mean (non-private)"),
+                                          ("mse_ols", "least squares (non-private)"))):
+            style = curve_style(i)
+            ax.plot(agg["b"], agg[col], label=label, **style)
             ax.fill_between(agg["b"], agg[col] - agg[col + "_se"], agg[col] + agg[col + "_se"],
-                            alpha=0.25)
+                            color=style["color"], alpha=0.2, linewidth=0)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("prior precision $b$ (weight bound $10/\\sqrt{b}$)")
         ax.set_ylabel("test MSE (squared label units)")
-        ax.set_title("Figure 4.2 reproduction (synthetic data, 14 features)", fontsize=10)
-        ax.legend(fontsize=8)
+        ax.set_title("Figure 4.2 reproduction\n(synthetic data, 14 features)")
+        legend_outside(fig)
         out.figure(f"mse_vs_b{suffix}", fig,
                    caption="Bayesian linear regression: MSE against prior concentration "
                            "(Figure 4.2); bands are standard errors over repeats.")
@@ -146,22 +149,31 @@ def bounds_table(df: pd.DataFrame, out) -> None:
     out.table("bayes_bounds_summary", short,
               caption="Summary: constants, bounds and the vacuous flag (delta >= 1).")
     if {"family", "delta", "N"} <= set(table.columns):
-        fig, ax = out.new_figure()
         keys = [k for k in ("family", "alpha", "n", "lam", "c1", "c2", "B", "mu", "rho")
                 if k in table.columns]
+        curves = []
         for vals, sub in table.groupby(keys):
             spec = dict(zip(keys, vals))
-            sub = sub.sort_values("N")
             shown = ("alpha", "n") if spec["family"] == "beta_binomial" else ("lam", "c1", "c2",
                                                                                "B", "mu")
             label = spec["family"] + " (" + ", ".join(f"{k}={spec[k]:g}" for k in shown
                                                       if k in spec) + ")"
-            ax.plot(sub["N"], sub["delta"], "o-", label=label)
-        ax.axhline(1.0, color="red", linestyle=":", label=r"$\delta = 1$ (vacuous above)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("posterior samples N")
-        ax.set_ylabel(r"$\delta$ of Assumption 2")
-        ax.legend(fontsize=7)
+            curves.append((label, sub.sort_values("N")))
+        groups = chunks(curves, MAX_CURVES)  # more settings than a panel holds: small multiples
+        fig, axes = (out.small_multiples(len(groups), max_cols=2, sharey=True) if len(groups) > 1
+                     else (lambda f_a: (f_a[0], [f_a[1]]))(out.new_figure(aspect=0.8)))
+        for ax, part in zip(axes, groups):
+            for i, (label, sub) in enumerate(part):
+                ax.plot(sub["N"], sub["delta"], label=label, **curve_style(i))
+            ax.axhline(1.0, color="k", lw=0.8, linestyle=(0, (1, 3)), marker="",
+                       label=r"$\delta = 1$ (vacuous above)")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("posterior samples $N$")
+            ax.set_ylabel(r"$\delta$ of Assumption 2")
+            if len(groups) > 1:
+                panel_legend(ax)
+        if len(groups) == 1:
+            legend_outside(fig)
         out.figure("delta_vs_N", fig, caption="delta = N sqrt(C/2 (1 + 2 L0 + 1/c) rho) against "
                                               "N; above the dotted line the bound is vacuous.")

@@ -8,7 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from matplotlib.lines import Line2D
+
 from pipeline.report.core import ok_rows, report_for
+from pipeline.report.style import curve_style, legend_outside
 
 _MECH_SHORT = {"laplace_edge_count": "Laplace count", "randomized_response": "rand. response"}
 
@@ -51,30 +54,26 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
                           "(max_loss_minus_bound <= 0).")
 
     priors = [p for p in ("er", "hive", "ergm", "sbm") if p in set(df["prior"])]
-    ncols = min(2, len(priors))
-    nrows = int(math.ceil(len(priors) / ncols))
-    fig, axes = out.new_figure(width=5.0, height=3.8, ncols=ncols, nrows=nrows)
-    axes = np.atleast_1d(axes).ravel()
-    for ax in axes[len(priors):]:
-        ax.set_visible(False)
+    fig, axes = out.small_multiples(len(priors), max_cols=2, aspect=0.75)
     many_eps = df["eps"].nunique() > 1
-    markers = {"laplace_edge_count": ("o", "-"), "randomized_response": ("s", ":")}
+    # colour and marker = edge class (and eps), one mapping for the whole figure;
+    # line = mechanism (Laplace solid and filled, randomized response dotted and open)
+    classes = sorted(set(zip(df["edge_class"], df["eps"])))
+    mech_line = {"laplace_edge_count": ("-", "full"), "randomized_response": (":", "none")}
     for ax, prior in zip(axes, priors):
         sub = df[df["prior"] == prior]
-        classes = list(sub.groupby(["edge_class", "eps"]).groups)
         for (mech, cls, eps), g in sub.groupby(["mechanism", "edge_class", "eps"]):
             g = g.sort_values("n")
-            color = f"C{classes.index((cls, eps)) % 10}"
-            marker, ls = markers.get(mech, ("^", "-"))
-            label = f"{cls}, {_MECH_SHORT.get(mech, mech)}" + (f", eps={eps:g}" if many_eps else "")
-            ax.errorbar(g["n"], g["loss"], yerr=g["loss_se"].fillna(0).values, marker=marker, ms=4,
-                        ls=ls, color=color, mfc="none" if mech == "randomized_response" else color,
-                        label=label, capsize=2)
-            ax.plot(g["n"], g["eps_plus_alpha"], ls="--", color=color, lw=1)
+            style = curve_style(classes.index((cls, eps)))
+            ls, fill = mech_line.get(mech, ("-.", "full"))
+            ax.errorbar(g["n"], g["loss"], yerr=g["loss_se"].fillna(0).values,
+                        marker=style["marker"], ls=ls, color=style["color"], fillstyle=fill,
+                        capsize=2, label="_")
+            ax.plot(g["n"], g["eps_plus_alpha"], ls="--", color=style["color"], lw=0.8, marker="")
         for eps in sorted(sub["eps"].unique()):
-            ax.axhline(eps, color="grey", lw=0.8, ls=":")
-        ax.set_title(f"prior = {prior}  (dashed: eps + alpha; dotted: eps)", fontsize=9)
-        ax.set_xlabel("number of nodes n")
+            ax.axhline(eps, color="grey", lw=0.8, ls=(0, (1, 3)), marker="")
+        ax.set_title(f"prior: {prior}")
+        ax.set_xlabel("number of nodes $n$")
         ax.set_ylabel("edge Pufferfish loss (nats)")
         top = sub[["loss", "eps_plus_alpha"]].replace([np.inf], np.nan).max().max()
         if np.isfinite(top) and top > 20:
@@ -82,7 +81,15 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
         else:
             ax.set_ylim(0, 1.15 * top if np.isfinite(top) and top > 0 else 1)
             ax.ticklabel_format(axis="y", useOffset=False)
-        ax.legend(fontsize=7)
+    handles = [Line2D([], [], ls="", color=curve_style(i)["color"], marker=curve_style(i)["marker"],
+                      label=cls + (rf", $\varepsilon={eps:g}$" if many_eps else ""))
+               for i, (cls, eps) in enumerate(classes)]
+    handles += [Line2D([], [], color="k", ls=ls, marker="o", fillstyle=fill,
+                       label=_MECH_SHORT.get(mech, mech))
+                for mech, (ls, fill) in mech_line.items() if mech in set(df["mechanism"])]
+    handles += [Line2D([], [], color="k", ls="--", lw=0.8, label=r"Lemma 4.1 bound $\varepsilon+\alpha$"),
+                Line2D([], [], color="grey", ls=(0, (1, 3)), label=r"$\varepsilon$")]
+    legend_outside(fig, handles=handles, ncols=3)
     out.figure("edge_dp_loss_vs_n", fig,
                caption="Exact edge-level Pufferfish loss (solid, MCMC with +-1 SE bars) against n for "
                        "each prior, with the Lemma 4.1 bound eps + alpha_dep (dashed).")
@@ -101,30 +108,34 @@ def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
                       "> (a+b)/2) and of the Neyman-Pearson test of the queens' edge; ln(power/size) "
                       "<= Pufferfish loss <= eps + alpha.")
 
-    fig, axes = out.new_figure(width=5.2, height=3.8, ncols=2)
+    fig, axes = out.new_figure(ncols=2, aspect=0.85)
     ax1, ax2 = np.asarray(axes).ravel()
+    log10 = 1 / math.log(10)
+    # colour and marker = (eps, a, b); line = quantity (explained once in the legend)
     for i, ((eps, a, b), g) in enumerate(df.groupby(["eps", "a", "b"])):
         g = g.sort_values("n")
-        c = f"C{i % 10}"
-        tag = f"eps={eps:g}, a={a:g}, b={b:g}"
-        ax1.plot(g["n"], g["power_threshold"], marker="o", ms=4, color=c, label=f"power, {tag}")
-        ax1.plot(g["n"], g["size_threshold"], marker="s", ms=4, ls="--", color=c, label=f"size, {tag}")
-        log10 = 1 / math.log(10)
-        ax2.plot(g["n"], g["log_ratio_threshold"] * log10, marker="o", ms=4, color=c,
-                 label=f"power/size, {tag}")
-        ax2.plot(g["n"], g["pufferfish_loss"] * log10, ls="-.", color=c, lw=1, label=f"e^loss, eps={eps:g}")
-        ax2.plot(g["n"], g["bound"] * log10, ls="--", color=c, lw=1, label=f"e^(eps+alpha), eps={eps:g}")
+        color, marker = curve_style(i)["color"], curve_style(i)["marker"]
+        tag = rf"$\varepsilon={eps:g}$, $a={a:g}$, $b={b:g}$"
+        ax1.plot(g["n"], g["power_threshold"], marker=marker, color=color, ls="-", label=tag)
+        ax1.plot(g["n"], g["size_threshold"], marker=marker, fillstyle="none", ls="--", color=color)
+        ax2.plot(g["n"], g["log_ratio_threshold"] * log10, marker=marker, color=color, ls="-")
+        ax2.plot(g["n"], g["pufferfish_loss"] * log10, ls="-.", color=color, marker="")
+        ax2.plot(g["n"], g["bound"] * log10, ls="--", color=color, marker="", lw=0.8)
     ax1.set_xscale("log")
-    ax1.set_xlabel("number of insects n")
-    ax1.set_ylabel("probability of rejecting H0: no queen edge")
-    ax1.set_title("threshold test on the noisy density", fontsize=9)
-    ax1.legend(fontsize=6)
+    ax1.set_xlabel("number of insects $n$")
+    ax1.set_ylabel(r"probability of rejecting $H_0$ (no queen edge)")
+    ax1.set_title("threshold test on the noisy density")
     ax2.set_xscale("log")
     ax2.set_yscale("log")
-    ax2.set_xlabel("number of insects n")
-    ax2.set_ylabel("log10 of ratio")
-    ax2.set_title("power/size against e^loss and e^(eps+alpha)", fontsize=9)
-    ax2.legend(fontsize=6)
+    ax2.set_xlabel("number of insects $n$")
+    ax2.set_ylabel(r"$\log_{10}$ of the ratio")
+    ax2.set_title(r"power/size against $e^{\mathrm{loss}}$ and $e^{\varepsilon+\alpha}$")
+    handles = [h for h in ax1.get_legend_handles_labels()[0]]
+    handles += [Line2D([], [], color="k", ls="-", label="power (left); power/size (right)"),
+                Line2D([], [], color="k", ls="--",
+                       label=r"size (left); $e^{\varepsilon+\alpha}$ (right)"),
+                Line2D([], [], color="k", ls="-.", label=r"$e^{\mathrm{loss}}$ (right)")]
+    legend_outside(fig, handles=handles, ncols=3)
     out.figure("edge_test_power_vs_n", fig,
                caption="Example 1: size -> 0 and power -> 1 as n grows (left); power/size never exceeds "
                        "e^loss <= e^(eps + alpha), both of which grow without bound (right).")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from pipeline.experiments import _thesis_tables as thesis
 from pipeline.report.core import ok_rows, report_for
+from pipeline.report.style import chunks, curve_style, legend_outside, panel_legend
 
 TABLES_7 = {"free": ("table_7_1_free", "f", thesis.TABLE_7_1_FREE, "Table 7.1"),
             "cylinder": ("table_7_2_cylinder", "g", thesis.TABLE_7_2_CYLINDER, "Table 7.2"),
@@ -111,20 +112,21 @@ def _entropy_figure(ok: pd.DataFrame, out) -> None:
     lattices = [lat for lat in ("488", "square", "king") if (ok["lattice"] == lat).any()]
     if not lattices:
         return
-    fig, axes = out.new_figure(width=4.5, height=3.8, ncols=len(lattices))
+    fig, axes = out.new_figure(ncols=len(lattices), aspect=0.8)
     axes = np.ravel(axes)
-    markers = {"free": "o", "cylinder": "s", "torus": "^"}
     for ax, lattice in zip(axes, lattices):
         sub = ok[(ok["lattice"] == lattice) & (ok["m"] == ok["n"])]
-        for boundary, marker in markers.items():
+        for i, boundary in enumerate(("free", "cylinder", "torus")):
             part = sub[sub["boundary"] == boundary].sort_values("m")
             if not part.empty:
-                ax.plot(part["m"], part["entropy_per_vertex"], marker=marker, label=boundary)
-        ax.axhline(LOG_ETA[lattice], color="black", linestyle="--", linewidth=1, label=r"$\ln\eta$")
-        ax.set_xlabel("m = n (rows = columns)")
-        ax.set_ylabel("ln(count) / vertices")
+                ax.plot(part["m"], part["entropy_per_vertex"], label=boundary, **curve_style(i))
+        ax.axhline(LOG_ETA[lattice], color="black", linestyle=(0, (6, 2, 1, 2)), linewidth=0.8,
+                   marker="", label=r"$\ln\eta$ (infinite lattice)")
+        ax.set_xlabel("$m = n$ (rows = columns)")
+        ax.set_ylabel(r"entropy per vertex $\ln(\#\mathrm{IS})/|V|$")
         ax.set_title(f"{lattice} lattice")
-        ax.legend(fontsize=8)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    legend_outside(fig)
     out.figure("entropy_per_vertex", fig,
                caption="Entropy per vertex of m x m sections against m for each boundary; all "
                        "converge to the same constant (dashed).")
@@ -231,22 +233,33 @@ def tables_8(df, out):
         out.table("figure_8_4_regression", reg,
                   caption="Figure 8.4: least-squares fit of the annealed entropy on H(p) for each m.",
                   float_format="%.6g")
-        fig, ax = out.new_figure(width=7.5, height=4.5)
-        cmap = __import__("matplotlib").colormaps["viridis"]
-        ms = sorted(ok["m"].unique())
-        for i, m in enumerate(ms):
-            sub = ok[ok["m"] == m].sort_values("shannon_entropy")
-            color = cmap(i / max(1, len(ms) - 1))
-            ax.scatter(sub["shannon_entropy"], sub["eigen_entropy"], color=color, s=14,
-                       label=f"m = {m}")
-            fit = reg[(reg["m"] == m) & (reg["quantity"] == "eigen_entropy")]
-            if not fit.empty:
-                xs = np.linspace(sub["shannon_entropy"].min(), sub["shannon_entropy"].max(), 10)
-                ax.plot(xs, fit["intercept"].iloc[0] + fit["slope"].iloc[0] * xs, color=color,
-                        linewidth=1)
-        ax.set_xlabel("Shannon entropy H(p) (nats)")
-        ax.set_ylabel(r"$\eta_m(p) = \ln\lambda_{m,1}(p)/m$ (nats per cell)")
-        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        # one curve per strip width m: more than a panel holds become small multiples
+        groups = chunks(sorted(ok["m"].unique()))
+        if len(groups) == 1:
+            fig, ax = out.new_figure(aspect=0.8)
+            axes = [ax]
+        else:
+            fig, axes = out.small_multiples(len(groups), max_cols=2, sharex=True)
+        for ax, ms in zip(axes, groups):
+            for i, m in enumerate(ms):
+                sub = ok[ok["m"] == m].sort_values("shannon_entropy")
+                style = curve_style(i)
+                ax.plot(sub["shannon_entropy"], sub["eigen_entropy"], color=style["color"],
+                        marker=style["marker"], linestyle="", label=f"$m = {m}$")
+                fit = reg[(reg["m"] == m) & (reg["quantity"] == "eigen_entropy")]
+                if not fit.empty:
+                    xs = np.linspace(sub["shannon_entropy"].min(), sub["shannon_entropy"].max(), 10)
+                    ax.plot(xs, fit["intercept"].iloc[0] + fit["slope"].iloc[0] * xs,
+                            color=style["color"], linestyle=style["linestyle"], marker="",
+                            linewidth=0.9)
+            ax.set_ylabel(r"$\eta_m(p) = \ln\lambda_{m,1}(p)/m$ (nats per cell)")
+            if len(groups) > 1:
+                ax.set_title(f"$m = {ms[0]}$ to ${ms[-1]}$")
+                panel_legend(ax)  # per panel: each has its own m
+        for ax in axes[-min(2, len(axes)):]:
+            ax.set_xlabel("Shannon entropy $H(p)$ (nats)")
+        if len(groups) == 1:
+            legend_outside(fig)
         out.figure("figure_8_4", fig, caption="Figure 8.4: annealed entropy against the Shannon "
                                               "entropy of the diagonal choice, with least-squares lines.")
     quenched = ok.dropna(subset=["quenched_entropy"]) if "quenched_entropy" in ok else ok.iloc[:0]

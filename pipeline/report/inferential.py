@@ -8,7 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from matplotlib.lines import Line2D
+
 from pipeline.report.core import ok_rows, report_for
+from pipeline.report.style import MAX_CURVES, curve_style, legend_outside
 
 J_C_SQUARE = 0.5 * math.log(1 + math.sqrt(2))  # 2-D Ising (ERRATA: not ln(1 + sqrt 2))
 
@@ -29,10 +32,12 @@ def critical_coupling(row) -> float | None:
 
 
 def _family_label(row) -> str:
+    """Panel title in mathtext: grid ($6\\times6$), node 14; bethe ($\\Delta=3$, $r=6$), node 0."""
     g = row["graph"]
-    size = {"grid": f"{row.get('rows')}x{row.get('cols')}",
-            "tree": f"b={row.get('branching')}, depth={row.get('depth')}",
-            "bethe": f"Delta={row.get('degree')}, r={row.get('radius')}"}.get(g, f"n={row.get('n')}")
+    size = {"grid": rf"${row.get('rows')}\times{row.get('cols')}$",
+            "tree": rf"$b={row.get('branching')}$, depth ${row.get('depth')}$",
+            "bethe": rf"$\Delta={row.get('degree')}$, $r={row.get('radius')}$"}.get(
+        g, f"$n={row.get('n')}$")
     return f"{g} ({size}), node {int(row['node'])}"
 
 
@@ -69,33 +74,43 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
                         "where nu equals formula (6) (all of them when affiliated, Theorem 3.4).")
 
     df["family"] = [_family_label(r) for r in df.to_dict("records")]
-    eps_values = sorted(df["eps"].unique())[:4]
-    group_cols = ["family", "mechanism", "prior"]
-    fig, axes = out.new_figure(width=5.5, height=4.2, ncols=len(eps_values))
-    axes = np.atleast_1d(axes).ravel()
-    families = list(dict.fromkeys(df["family"]))
-    for ax, eps in zip(axes, eps_values):
-        sub = df[df["eps"] == eps]
-        for (fam, mech, prior), g in sub.groupby(group_cols, sort=False):
-            g = g.sort_values("J_effective")
-            if g["J_effective"].nunique() < 2:
+    families = [(fam, mech, prior) for (fam, mech, prior), g in
+                df.groupby(["family", "mechanism", "prior"], sort=False)
+                if g["J_effective"].nunique() >= 2]
+    if not families:
+        return
+    # one small multiple per graph family: colour/marker = eps, line style = quantity
+    eps_values = sorted(df["eps"].unique())[:MAX_CURVES]
+    fig, axes = out.small_multiples(len(families), sharex=True)
+    for ax, (fam, mech, prior) in zip(axes, families):
+        sub = df[(df["family"] == fam) & (df["mechanism"] == mech) & (df["prior"] == prior)]
+        for i, eps in enumerate(eps_values):
+            g = sub[sub["eps"] == eps].sort_values("J_effective")
+            if g.empty:
                 continue
-            color = f"C{families.index(fam) % 10}"
-            ax.plot(g["J_effective"], g["nu_over_eps"], "-o", ms=3, color=color,
-                    label=fam + ("" if mech == "worst_case" else f", {mech}"))
+            color, marker = curve_style(i)["color"], curve_style(i)["marker"]
+            ax.plot(g["J_effective"], g["nu_over_eps"], color=color, marker=marker, ls="-")
             if not np.allclose(g["nu"], g["nu_affiliated"], rtol=1e-7):
-                ax.plot(g["J_effective"], g["nu_affiliated"] / eps, ":", color=color, lw=1)
+                ax.plot(g["J_effective"], g["nu_affiliated"] / eps, color=color, ls=":", marker="")
             bound = g["nu_influence_bound"].astype(float) / eps
-            ax.plot(g["J_effective"], bound.where(np.isfinite(bound)), "--", color=color, lw=1)
-            jc = critical_coupling(g.iloc[0].to_dict())
-            if jc is not None:
-                ax.axvline(jc, color=color, ls="-.", lw=0.9)
+            ax.plot(g["J_effective"], bound.where(np.isfinite(bound)), color=color, ls="--",
+                    marker="")
+        jc = critical_coupling(sub.iloc[0].to_dict())
+        if jc is not None:
+            ax.axvline(jc, color="0.4", ls="-.", lw=0.9, marker="")
         ax.set_yscale("log")
-        ax.set_xlabel("Ising coupling J")
-        ax.set_ylabel("nu / eps")
-        ax.set_title(f"eps = {eps:g}: solid nu, dashed Thm 4.2 bound,\n"
-                     "dash-dot critical J (tanh J = 1/d; 2-D: ½ln(1+√2))", fontsize=8)
-    axes[0].legend(fontsize=7, loc="upper left")
+        ax.set_title(fam + ("" if mech == "worst_case" else f"\n{mech}"))
+    for ax in axes[-min(3, len(axes)):]:
+        ax.set_xlabel("Ising coupling $J$")
+    fig.supylabel(r"inferential privacy $\nu/\varepsilon$")
+    handles = [Line2D([], [], color=curve_style(i)["color"], marker=curve_style(i)["marker"],
+                      ls="", label=rf"$\varepsilon={e:g}$") for i, e in enumerate(eps_values)]
+    handles += [Line2D([], [], color="k", ls="-", label=r"exact $\nu$"),
+                Line2D([], [], color="k", ls="--", label=r"Thm 4.2 bound $2(\Phi\varepsilon)_i$"),
+                Line2D([], [], color="k", ls=":", label="formula (6), where it differs"),
+                Line2D([], [], color="0.4", ls="-.",
+                       label=r"critical $J$: $\tanh J = 1/d$; 2-D: $\frac{1}{2}\ln(1+\sqrt{2})$")]
+    legend_outside(fig, handles=handles, ncols=3)
     out.figure("inferential_nu_vs_J", fig,
                caption="nu/eps against J for each graph family (worst case = formula (6) on these "
                        "affiliated priors), Theorem 4.2's bound 2(Phi eps)_i/eps where the spectral "
@@ -113,22 +128,23 @@ def bethe_limit_against_coupling(df: pd.DataFrame, out) -> None:
     out.table("inferential_bethe_limit", df[cols].sort_values(keys).reset_index(drop=True),
               caption="Corollary A.6 (formula 24): worst-case nu over Ising trees of maximum degree "
                       "Delta; nu_eps_to_zero > 0 above the transition tanh J = 1/(Delta-1).")
-    fig, ax = out.new_figure(width=6.5, height=4.5)
     degrees = sorted(df["degree"].unique())
-    styles = ["-", "--", ":", "-."]
-    for i, deg in enumerate(degrees):
-        color = f"C{i % 10}"
-        for j, (eps, g) in enumerate(df[df["degree"] == deg].groupby("eps")):
-            g = g.sort_values("J")
-            ax.plot(g["J"], g["nu_over_eps"], styles[j % 4], color=color,
-                    label=f"Delta = {deg}, eps = {eps:g}")
-        ax.axvline(math.atanh(1.0 / (deg - 1)) if deg > 2 else np.nan, color=color, lw=0.8,
-                   ls="-.")
-    ax.set_yscale("log")
-    ax.set_xlabel("Ising coupling J")
-    ax.set_ylabel("nu / eps (Bethe lattice root)")
-    ax.set_title("formula (24); dash-dot: critical tanh J = 1/(Delta-1)", fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
+    eps_values = sorted(df["eps"].unique())[:MAX_CURVES]
+    fig, axes = out.small_multiples(len(degrees), sharex=True, sharey=True)
+    for ax, deg in zip(axes, degrees):
+        for i, eps in enumerate(eps_values):
+            g = df[(df["degree"] == deg) & (df["eps"] == eps)].sort_values("J")
+            ax.plot(g["J"], g["nu_over_eps"], label=rf"$\varepsilon={eps:g}$",
+                    markevery=max(1, len(g) // 8),
+                    **curve_style(i))
+        if deg > 2:
+            ax.axvline(math.atanh(1.0 / (deg - 1)), color="0.4", lw=0.9, ls="-.", marker="",
+                       label=r"critical $\tanh J = 1/(\Delta-1)$")
+        ax.set_yscale("log")
+        ax.set_title(rf"$\Delta = {deg}$")
+        ax.set_xlabel("Ising coupling $J$")
+    axes[0].set_ylabel(r"$\nu/\varepsilon$ at the Bethe lattice root")
+    legend_outside(fig)
     out.figure("inferential_bethe_limit_vs_J", fig,
                caption="nu/eps on the Bethe lattice against J: bounded below the transition, "
                        "diverging like 1/eps above it (nu tends to a positive constant).")

@@ -11,7 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from matplotlib.lines import Line2D
+
 from pipeline.report.core import ok_rows, report_for
+from pipeline.report.style import MARKERS, chunks, curve_style, legend_outside, panel_legend
 
 
 
@@ -45,21 +48,25 @@ def examples_5_6(df, out):
               caption="Seed 003 Examples 5 and 6 on K2: utility by LP (= closed form), influence of the "
                       "independent optimum (closed form, dense search, LP) and of the joint optimum "
                       "(two-stage LP vs closed form).")
-    fig, axes = out.new_figure(ncols=2)
+    fig, axes = out.new_figure(ncols=2, aspect=0.85)
     ax1, ax2 = np.asarray(axes).ravel()
+    n = 0
     for delta, grp in opt.groupby("delta"):
-        ax1.plot(grp["utility"], grp["influence_independent"], "o-", label=f"independent, δ={delta:g}")
-        ax1.plot(grp["utility"], grp["influence_joint"], "s--", label=f"joint (LP), δ={delta:g}")
-        ax2.plot(grp["eps"], grp["influence_independent"], "o-", label=f"independent, δ={delta:g}")
-        ax2.plot(grp["eps"], grp["influence_joint"], "s--", label=f"joint (LP), δ={delta:g}")
+        for col, name in (("influence_independent", "independent"), ("influence_joint", "joint (LP)")):
+            style = curve_style(n)
+            label = rf"{name}, $\delta={delta:g}$"
+            ax1.plot(grp["utility"], grp[col], label=label, **style)
+            ax2.plot(grp["eps"], grp[col], **style)
+            n += 1
     for ax in (ax1, ax2):
-        ax.axhline(0.5, color="grey", lw=0.8, ls=":", label="Theorem 1 bound ½")
-        ax.set_ylabel("influence ι (max Pr[M(d) ≠ M(d')])")
-    ax1.set_xlabel("utility U = Pr[M(d₁) = 1]")
-    ax2.set_xlabel("privacy ε (nats)")
-    ax1.set_title("utility–influence trade-off (K2)")
-    ax2.set_title("influence against ε (K2)")
-    ax2.legend(fontsize=8)
+        ax.axhline(0.5, color="grey", lw=0.8, ls=(0, (1, 3)), marker="",
+                   label=r"Theorem 1 bound $\frac{1}{2}$")
+        ax.set_ylabel(r"influence $\iota = \max\,\Pr[M(d) \neq M(d')]$")
+    ax1.set_xlabel(r"utility $U = \Pr[M(d_1) = 1]$")
+    ax2.set_xlabel(r"privacy $\varepsilon$ (nats)")
+    ax1.set_title(r"utility–influence trade-off ($K_2$)")
+    ax2.set_title(r"influence against $\varepsilon$ ($K_2$)")
+    legend_outside(fig, axes=[ax1])
     out.figure("tradeoff_examples_5_6", fig,
                caption="Examples 5/6 (Fig. 8 of seed 003): both classes reach the same utility at each "
                        "(ε, δ); joint mechanisms reach it with lower influence.")
@@ -76,19 +83,29 @@ def mechanism_tradeoff(df, out):
     mech["graph_label"] = mech.apply(graph_label, axis=1)
     mech["config"] = (mech["graph_label"] + " " + mech["mechanism"] + " k=" + mech["n_values"].astype(str)
                       + " " + mech["coupling"].where(mech["mechanism"] != "theorem3", "joint"))
-    fig, ax = out.new_figure(width=7.5, height=5)
-    markers = "osD^vx+*<>ph"
-    for i, (cfg, grp) in enumerate(mech.groupby("config")):
-        grp = grp.sort_values("eps")
-        indep = grp["coupling"].iloc[0] == "independent" and grp["mechanism"].iloc[0] != "theorem3"
-        # distinct markers and shrinking widths keep coinciding curves (same marginals) visible
-        ax.plot(grp["utility"], grp["influence"], "-" if indep else "--", marker=markers[i % len(markers)],
-                ms=7 - 0.4 * i, mfc="none", lw=2.2 - 0.15 * i, label=cfg)
-    ax.axhline(0.5, color="grey", lw=0.8, ls=":", label="Theorem 1 bound ½")
-    ax.set_xlabel("utility min_d Pr[M(d) = f(d)]")
-    ax.set_ylabel("influence ι")
-    ax.set_title("utility–influence curves (sweep over ε); solid: independent, dashed: joint")
-    ax.legend(fontsize=7, loc="best")
+    # one small multiple per dataset graph; colour and line = coupling, marker = mechanism
+    couplings = sorted(set(mech["coupling"].where(mech["mechanism"] != "theorem3", "joint")))
+    mechanisms = sorted(set(mech["mechanism"]))
+    graphs = list(dict.fromkeys(mech.sort_values("graph_label")["graph_label"]))
+    fig, axes = out.small_multiples(len(graphs), sharey=True)
+    for ax, graph in zip(axes, graphs):
+        for cfg, grp in mech[mech["graph_label"] == graph].groupby("config"):
+            grp = grp.sort_values("eps")
+            coupling = "joint" if grp["mechanism"].iloc[0] == "theorem3" else grp["coupling"].iloc[0]
+            c = curve_style(couplings.index(coupling))
+            ax.plot(grp["utility"], grp["influence"], color=c["color"], ls=c["linestyle"],
+                    marker=MARKERS[mechanisms.index(grp["mechanism"].iloc[0]) % len(MARKERS)],
+                    fillstyle="none")
+        ax.axhline(0.5, color="grey", lw=0.8, ls=(0, (1, 3)), marker="")
+        ax.set_title(graph)
+        ax.set_xlabel(r"utility $\min_d \Pr[M(d) = f(d)]$")
+        ax.set_ylabel(r"influence $\iota$")
+    handles = [Line2D([], [], color=curve_style(i)["color"], ls=curve_style(i)["linestyle"],
+                      label=f"{c} coupling") for i, c in enumerate(couplings)]
+    handles += [Line2D([], [], color="k", ls="", fillstyle="none",
+                       marker=MARKERS[i % len(MARKERS)], label=m) for i, m in enumerate(mechanisms)]
+    handles.append(Line2D([], [], color="grey", ls=(0, (1, 3)), label=r"Theorem 1 bound $\frac{1}{2}$"))
+    legend_outside(fig, handles=handles, ncols=3)
     out.figure("mechanism_tradeoff", fig,
                caption="Measured mechanisms on dataset graphs: independent couplings stay above ½ once "
                        "nontrivial (Theorem 1); shared-uniform and LP-optimal couplings with the same "
@@ -123,39 +140,41 @@ def lp_against_bounds(df, out):
               caption="Optimal ε-DP channel utility trace(M)/|A| (LP) against the tight bound "
                       "1/min_k Σ_h e^{−ε d(h,k)} and Theorem 5.3.3 (best vertex), with min-entropy leakage.")
     labels = list(dict.fromkeys(d["graph_label"]))
-    ncols = min(4, len(labels))
-    nrows = int(np.ceil(len(labels) / ncols))
-    fig, axes = out.new_figure(width=3.6, height=3.0, ncols=ncols, nrows=nrows)
-    axes = np.atleast_1d(axes).ravel()
+    fig, axes = out.small_multiples(len(labels), max_cols=4, sharex=True)
     for ax, lab in zip(axes, labels):
         grp = d[d["graph_label"] == lab]
-        ax.plot(grp["eps"], grp["utility_optimal"], "o-", ms=3, label="LP optimum")
-        ax.plot(grp["eps"], grp["utility_tight_bound"], "k--", lw=1, label="tight bound")
-        ax.plot(grp["eps"], grp["utility_thesis_bound"], "r:", lw=1.5, label="Thm 5.3.3")
+        ax.plot(grp["eps"], grp["utility_optimal"], label="LP optimum", **curve_style(0))
+        ax.plot(grp["eps"], grp["utility_tight_bound"], color="k", ls="--", lw=0.9, marker="",
+                label="tight bound")
+        ax.plot(grp["eps"], grp["utility_thesis_bound"], label="Thm 5.3.3 bound",
+                **{**curve_style(1), "marker": ""})
         fails = grp[~grp["thesis_bound_holds"].astype(bool)]
         if not fails.empty:
-            ax.plot(fails["eps"], fails["utility_optimal"], "rx", ms=7, label="Thm 5.3.3 violated")
+            ax.plot(fails["eps"], fails["utility_optimal"], color=curve_style(1)["color"], ls="",
+                    marker="X", markersize=6, label="Thm 5.3.3 violated")
         vt = "VT" if bool(grp["vertex_transitive"].iloc[0]) else "not VT"
-        ax.set_title(f"{lab} ({vt})", fontsize=10)
-        ax.set_xlabel("ε (nats)")
+        ax.set_title(f"{lab} ({vt})")
         ax.set_ylabel("utility")
-    for ax in axes[len(labels):]:
-        ax.axis("off")
-    axes[0].legend(fontsize=7)
+    for ax in axes[-min(4, len(axes)):]:
+        ax.set_xlabel(r"$\varepsilon$ (nats)")
+    legend_outside(fig)
     out.figure("lp_vs_bounds_by_graph", fig,
                caption="LP optimum vs the tight bound (equal on vertex-transitive graphs) and the "
-                       "Theorem 5.3.3 bound; red crosses mark ε where Theorem 5.3.3 fails.")
+                       "Theorem 5.3.3 bound; crosses mark ε where Theorem 5.3.3 fails.")
 
-    fig, ax = out.new_figure(width=7, height=4.5)
-    for i, lab in enumerate(labels):
-        grp = d[d["graph_label"] == lab]
-        ax.plot(grp["eps"], grp["leakage_bits"], "-" if i < 10 else "--", marker="osD^vx+*<>ph"[i % 12],
-                ms=4, mfc="none", label=lab)
-    ax.set_xlabel("ε (nats)")
-    ax.set_ylabel("min-entropy leakage (bits)")
-    ax.set_title("leakage of the utility-optimal ε-DP channel")
-    ax.legend(fontsize=7, ncol=2)
-    out.figure("leakage_bits", fig, caption="Min-entropy leakage log₂ Σ_j max_i M_ij of the optimal channel.")
+    groups = chunks(labels)
+    fig, axes = out.small_multiples(len(groups), max_cols=2, sharey=True)
+    for ax, part in zip(axes, groups):
+        for i, lab in enumerate(part):
+            grp = d[d["graph_label"] == lab]
+            ax.plot(grp["eps"], grp["leakage_bits"], label=lab, **curve_style(i))
+        ax.set_xlabel(r"$\varepsilon$ (nats)")
+        ax.set_ylabel("min-entropy leakage (bits)")
+        if len(groups) > 1:
+            panel_legend(ax)
+    if len(groups) == 1:
+        legend_outside(fig)
+    out.figure("leakage_bits", fig, caption="Min-entropy leakage log₂ Σ_j max_i M_ij of the utility-optimal ε-DP channel.")
 
 
 @report_for("leakage")

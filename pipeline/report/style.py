@@ -16,8 +16,13 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
+
+# Subsetting DejaVu for Type 42 makes fontTools warn about the font's own 'head' timestamps on
+# every save; the fonts embed correctly, so the warning is only noise in a sweep's output.
+logging.getLogger("fontTools.ttLib.tables._h_e_a_d").setLevel(logging.ERROR)
 
 STYLES = ("paper", "slides")
 SINGLE_COLUMN_IN = 3.4
@@ -145,12 +150,18 @@ def legend_outside(fig, axes=None, handles=None, labels=None, where: str = "belo
         width_in = fig.get_figwidth()
         longest = max(len(str(lab)) for lab in labels)
         per_row = max(1, int(width_in * 72 / (plt_font_pt(fig) * (0.55 * longest + 4))))
-        ncols = ncols or min(len(handles), per_row)
+        ncols = min(ncols or len(handles), per_row, len(handles))  # never wider than the figure
         loc = "outside lower center"
     else:
         ncols = ncols or 1
         loc = "outside right upper"
     return fig.legend(handles, labels, loc=loc, ncols=ncols, title=title)
+
+
+def panel_legend(ax, **kwargs):
+    """A legend of one panel, outside it on the right (for small multiples whose panels show
+    different curves)."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
 
 
 def plt_font_pt(fig) -> float:
@@ -175,10 +186,14 @@ def decade_ticks(ax) -> None:
             axis.set_major_locator(ticker.LogLocator(base=base, numticks=12))
             axis.set_major_formatter(ticker.LogFormatterMathtext(base=10) if base == 10 else plain)
             axis.set_minor_locator(ticker.LogLocator(base=base, subs="auto", numticks=12))
-        else:  # under two powers in view: a few plain numbers, the only readable choice
-            axis.set_major_locator(ticker.MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
+        else:  # under two powers in view: plain numbers at 1-2-5 (or every digit) steps
+            for subs in ((1.0, 2.0, 5.0), tuple(float(d) for d in range(1, 10))):
+                locator = ticker.LogLocator(base=base, subs=subs, numticks=30)
+                if sum(lo <= t <= hi for t in locator.tick_values(lo, hi)) >= 3:
+                    break
+            axis.set_major_locator(locator)
             axis.set_major_formatter(plain)
-            axis.set_minor_locator(ticker.NullLocator())
+            axis.set_minor_locator(ticker.LogLocator(base=base, subs="all", numticks=30))
         axis.set_minor_formatter(ticker.NullFormatter())
 
 
