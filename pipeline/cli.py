@@ -218,7 +218,9 @@ def execute(cfg, node_actions=()) -> int:
     if options["report"]:
         from pipeline.report.build import build_report
 
-        return build_report(options["results_dir"], name)
+        return build_report(options["results_dir"], name,
+                            style=options["report_style"] or "paper",
+                            sig_digits=options["report_sig_digits"] or 6)
     if options["dry_run"]:
         return dry_run(grid, options)
     return sweep(grid, conf, options)
@@ -236,7 +238,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
     except KeyError:
         raise ConfigError(f"unknown experiment '{name}'") from None
     allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
-                   "grid", "params", "cluster"}
+                   "report_style", "report_sig_digits", "grid", "params", "cluster"}
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
@@ -248,6 +250,12 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
     if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
                                      and batch_size >= 1):
         raise ConfigError(f"batch_size must be 'auto' or an integer >= 1, got {batch_size!r}")
+    from pipeline.report.options import ReportOptionError, check_report_options
+
+    try:
+        check_report_options(conf.get("report_style", "paper"), conf.get("report_sig_digits", 6))
+    except ReportOptionError as exc:
+        raise ConfigError(str(exc)) from None
     if not conf.get("results_dir"):
         raise ConfigError("results_dir must be a directory path")
     try:

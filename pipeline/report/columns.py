@@ -22,10 +22,14 @@ class ColumnMeta:
     exact_format: str = "whole"
 
     @property
+    def header_is_description(self) -> bool:
+        return 0 < len(self.description) <= MAX_HEADER_CHARS
+
+    @property
     def header(self) -> str:
         """Header text: the description when it is short enough for a table head, else the
         column name; then the unit in parentheses."""
-        text = self.description if 0 < len(self.description) <= MAX_HEADER_CHARS else self.name
+        text = self.description if self.header_is_description else self.name
         return f"{text} ({self.unit})" if self.unit else text
 
 

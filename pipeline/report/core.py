@@ -297,16 +297,19 @@ def latex_table(df, caption: str, name: str, sig_digits: int = 6,
                 experiment: str | None = None) -> str:
     """A LaTeX table: booktabs rules, numeric columns as siunitx ``S`` columns (right of the
     decimal marker aligned), text columns left, headers from the columns' descriptions and
-    units (:func:`pipeline.report.columns.column_meta`), and an unescaped ``\\label``.
+    units (:func:`pipeline.report.columns.column_meta`; descriptions too long for a header go
+    in a note under the table), and an unescaped ``\\label``.
 
     Needs ``\\usepackage{booktabs}`` and ``\\usepackage{siunitx}`` (v3) in the preamble."""
     from pipeline.report.columns import column_meta
 
-    specs, heads, columns = [], [], []
+    specs, heads, columns, notes = [], [], [], []
     for col in df.columns:
         values = df[col].tolist()
         kind = column_kind(values)
         meta = column_meta(experiment, str(col))
+        if meta.description and not meta.header_is_description:
+            notes.append(f"{meta.name}: {meta.description}" + (f" ({meta.unit})" if meta.unit else ""))
         cells = [format_number(v, kind, sig_digits, meta.exact_format) for v in values]
         numeric = kind != "text"
         if numeric:
@@ -326,5 +329,9 @@ def latex_table(df, caption: str, name: str, sig_digits: int = 6,
               " & ".join(heads) + r" \\", r"\midrule"]
     for row in zip(*columns):
         lines.append(" & ".join(row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if notes:  # descriptions too long for a header, under the table
+        lines.append(r"\par\smallskip{\footnotesize " + _latex_escape("; ".join(notes) + ".")
+                     + r"\par}")
+    lines += [r"\end{table}", ""]
     return "\n".join(lines)

@@ -67,7 +67,8 @@ def html_table(df, sig_digits: int, experiment: str | None,
     for col in df.columns:
         kinds.append(column_kind(df[col].tolist()))
         metas.append(column_meta(experiment, str(col)))
-    head = "".join(f'<th class="{"num" if k != "text" else "txt"}" title="{_e(m.name)}">'
+    head = "".join(f'<th class="{"num" if k != "text" else "txt"}" '
+                   f'title="{_e(m.name + (": " + m.description if m.description else ""))}">'
                    f"{_e(m.header)}</th>" for k, m in zip(kinds, metas))
     body = []
     for row in df.head(max_rows).itertuples(index=False):

@@ -31,6 +31,13 @@ def graph_label(row) -> str:
     return g
 
 
+def tex_graph_label(label: str) -> str:
+    """The table label in mathtext for figures: K_1,5 -> $K_{1,5}$, Q_3 -> $Q_{3}$."""
+    import re
+
+    return re.sub(r"^([A-Za-z]+)_([0-9,]+)$", r"$\1_{\2}$", label)
+
+
 # =========================================================================== low_influence
 @report_for("low_influence")
 def examples_5_6(df, out):
@@ -97,7 +104,7 @@ def mechanism_tradeoff(df, out):
                     marker=MARKERS[mechanisms.index(grp["mechanism"].iloc[0]) % len(MARKERS)],
                     fillstyle="none")
         ax.axhline(0.5, color="grey", lw=0.8, ls=(0, (1, 3)), marker="")
-        ax.set_title(graph)
+        ax.set_title(tex_graph_label(graph))
         ax.set_xlabel(r"utility $\min_d \Pr[M(d) = f(d)]$")
         ax.set_ylabel(r"influence $\iota$")
     handles = [Line2D([], [], color=curve_style(i)["color"], ls=curve_style(i)["linestyle"],
@@ -153,7 +160,7 @@ def lp_against_bounds(df, out):
             ax.plot(fails["eps"], fails["utility_optimal"], color=curve_style(1)["color"], ls="",
                     marker="X", markersize=6, label="Thm 5.3.3 violated")
         vt = "VT" if bool(grp["vertex_transitive"].iloc[0]) else "not VT"
-        ax.set_title(f"{lab} ({vt})")
+        ax.set_title(f"{tex_graph_label(lab)} ({vt})")
         ax.set_ylabel("utility")
     for ax in axes[-min(4, len(axes)):]:
         ax.set_xlabel(r"$\varepsilon$ (nats)")
@@ -167,7 +174,7 @@ def lp_against_bounds(df, out):
     for ax, part in zip(axes, groups):
         for i, lab in enumerate(part):
             grp = d[d["graph_label"] == lab]
-            ax.plot(grp["eps"], grp["leakage_bits"], label=lab, **curve_style(i))
+            ax.plot(grp["eps"], grp["leakage_bits"], label=tex_graph_label(lab), **curve_style(i))
         ax.set_xlabel(r"$\varepsilon$ (nats)")
         ax.set_ylabel("min-entropy leakage (bits)")
         if len(groups) > 1:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from pathlib import Path
 
 # Subsetting DejaVu for Type 42 makes fontTools warn about the font's own 'head' timestamps on
@@ -93,16 +94,18 @@ def new_figure(style: str = "paper", nrows: int = 1, ncols: int = 1, span: str |
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    check_style(style)
     span = span or ("single" if ncols == 1 else "double")
     if span not in ("single", "double"):
         raise FigureStyleError(f"span must be 'single' or 'double', got {span!r}")
     width = (SINGLE_COLUMN_IN if span == "single" else DOUBLE_COLUMN_IN) * _SCALE[style]
     panel_w = width / ncols
-    height = min(panel_w * (aspect or 0.72) * nrows + 0.3 * _SCALE[style],
-                 9.0 * _SCALE[style])
+    # panels no flatter than 1.5 in (tick labels, titles), plus room for a legend below
+    panel_h = max(panel_w * (aspect or 0.72), 1.5 * _SCALE[style])
+    height = min(panel_h * nrows + 0.7 * _SCALE[style], 9.0 * _SCALE[style])
     with matplotlib.rc_context(rc_params(style)):
         fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), sharex=sharex,
-                                 sharey=sharey, squeeze=(nrows == 1 and ncols == 1))
+                                 sharey=sharey, squeeze=True)
     fig._pipeline_style = style  # save_figure renders with the same settings
     return fig, axes
 
@@ -225,7 +228,8 @@ def _is_colorbar(ax) -> bool:
 
 def save_figure(fig, outdir, name: str, style: str | None = None) -> list[str]:
     """Write ``name``.png/.pdf/.svg into ``outdir`` and close the figure; returns the file
-    names. Raises :class:`FigureStyleError` (writing nothing) if an axis has no label."""
+    names. Raises :class:`FigureStyleError` (writing nothing) if an axis has no label or the
+    layout collapsed (too many decorations for the figure size)."""
     import matplotlib
     import matplotlib.pyplot as plt
 
@@ -235,13 +239,21 @@ def save_figure(fig, outdir, name: str, style: str | None = None) -> list[str]:
         plt.close(fig)
         raise FigureStyleError(f"figure {name}: unlabelled {', '.join(missing)}")
     files = []
-    with matplotlib.rc_context(rc_params(style)):
-        for ax in fig.axes:
-            decade_ticks(ax)
-        for fmt in FORMATS:
-            metadata = {"png": {"Software": None}, "pdf": {"CreationDate": None},
-                        "svg": {"Date": None}}[fmt]
-            fig.savefig(Path(outdir) / f"{name}.{fmt}", format=fmt, metadata=metadata)
-            files.append(f"{name}.{fmt}")
-    plt.close(fig)
+    try:
+        with matplotlib.rc_context(rc_params(style)), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for ax in fig.axes:
+                decade_ticks(ax)
+            fig.canvas.draw()  # lays the figure out once, so a collapsed layout shows here
+            collapsed = [w for w in caught if "constrained_layout not applied" in str(w.message)]
+            if collapsed:
+                raise FigureStyleError(f"figure {name}: {collapsed[0].message}")
+            fig.set_layout_engine("none")  # laid out once; the three formats reuse it
+            for fmt in FORMATS:
+                metadata = {"png": {"Software": None}, "pdf": {"CreationDate": None},
+                            "svg": {"Date": None}}[fmt]
+                fig.savefig(Path(outdir) / f"{name}.{fmt}", format=fmt, metadata=metadata)
+                files.append(f"{name}.{fmt}")
+    finally:
+        plt.close(fig)
     return files
