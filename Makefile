@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 ARGS   ?=
 PYTEST_ARGS ?=
 
-.PHONY: install run test bench report clean
+.PHONY: install run test test-deps bench report clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,12 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python run.py $(ARGS)
 
-test: $(STAMP)
+# system parts the report tests drive for real (pdflatex + siunitx, Chromium, pdffonts);
+# idempotent, and only a notice without root
+test-deps:
+	@bash scripts/install_report_test_deps.sh
+
+test: $(STAMP) test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 report: $(STAMP)

@@ -122,8 +122,10 @@ class ReportWriter:
         which refuses unlabelled axes."""
         from pipeline.report.style import save_figure
 
+        width_in = float(fig.get_figwidth())
         files = save_figure(fig, self.outdir, name, self.style)
-        self.entries.append({"kind": "figure", "name": name, "caption": caption, "files": files})
+        self.entries.append({"kind": "figure", "name": name, "caption": caption, "files": files,
+                             "width_in": width_in})
 
 
 def check_sig_digits(value) -> int:

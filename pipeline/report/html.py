@@ -158,7 +158,10 @@ def write_html(path: Path, name: str, df, out, problems, older_versions=(),
         for e in figures:
             png = next(f for f in e["files"] if f.endswith(".png"))
             others = [f for f in e["files"] if f != png]
+            # shown at 1.25x print size: text reads as in the paper, single beside double
+            width = round(e.get("width_in", 7.0) * 120)
             parts.append(f'<figure id="{_anchor("fig", e["name"])}"><img src="{_e(png)}" '
+                         f'style="width:{width}px" '
                          f'alt="{_e(e["caption"] or e["name"])}"><figcaption><b>{_e(e["name"])}'
                          f"</b>: {_e(e['caption'])} <span class=\"files\">"
                          f"{_file_links(others)}</span></figcaption></figure>")
