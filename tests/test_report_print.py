@@ -196,7 +196,40 @@ def test_table_headers_come_from_the_column_declarations(tmp_path):
     # composition declares delta "per-step delta" (a header), eps "per-step epsilon of each
     # (eps, delta)-DP mechanism" (> 40 characters: the header keeps the name, a note says it)
     assert "{per-step delta} & {eps} & {derived}" in tex
-    assert r"{\footnotesize eps: per-step epsilon of each (eps, delta)-DP mechanism.}" in tex
+    assert r"{\footnotesize eps: per-step epsilon of each (eps, delta)-DP mechanism.\par}" in tex
+
+
+@pytest.fixture
+def declared_experiment():
+    """A registered experiment declaring descriptions, units and an exact-integer format the
+    way the experiments' declarations give them to the report; unregistered afterwards."""
+    import pyarrow as pa
+
+    from pipeline.experiments import base
+
+    exp = base.Experiment(name="_print_test_exact", version=1, params=[],
+                          columns={"count": pa.string(), "log_count": pa.float64()},
+                          run=lambda p, seed: {})
+    exp.column_descriptions = {"count": "independent sets"}
+    exp.column_units = {"log_count": "nats"}
+    exp.column_exact_formats = {"count": "scientific"}
+    base.register(exp)
+    try:
+        yield exp.name
+    finally:
+        base._REGISTRY.pop(exp.name, None)
+
+
+def test_exact_integers_print_as_their_column_declares(declared_experiment, tmp_path):
+    from pipeline.report.core import ReportWriter
+
+    df = pd.DataFrame({"count": ["123456789012345678901234567890", "12"],
+                       "log_count": [67.68, 2.4849066497880004], "other": ["9" * 40, "1"]})
+    ReportWriter(tmp_path, experiment=declared_experiment).table("exact", df)
+    tex = (tmp_path / "exact.tex").read_text()
+    assert "{independent sets} & {log\\_count (nats)} & {other}" in tex
+    assert "1.23457e+29 & 67.68 & " + "9" * 40 in tex  # declared scientific; undeclared whole
+    assert "12 & 2.48491 & 1" in tex  # short enough: whole either way
 
 
 def _compile(tex_files: list[Path], workdir: Path) -> subprocess.CompletedProcess:
