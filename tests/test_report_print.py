@@ -125,6 +125,29 @@ def test_save_figure_refuses_an_unlabelled_axis(tmp_path):
     assert save_figure(fig, tmp_path, "ok") == ["ok.png", "ok.pdf", "ok.svg"]
 
 
+def test_save_figure_refuses_a_legend_over_the_data(tmp_path):
+    from pipeline.report.style import legend_outside, panel_legend
+
+    def labelled():
+        fig, ax = new_figure("paper")
+        ax.plot([1, 2], [3, 4], label="a curve")
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+        return fig, ax
+
+    fig, ax = labelled()
+    ax.legend(loc="upper left")
+    with pytest.raises(FigureStyleError, match="legend lies over the data"):
+        save_figure(fig, tmp_path, "inside")
+    fig, ax = labelled()
+    legend_outside(fig)
+    save_figure(fig, tmp_path, "below")
+    fig, ax = labelled()
+    panel_legend(ax)
+    save_figure(fig, tmp_path, "right")
+    assert sorted(p.stem for p in tmp_path.glob("*.pdf")) == ["below", "right"]
+
+
 def test_figure_sizes_per_style():
     for style, scale in (("paper", 1.0), ("slides", 1.6)):
         for span, width in (("single", SINGLE_COLUMN_IN), ("double", DOUBLE_COLUMN_IN)):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.report.core import ok_rows, report_for
-from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outside
+from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outside, panel_legend
 
 _METHODS = [  # column, label (the curve style follows the order)
     ("eps_optimal", "optimal (Thm 3.3, exact)"),
@@ -98,30 +98,35 @@ def privacy_region(df: pd.DataFrame, out) -> None:
     eps = _nearest(ok["eps"], 0.4)
     ok = ok[ok["eps"] == eps]
     deltas = sorted(ok["delta"].unique())
-    ks = sorted(ok["k"].unique())[:MAX_CURVES]  # more regions would hide each other
-    fig, axes = out.new_figure(ncols=len(deltas), aspect=1.0,
+    # at most MAX_CURVES nested regions a panel; more k become further rows of panels
+    rows = chunks(sorted(ok["k"].unique()), MAX_CURVES)
+    fig, axes = out.new_figure(nrows=len(rows), ncols=len(deltas), aspect=1.0,
                                span="single" if len(deltas) == 1 else "double")
-    axes = np.ravel(axes)
-    for ax, delta in zip(axes, deltas):
-        for n, k in enumerate(ks):
-            v = ok[(ok["delta"] == delta) & (ok["k"] == k) & (ok["kind"] == "vertex")].sort_values("i")
-            md, fa = v["p_md"].to_numpy(float), v["p_fa"].to_numpy(float)
-            # lower boundary, then its point reflection (the region is centrally symmetric)
-            x = np.concatenate([md, 1 - md])
-            y = np.concatenate([fa, 1 - fa])
-            style = curve_style(n)
-            ax.fill(x, y, facecolor=style["color"], alpha=0.06, edgecolor="none")
-            ax.plot(np.append(x, x[0]), np.append(y, y[0]), color=style["color"],
-                    linestyle=style["linestyle"], marker=style["marker"], markevery=4,
-                    label=f"$k = {k}$")
-        ax.plot([0, 1], [1, 0], color="gray", lw=0.6, marker="")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_aspect("equal")
-        ax.set_xlabel(r"$P_{\mathrm{MD}}$ (missed detection)")
-        ax.set_ylabel(r"$P_{\mathrm{FA}}$ (false alarm)")
-        ax.set_title(rf"$\varepsilon={eps:.3g}$, $\delta={delta:.3g}$")
-    legend_outside(fig)
+    axes = np.reshape(axes, (len(rows), len(deltas)))
+    for r, ks in enumerate(rows):
+        for ax, delta in zip(axes[r], deltas):
+            for n, k in enumerate(ks):
+                v = ok[(ok["delta"] == delta) & (ok["k"] == k) & (ok["kind"] == "vertex")].sort_values("i")
+                md, fa = v["p_md"].to_numpy(float), v["p_fa"].to_numpy(float)
+                # lower boundary, then its point reflection (the region is centrally symmetric)
+                x = np.concatenate([md, 1 - md])
+                y = np.concatenate([fa, 1 - fa])
+                style = curve_style(n)
+                ax.fill(x, y, facecolor=style["color"], alpha=0.06, edgecolor="none")
+                ax.plot(np.append(x, x[0]), np.append(y, y[0]), color=style["color"],
+                        linestyle=style["linestyle"], marker=style["marker"], markevery=4,
+                        label=f"$k = {k}$")
+            ax.plot([0, 1], [1, 0], color="gray", lw=0.6, marker="")
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+            ax.set_aspect("equal")
+            ax.set_xlabel(r"$P_{\mathrm{MD}}$ (missed detection)")
+            ax.set_ylabel(r"$P_{\mathrm{FA}}$ (false alarm)")
+            ax.set_title(rf"$\varepsilon={eps:.3g}$, $\delta={delta:.3g}$")
+        if len(rows) > 1:
+            panel_legend(axes[r][-1])
+    if len(rows) == 1:
+        legend_outside(fig)
     out.figure("privacy_region", fig, caption=f"Privacy region of the k-fold composition "
                f"(eps={eps:.3g}), seed 001 Figure 2: larger regions are less private.")
     lines = ok[ok["kind"] == "line"].sort_values(["delta", "k", "i"])

@@ -228,8 +228,8 @@ def _is_colorbar(ax) -> bool:
 
 def save_figure(fig, outdir, name: str, style: str | None = None) -> list[str]:
     """Write ``name``.png/.pdf/.svg into ``outdir`` and close the figure; returns the file
-    names. Raises :class:`FigureStyleError` (writing nothing) if an axis has no label or the
-    layout collapsed (too many decorations for the figure size)."""
+    names. Raises :class:`FigureStyleError` (writing nothing) if an axis has no label, a
+    legend lies over an axes, or the layout collapsed (too many decorations for its size)."""
     import matplotlib
     import matplotlib.pyplot as plt
 
@@ -249,6 +249,14 @@ def save_figure(fig, outdir, name: str, style: str | None = None) -> list[str]:
             if collapsed:
                 raise FigureStyleError(f"figure {name}: {collapsed[0].message}")
             fig.set_layout_engine("none")  # laid out once; the three formats reuse it
+            renderer = fig.canvas.get_renderer()
+            for ax in fig.axes:
+                legend = ax.get_legend()
+                if legend is not None and ax.get_visible() and legend.get_window_extent(
+                        renderer).overlaps(ax.get_window_extent(renderer)):
+                    raise FigureStyleError(f"figure {name}: a legend lies over the data of "
+                                           f"'{ax.get_title() or ax.get_ylabel()}' (use "
+                                           "legend_outside or panel_legend)")
             for fmt in FORMATS:
                 metadata = {"png": {"Software": None}, "pdf": {"CreationDate": None},
                             "svg": {"Date": None}}[fmt]
