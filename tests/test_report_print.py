@@ -207,6 +207,11 @@ def test_latex_table_digits_alignment_label_headers():
     assert "{median_ratio}" in tex.replace(r"\_", "_")  # S-column headers are braced text
     assert format_number("123456789012345678901234567890", "exact", 6, "scientific") == "1.23457e+29"
     assert format_number(float("inf"), "float", 6) == "inf"
+    from pipeline.report.core import column_kind
+
+    assert column_kind(["1.4825", "", None]) == "decimal"  # printed digits: numeric, verbatim
+    assert format_number("0.80766490", "decimal", 3) == "0.80766490"
+    assert column_kind(["12", 7]) == "exact" and column_kind(["a", 1.0]) == "text"
     assert format_number(2.5e-7, "float", 3) == "2.5e-07"
 
 

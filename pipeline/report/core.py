@@ -4,12 +4,18 @@ A family module registers::
 
     from pipeline.report.core import report_for
 
+    from pipeline.report.style import curve_style, legend_outside
+
     @report_for("composition")
     def eps_against_k(df, out):
         out.table("eps_vs_k", table_df, caption="...")
-        fig, ax = out.new_figure()
-        ...
-        out.figure("eps_vs_k", fig, caption="...")
+        fig, ax = out.new_figure()            # one column (3.4 in); ncols=2: two columns (7 in)
+        ax.plot(x, y, label="optimal", **curve_style(0))
+        ax.set_xlabel("$k$"); ax.set_ylabel(r"$\tilde\varepsilon$")
+        legend_outside(fig)
+        out.figure("eps_vs_k", fig, caption="...")   # PNG, PDF (Type 42), SVG
+
+Figures follow :mod:`pipeline.report.style` (more than six curves: ``out.small_multiples``).
 
 ``df`` is the deduplicated result table of that experiment (all rows, including failed ones;
 filter on ``status == "ok"``). ``out`` is a :class:`ReportWriter`.
@@ -172,7 +178,19 @@ _LATEX_TEXT_UNICODE = {"—": "---", "–": "--", "…": r"\dots{}", "‘": "`",
 
 def _latex_escape(text: str) -> str:
     """Escape LaTeX specials in one pass (so an inserted brace is never escaped again); Greek
-    letters and maths symbols become math (pdflatex has no glyphs for them as text)."""
+    letters and maths symbols become math (pdflatex has no glyphs for them as text); a caret
+    exponent as in ``C^k(H)`` or ``10^{-3}`` becomes a superscript."""
+    import re
+
+    parts = re.split(r"\^(\{[^{}]*\}|[A-Za-z0-9+-]+)", text)
+    if len(parts) > 1:  # odd items are exponents
+        return "".join(_latex_escape_plain(p) if i % 2 == 0 else
+                       r"\textsuperscript{" + _latex_escape_plain(p.strip("{}")) + "}"
+                       for i, p in enumerate(parts))
+    return _latex_escape_plain(text)
+
+
+def _latex_escape_plain(text: str) -> str:
     out = []
     for ch in text:
         if ch in _LATEX_SPECIAL:
@@ -204,9 +222,15 @@ def _is_exact_integer_text(value) -> bool:
     return isinstance(value, str) and re.fullmatch(_INTEGER, value) is not None
 
 
+_DECIMAL = r"-?[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?"
+
+
 def column_kind(values) -> str:
-    """``int``, ``float``, ``exact`` (integers as decimal strings) or ``text`` for a column's
-    non-empty values (booleans are text: yes/no)."""
+    """``int``, ``float``, ``exact`` (integers as decimal strings), ``decimal`` (numbers kept as
+    their printed text, e.g. a thesis's digits) or ``text`` for a column's non-empty values
+    (booleans are text: yes/no)."""
+    import re
+
     import numbers
 
     import numpy as np
@@ -223,10 +247,14 @@ def column_kind(values) -> str:
             seen.add("float")
         elif _is_exact_integer_text(v):
             seen.add("exact")
+        elif isinstance(v, str) and re.fullmatch(_DECIMAL, v):
+            seen.add("decimal")
         else:
             return "text"
     if not seen:
         return "text"
+    if "decimal" in seen:
+        return "decimal"
     if seen <= {"int", "exact"}:
         return "exact" if "exact" in seen else "int"
     if seen <= {"int", "float"}:
@@ -243,6 +271,8 @@ def format_number(value, kind: str, sig_digits: int, exact_format: str = "whole"
 
     if value is None or (isinstance(value, str) and value == ""):
         return ""
+    if kind == "decimal":  # printed digits stay as printed; numbers beside them get sig digits
+        return value if isinstance(value, str) else format_number(value, "float", sig_digits)
     if kind == "float":
         x = float(value)
         if math.isnan(x):

@@ -150,7 +150,7 @@ def bounds_table(df, out):
               caption="Theorem 7.2.2 bounds: per unit cell (lower, upper) and per vertex (eta_*); "
                       "known_constant: hard squares 1.5030480824753 (Baxter, Enting & Tsang 1980), "
                       "hard kings 1.3426439511; brackets_known: eta_lower <= it <= eta_upper.",
-              float_format="%.15g")
+              float_format="%.15g", sig_digits=15)
     printed = {("488", 2, 3, 4): thesis.BOUNDS_488_VERTEX, ("king", 4, 4, 6): thesis.BOUNDS_KING_VERTEX}
     rows = []
     for r in ok.itertuples():
@@ -165,7 +165,7 @@ def bounds_table(df, out):
     if rows:
         out.table("bounds_vs_thesis", pd.DataFrame(rows),
                   caption="Bounds printed in section 7.3 against recomputed ones (one unit in the "
-                          "last printed digit).", float_format="%.15g")
+                          "last printed digit).", float_format="%.15g", sig_digits=15)
 
 
 # --------------------------------------------------------------------------- chapter 8
@@ -185,7 +185,8 @@ def _table_8(ok: pd.DataFrame, column: str, printed: dict, name: str, title: str
     long = pd.DataFrame(rows)
     wide = long.pivot_table(index="m", columns="p", values="computed").reset_index()
     wide.columns = ["m"] + [f"p = {c}" for c in wide.columns[1:]]
-    out.table(name, wide, caption=f"{title} recomputed (float64).", float_format="%.14f")
+    out.table(name, wide, caption=f"{title} recomputed (float64).", float_format="%.14f",
+              sig_digits=15)  # the printed tables' 14 decimals
     long["agree_1e-13"] = long["abs_diff"] <= 1e-13
     # the comparison must show every digit: computed as text, abs_diff stays %.3g
     long["computed"] = long["computed"].map(lambda v: f"{v:.14f}")

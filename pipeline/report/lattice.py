@@ -171,7 +171,7 @@ def limits_table(df: pd.DataFrame, out) -> None:
     table = pd.DataFrame(rows)
     for col in ("energy_agrees", "entropy_agrees"):
         table[col] = table[col].map(lambda v: "" if v is None else ("yes" if v else "NO"))
-    out.table("limits", table, float_format="%.12f",
+    out.table("limits", table, float_format="%.12f", sig_digits=13,  # beside printed digits
               caption="Energy per vertex and spanning-tree entropy of the infinite lattices "
                       "(at least 10 correct digits), beside the values printed in the thesis.")
 
