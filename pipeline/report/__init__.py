@@ -8,6 +8,8 @@ import importlib
 import pkgutil
 
 _discovered = False
+# the report machinery itself; every other module of the package is a family's plug-in
+_NOT_PLUGINS = ("core", "build", "summary", "style", "columns", "html", "options")
 
 
 def discover() -> None:
@@ -15,6 +17,6 @@ def discover() -> None:
     if _discovered:
         return
     for info in pkgutil.iter_modules(__path__):
-        if info.name not in ("core", "build", "summary") and not info.name.startswith("_"):
+        if info.name not in _NOT_PLUGINS and not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
     _discovered = True
