@@ -191,6 +191,43 @@ def test_curves_differ_in_marker_and_line_style_not_only_colour():
             assert styles[i]["color"] != styles[j]["color"]
 
 
+# Machado, Oliveira & Fernandes (2009), full-severity dichromacy, applied to linear sRGB
+_CVD = {"protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                       [-0.003882, -0.048116, 1.051998]],
+        "deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                         [-0.011820, 0.042940, 0.968881]],
+        "tritanopia": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
+                       [0.004733, 0.691367, 0.303900]]}
+
+
+def _min_delta_e(colours, matrix) -> float:
+    """Smallest CIE76 colour difference between any two colours as seen through ``matrix``."""
+    from matplotlib.colors import to_rgb
+
+    def lab(colour):
+        c = np.asarray(to_rgb(colour))
+        linear = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+        linear = np.clip(np.asarray(matrix) @ linear, 0, 1)
+        xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                        [0.0193, 0.1192, 0.9505]]) @ linear / [0.95047, 1.0, 1.08883]
+        f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+        return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+    labs = [lab(c) for c in colours]
+    return min(np.linalg.norm(a - b) for i, a in enumerate(labs) for b in labs[:i])
+
+
+def test_palette_stays_distinct_under_colour_blindness():
+    import matplotlib
+
+    ours = [curve_style(i)["color"] for i in range(MAX_CURVES)]
+    default = [matplotlib.colormaps["tab10"](i) for i in range(MAX_CURVES)]
+    for kind, matrix in _CVD.items():
+        assert _min_delta_e(ours, matrix) > 12, kind
+    # the check can fail: matplotlib's default cycle merges colours for protanopes
+    assert _min_delta_e(default, _CVD["protanopia"]) < 12
+
+
 # --------------------------------------------------------------------------- LaTeX tables
 def test_latex_table_digits_alignment_label_headers():
     df = pd.DataFrame({"bound": ["eps_kov_bound", "eps_drv"],
