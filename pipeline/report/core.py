@@ -135,8 +135,9 @@ class ReportWriter:
 
 
 def check_sig_digits(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 17:
-        raise ValueError(f"report_sig_digits must be an integer from 1 to 17, got {value!r}")
+    from pipeline.report.options import check_report_options
+
+    check_report_options("paper", value)
     return value
 
 
