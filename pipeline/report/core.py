@@ -55,7 +55,7 @@ class ReportWriter:
     remembers them for ``index.md`` and ``index.html``.
 
     ``style`` is ``report_style`` (:mod:`pipeline.report.style`); ``sig_digits`` the significant
-    digits of floats in the LaTeX, Markdown and HTML tables (the CSV keeps full precision);
+    digits of floats in the LaTeX and HTML tables (CSV and Markdown: ``float_format``);
     ``experiment`` names the experiment whose column declarations give the table headers."""
 
     def __init__(self, outdir, results_dir=None, style: str = "paper", sig_digits: int = 6,
@@ -95,7 +95,7 @@ class ReportWriter:
 
     def table(self, name: str, df, caption: str = "", float_format: str = "%.12g",
               sig_digits: int | None = None) -> None:
-        """CSV (``float_format``, full precision by default), Markdown, and a LaTeX table
+        """CSV and Markdown (``float_format``, 12 significant digits by default), and a LaTeX table
         (booktabs, siunitx ``S`` columns) with ``sig_digits`` (default: the report's setting)
         significant digits."""
         digits = check_sig_digits(sig_digits or self.sig_digits)
