@@ -84,8 +84,9 @@ class PartWriter:
             return None
         for name, (value, typ) in self.stamp.items():
             if name not in table.column_names:
-                table = table.append_column(pa.field(name, typ),
-                                            pa.array([value] * table.num_rows, typ))
+                # typ may be a pa.Field, to carry field metadata (description, unit)
+                fld = typ if isinstance(typ, pa.Field) else pa.field(name, typ)
+                table = table.append_column(fld, pa.array([value] * table.num_rows, fld.type))
         final = write_part_file(self.path, f"part-{self.run_id}-{self.seq:06d}.parquet", table)
         self.seq += 1
         self.rows += table.num_rows
