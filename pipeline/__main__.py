@@ -64,6 +64,7 @@ def _describe(argv: list[str]) -> int:
 COMMANDS = {
     "list": ("list the experiments", "pipeline.__main__:_list"),
     "describe": ("parameters and columns of one experiment", "pipeline.__main__:_describe"),
+    "export": ("a results folder as a Frictionless Data Package", "pipeline.export_command:main"),
 }
 
 

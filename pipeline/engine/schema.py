@@ -43,13 +43,11 @@ def column_doc(experiment, name: str) -> tuple[str, str | None, bool]:
     """(description, unit, exact integer?) of a column of ``experiment``'s result table."""
     if name in BOOKKEEPING_DOCS:
         return (*BOOKKEEPING_DOCS[name], False)
-    entry = experiment.column_docs.get(name)
-    if entry:
-        return entry[0], entry[1], len(entry) == 3
+    entry = experiment.column_docs.get(name) or ("", None)
     param = experiment.param_map.get(name)
-    if param is not None:
-        return (f"parameter: {param.doc}" if param.doc else f"parameter {name}"), None, False
-    return "", None, False
+    if param is not None and not entry[0]:
+        return (f"parameter: {param.doc}" if param.doc else f"parameter {name}"), entry[1], False
+    return entry[0], entry[1], len(entry) == 3
 
 
 def field_metadata(experiment, name: str) -> dict[str, str] | None:

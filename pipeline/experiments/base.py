@@ -351,7 +351,8 @@ def document(experiment: Experiment, docs: Mapping[str, tuple]) -> Experiment:
     ``(description, unit, EXACT)``. ``unit`` is a UCUM-style string: ``"1"`` for a
     dimensionless number, ``"nat"``/``"bit"`` for logarithms and information, ``"s"`` for
     seconds, ``None`` for labels, flags and other non-quantities. A parameter without an entry
-    is described by its ``Param.doc``. Declared apart from ``columns=`` so the Arrow types stay
+    is described by its ``Param.doc``, and so is one whose description is ``""`` (an entry
+    that only gives the parameter's unit). Declared apart from ``columns=`` so the Arrow types stay
     where they are; the store writes both into each part file's schema as field metadata.
     """
     known = {p.name for p in experiment.params} | set(experiment.columns)
@@ -359,7 +360,8 @@ def document(experiment: Experiment, docs: Mapping[str, tuple]) -> Experiment:
     if unknown:
         raise ValueError(f"{experiment.name}: docs for undeclared names {sorted(unknown)}")
     for name, entry in docs.items():
-        if not (isinstance(entry, tuple) and len(entry) in (2, 3) and entry[0]
+        if not (isinstance(entry, tuple) and len(entry) in (2, 3)
+                and (entry[0] or name in experiment.param_map)
                 and (len(entry) == 2 or entry[2] == EXACT)):
             raise ValueError(f"{experiment.name}: docs of {name!r} must be (description, unit"
                              f"[, EXACT]), got {entry!r}")
