@@ -156,9 +156,9 @@ def test_export_is_a_valid_data_package_equal_to_load(tmp_path, name):
             value = want[column]
             if fields[column]["type"] == "number":
                 got = float({"INF": "inf", "-INF": "-inf"}.get(row[column], row[column] or "nan"))
-                assert got == value or (math.isnan(got) and math.isnan(value)), column
+                assert got == value or (math.isnan(got) and pd.isna(value)), column
             elif fields[column]["type"] == "string":
-                assert row[column] == ("" if value is None else value), column
+                assert row[column] == ("" if pd.isna(value) else value), column
     if name != "composition":
         exact = [int(v) for v in loaded[key_column].dropna()]
         assert max(exact) > INT64_MAX
