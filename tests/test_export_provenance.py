@@ -301,3 +301,21 @@ def test_resume_after_a_code_change_warns_and_rerun_changed_recomputes(tmp_path)
     assert len(pd.read_parquet(tmp_path / "composition")) == 8  # the old rows stay stored
     proc = run_cli(*args)
     assert proc.returncode == 0 and "computed by other code" not in proc.stderr
+
+
+def test_every_output_column_of_every_experiment_has_a_description_and_unit():
+    from pipeline.engine.schema import column_doc
+    from pipeline.experiments.base import registry
+
+    units = {None, "1", "nat", "bit", "s"}
+    for name, exp in registry().items():
+        for column, typ in exp.columns.items():
+            description, unit, exact = column_doc(exp, column)
+            assert description and unit in units, (name, column)
+            if exact:  # exact integers are stored as decimal strings
+                assert typ == pa.string(), (name, column)
+            if pa.types.is_floating(typ) and column.startswith("log_"):
+                assert unit == "nat", (name, column)
+    out = subprocess.run([sys.executable, "-m", "pipeline", "describe", "lattice"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "[nat]" in out and "ln tau(G), tau = number of spanning trees" in out
