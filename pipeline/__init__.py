@@ -27,7 +27,7 @@ def load(results_dir, name, status=None, version=None, *, select=None, grid=None
         from pipeline.store.parquet import load as _load
 
         return _load(results_dir, name, status=status, version=version)
-    from pipeline.report.selection import load_selected
+    from pipeline.selection_args import load_selected
 
     return load_selected(results_dir, name, status=status, version=version, words=select,
                          grid=grid, params=params, run_id=run_id, code_id=code_id)

@@ -288,6 +288,13 @@ def dry_run(grid, options: dict) -> int:
     print(f"already done:  {done_ok:,} ok, {done_failed:,} failed ("
           f"{'re-run: retry_failed=true' if options['retry_failed'] else 'skipped'})")
     print(f"to run:        {to_run:,}")
+    from pipeline.engine.provenance import code_id, stale_points
+
+    stale = stale_points(grid, path, code_id(grid.experiment))[0].size
+    if stale:
+        fate = ("re-run: rerun_changed=true" if options["rerun_changed"]
+                else "kept; rerun_changed=true re-runs them")
+        print(f"other code:    {stale:,} stored ok point(s) computed by another code_id ({fate})")
     for axis, dropped in grid.duplicates_dropped.items():
         print(f"note: {dropped} duplicate value(s) of {axis} dropped from the grid")
     print("axes:")

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from pipeline.report.export import DEFAULT_LICENSE, LICENSES, ExportError, export_package
-from pipeline.report.selection import SelectionError, parse_selection_args
+from pipeline.report.selection import SelectionError
+from pipeline.selection_args import parse_selection_args
 
 
 def main(argv: list[str]) -> int:

@@ -220,9 +220,6 @@ def test_export_selection_and_bad_arguments(tmp_path):
 # --------------------------------------------------------------------------- readers
 def test_readme_reader_lines_run(tmp_path, monkeypatch):
     """The README's pandas / polars / DuckDB lines, as printed there, on a results folder."""
-    import duckdb  # noqa: F401
-    import polars  # noqa: F401
-
     # an old part without run_id/code_id first: the parts' schemas differ
     store(tmp_path, "independent_sets", {"m": [1, 2]}, {"lattice": "488", "n": 2}, "one",
           stamp=False)
@@ -288,6 +285,8 @@ def test_resume_after_a_code_change_warns_and_rerun_changed_recomputes(tmp_path)
     store(tmp_path, "composition", grid_cfg, {}, "old", code="0123456789abcdef")
     args = ["experiment=composition", "grid.eps=[0.1,0.5]", "grid.k=[1,10]", "grid.delta=[0.0]",
             "grid.delta_target=[1e-6]", f"results_dir={tmp_path}", *FAST]
+    proc = run_cli(*args, "dry_run=true")
+    assert "other code:    4 stored ok point(s) computed by another code_id" in proc.stdout
     proc = run_cli(*args)
     assert proc.returncode == 0, proc.stderr
     assert "4 stored point(s) of this grid were computed by other code (code_id " \

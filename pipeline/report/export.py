@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import math
 import re
 import shutil
 import time
@@ -135,6 +135,17 @@ def _docs_file(experiment) -> Path | None:
     return None
 
 
+def _strict_json(value):
+    """Non-finite floats as strings ("inf", "nan"): JSON itself has no Infinity or NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict_json(v) for v in value]
+    return value
+
+
 def _public_run(run: dict) -> dict:
     out = {k: run[k] for k in RUN_KEYS if k in run}
     config = dict(run.get("config") or {})
@@ -229,7 +240,8 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
             # frictionless checks bytes by streaming the file: it does for CSV, not Parquet
             resource.update(encoding="utf-8", bytes=file.stat().st_size)
         descriptor["resources"].append(resource)
-    (out / "datapackage.json").write_text(json.dumps(descriptor, indent=2, default=str) + "\n")
+    (out / "datapackage.json").write_text(
+        json.dumps(_strict_json(descriptor), indent=2, default=str, allow_nan=False) + "\n")
     docs = _docs_file(experiment) if experiment else None
     if docs:
         (out / "docs").mkdir(exist_ok=True)

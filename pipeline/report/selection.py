@@ -16,8 +16,8 @@ covers, and warnings when it mixes code_ids or versions or misses points of the 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,7 @@ class Selection:
         return "; ".join(parts) or "everything stored"
 
 
-def _as_tuple(value) -> tuple:
+def as_tuple(value) -> tuple:
     if value is None:
         return ()
     if isinstance(value, (list, tuple)):
@@ -57,9 +57,9 @@ def _as_tuple(value) -> tuple:
     return (value,)
 
 
-def _versions(value) -> tuple:
+def versions_of(value) -> tuple:
     out = []
-    for v in _as_tuple(value):
+    for v in as_tuple(value):
         if v == "latest":
             out.append(v)
             continue
@@ -80,10 +80,10 @@ def check_selection_keys(conf: dict) -> None:
     if scope not in ("grid", "all"):
         raise SelectionError(f"report_scope must be one of {{grid, all}}, got {scope!r}")
     for key in ("run_id", "code_id"):
-        for v in _as_tuple(conf.get(key)):
+        for v in as_tuple(conf.get(key)):
             if not isinstance(v, str) or not v:
                 raise SelectionError(f"{key} must be a string or a list of strings, got {v!r}")
-    _versions(conf.get("version"))
+    versions_of(conf.get("version"))
     used = [k for k in ("run_id", "code_id", "version") if conf.get(k) is not None]
     if used and not conf.get("report"):
         raise SelectionError(f"{', '.join(used)} select(s) rows for report=true; a sweep takes "
@@ -94,9 +94,9 @@ def selection_from_options(grid, options: dict) -> Selection:
     """The selection of ``run.py report=true``: by default exactly the points the same command
     without report=true would sweep; ``report_scope=all``: everything stored."""
     scoped = options.get("report_scope", "grid") != "all"
-    return Selection(grid=grid if scoped else None, run_ids=_as_tuple(options.get("run_id")),
-                     code_ids=_as_tuple(options.get("code_id")),
-                     versions=_versions(options.get("version")))
+    return Selection(grid=grid if scoped else None, run_ids=as_tuple(options.get("run_id")),
+                     code_ids=as_tuple(options.get("code_id")),
+                     versions=versions_of(options.get("version")))
 
 
 def grid_spec(grid) -> dict:
@@ -249,93 +249,3 @@ def coverage_lines(cov: dict) -> list[str]:
                                               cov["code_ids"].items()) or "none recorded"))
     lines += [f"- **warning**: {w}" for w in cov["warnings"]]
     return lines
-
-
-def parse_selection_args(name: str, args: Sequence[str]) -> Selection:
-    """A selection from command-line words: ``experiment=NAME`` (the YAML's grid),
-    ``grid.*``/``params.*``/``~grid.*`` overrides (on top of that YAML, as for a sweep; any of
-    them implies the YAML grid), and ``run_id=``, ``code_id=``, ``version=`` (comma lists).
-    Raises SelectionError naming the bad word."""
-    from pipeline.cli import ConfigError, split_node_overrides
-
-    rest, actions = [], []
-    try:
-        rest, actions = split_node_overrides(list(args))
-    except ConfigError as exc:
-        raise SelectionError(str(exc)) from None
-    keys: dict[str, Any] = {}
-    use_grid = bool(actions)
-    for word in rest:
-        key, sep, value = word.partition("=")
-        if not sep or key not in ("experiment", "run_id", "code_id", "version"):
-            raise SelectionError(f"unknown selection '{word}'; allowed: experiment=NAME, "
-                                 "grid.PARAM=[...], params.PARAM=VALUE, run_id=ID[,ID], "
-                                 "code_id=ID[,ID], version=N[,N]|latest")
-        if key == "experiment":
-            if value != name:
-                raise SelectionError(f"experiment={value} does not match the folder's "
-                                     f"experiment '{name}'")
-            use_grid = True
-        else:
-            keys[key] = [v for v in value.split(",") if v]
-    grid = compose_grid(name, actions) if use_grid else None
-    return Selection(grid=grid, run_ids=tuple(keys.get("run_id", ())),
-                     code_ids=tuple(keys.get("code_id", ())),
-                     versions=_versions(keys.get("version")))
-
-
-def compose_grid(name: str, node_actions) -> Any:
-    """The Grid a sweep ``run.py experiment=NAME`` + overrides would run: Hydra composes
-    ``conf/experiment/NAME.yaml``, then the grid/params overrides replace its values."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
-
-    from pipeline.cli import CONF_DIR, ConfigError, apply_node_overrides, available_experiments
-    from pipeline.engine.grid import Grid
-    from pipeline.experiments.base import ParamError, get_experiment
-
-    if name not in available_experiments():
-        raise SelectionError(f"no config conf/experiment/{name}.yaml to take the grid from; "
-                             "available: " + ", ".join(available_experiments()))
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=[f"experiment={name}"])
-            conf = OmegaConf.to_container(cfg, resolve=True)
-    finally:
-        GlobalHydra.instance().clear()
-    apply_node_overrides(conf, node_actions)
-    for node in ("grid", "params"):
-        if conf.get(node) is not None and not isinstance(conf[node], dict):
-            raise SelectionError(f"{node} must be a mapping of parameter names to values")
-    try:
-        return Grid(get_experiment(name), conf.get("grid") or {}, conf.get("params") or {})
-    except (ParamError, ConfigError) as exc:
-        raise SelectionError(str(exc)) from None
-
-
-def load_selected(results_dir, name: str, *, status=None, version=None, words=None,
-                  grid=None, params=None, run_id=None, code_id=None) -> pd.DataFrame:
-    """``pipeline.load`` with a selection (see its docstring); ``words`` is its ``select``."""
-    if words is not None and (grid is not None or params is not None):
-        raise SelectionError("give either select=[...] (run.py words) or grid=/params= "
-                             "(dicts), not both")
-    if isinstance(words, str):
-        words = words.split()
-    if words is not None:
-        selection = parse_selection_args(name, words)
-    elif grid is not None or params is not None:
-        from pipeline.engine.grid import Grid
-        from pipeline.experiments.base import ParamError, get_experiment
-
-        try:
-            selection = Selection(grid=Grid(get_experiment(name), grid or {}, params or {}))
-        except (ParamError, KeyError) as exc:
-            raise SelectionError(str(exc)) from None
-    else:
-        selection = Selection()
-    selection.run_ids += _as_tuple(run_id)
-    selection.code_ids += _as_tuple(code_id)
-    selection.versions += _versions(version)
-    return select(results_dir, name, selection, status=status)
