@@ -276,6 +276,8 @@ def test_report_is_scoped_to_its_grid_whatever_else_lands(tmp_path):
     assert "2 of 6 point(s) of the grid have no stored row" in proc.stderr
     proc = run_cli(*grid_a, "report=true", "report_scope=some")
     assert proc.returncode == 2 and "report_scope must be one of {grid, all}" in proc.stderr
+    proc = run_cli(*grid_a, "run_id=x")  # a sweep takes no row selection
+    assert proc.returncode == 2 and "run_id select(s) rows for report=true" in proc.stderr
 
 
 @pytest.mark.slow
