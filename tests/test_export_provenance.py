@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -320,3 +321,23 @@ def test_every_output_column_of_every_experiment_has_a_description_and_unit():
     out = subprocess.run([sys.executable, "-m", "pipeline", "describe", "lattice"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60).stdout
     assert "[nat]" in out and "ln tau(G), tau = number of spanning trees" in out
+
+
+def test_a_recomputed_task_keeps_only_its_latest_rows(tmp_path):
+    """rerun_changed's guarantee in load: the new attempt's rows replace all the old ones,
+    even when the old code emitted more rows for the task."""
+    exp = get_experiment("composition_region")
+    grid = Grid(exp, {"k": [2, 3]}, {"eps": 0.4})
+    path = experiment_dir(tmp_path, "composition_region")
+    old, _ = run_batch(grid, range(grid.total))
+    extra = old.set_column(old.schema.get_field_index("row_index"), "row_index",
+                           pc.add(old["row_index"], 100))
+    PartWriter(path, "old", stamp=provenance_stamp(exp, "old")).write(
+        pa.concat_tables([old, extra]))
+    new, _ = run_batch(grid, range(grid.total))
+    PartWriter(path, "new", stamp=provenance_stamp(exp, "new")).write(new)
+    df = pipeline.load(tmp_path, "composition_region")
+    assert len(df) == new.num_rows and set(df.run_id) == {"new"}
+    assert df.row_index.max() < 100
+    assert df.groupby("task_id").row_index.apply(sorted).map(
+        lambda r: r == list(range(len(r)))).all()
