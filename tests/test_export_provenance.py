@@ -148,6 +148,8 @@ def test_export_is_a_valid_data_package_equal_to_load(tmp_path, name):
     # the Parquet resource is load()'s table, row for row
     from_parquet = pd.read_parquet(pkg / parquet["path"])
     pd.testing.assert_frame_equal(from_parquet, loaded)
+    meta = pq.read_schema(pkg / parquet["path"]).field(key_column).metadata
+    assert meta[b"description"].decode() == fields[key_column]["description"].split(" (exact")[0]
     # the CSV carries the same values; exact integers beyond int64 stay exact strings
     with open(pkg / csv_res["path"], newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -181,6 +181,11 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
         experiment = get_experiment(name)
     except KeyError:
         experiment = None
+    if experiment is not None:  # the declarations now, whatever the oldest part carried
+        from pipeline.engine.schema import field_metadata
+
+        table = table.cast(pa.schema([f.with_metadata(field_metadata(experiment, f.name))
+                                      for f in table.schema], metadata=table.schema.metadata))
     manifest = read_manifest(path)
     frame = table.select([c for c in ("task_id", "status", "experiment_version", "run_id",
                                       "code_id") if c in table.column_names]).to_pandas()
