@@ -105,13 +105,15 @@ def test_rows_carry_run_and_code_ids_and_documented_fields(tmp_path):
 
 
 # --------------------------------------------------------------------------- export
-EXPORTS = {
+EXPORTS = {  # grid, params, a column to look at, its unit
     "composition": ({"eps": [0.1, 1.0], "k": [1, 10, 1000]},
-                    {"delta": 0.0, "delta_target": 1e-9}, "eps_optimal"),
+                    {"delta": 0.0, "delta_target": 1e-9}, "eps_optimal", "nat"),
     "lattice": ({"base": ["hexagonal", "square"], "insertions": [0, 1]},
-                {"L1": 6, "L2": 6, "boundary": "torus"}, "spanning_trees"),
+                {"L1": 6, "L2": 6, "boundary": "torus"}, "spanning_trees", "1"),
     "independent_sets": ({"m": [2, 9], "boundary": ["free", "torus"]},
-                         {"lattice": "488", "n": 9}, "count"),
+                         {"lattice": "488", "n": 9}, "count", "1"),
+    # list-typed parameter and column (Table Schema arrays)
+    "composition_hetero": ({"k": [3, 5]}, {"pld": False}, "eps_values", "nat"),
 }
 
 
@@ -119,7 +121,7 @@ EXPORTS = {
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", sorted(EXPORTS))
 def test_export_is_a_valid_data_package_equal_to_load(tmp_path, name):
-    grid_cfg, params, key_column = EXPORTS[name]
+    grid_cfg, params, key_column, unit = EXPORTS[name]
     grid = store(tmp_path / "r", name, grid_cfg, params, "run1")
     # a second run recomputes one point: the package keeps one row per (task_id, row_index)
     store(tmp_path / "r", name, {k: v[:1] for k, v in grid_cfg.items()}, params, "run2")
@@ -143,7 +145,7 @@ def test_export_is_a_valid_data_package_equal_to_load(tmp_path, name):
     exp = get_experiment(name)
     for column in exp.columns:  # every output column declares its meaning
         assert fields[column]["description"], column
-    assert fields[key_column]["unit"] == ("nat" if name == "composition" else "1")
+    assert fields[key_column]["unit"] == unit
 
     # the Parquet resource is load()'s table, row for row
     from_parquet = pd.read_parquet(pkg / parquet["path"])
@@ -162,7 +164,9 @@ def test_export_is_a_valid_data_package_equal_to_load(tmp_path, name):
                 assert got == value or (math.isnan(got) and pd.isna(value)), column
             elif fields[column]["type"] == "string":
                 assert row[column] == ("" if pd.isna(value) else value), column
-    if name != "composition":
+            elif fields[column]["type"] == "array":
+                assert json.loads(row[column]) == list(value), column
+    if name in ("lattice", "independent_sets"):
         exact = [int(v) for v in loaded[key_column].dropna()]
         assert max(exact) > INT64_MAX
         assert fields[key_column]["constraints"]["pattern"] == "[0-9]+"
@@ -195,6 +199,8 @@ def test_export_is_a_valid_data_package_equal_to_load(tmp_path, name):
     assert "cff-version: 1.2.0" in cff and '"Ada Lovelace"' in cff and "license: CC-BY-4.0" in cff
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_export_selection_and_bad_arguments(tmp_path):
     store(tmp_path / "r", "independent_sets", {"m": [1, 2, 3]}, {"lattice": "488", "n": 2}, "a")
     store(tmp_path / "r", "independent_sets", {"m": [4]}, {"lattice": "488", "n": 2}, "b")
@@ -307,6 +313,7 @@ def test_resume_after_a_code_change_warns_and_rerun_changed_recomputes(tmp_path)
     assert proc.returncode == 0 and "computed by other code" not in proc.stderr
 
 
+@pytest.mark.timeout(120)
 def test_every_output_column_of_every_experiment_has_a_description_and_unit():
     from pipeline.engine.schema import column_doc
     from pipeline.experiments.base import registry

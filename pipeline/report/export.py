@@ -93,6 +93,14 @@ def table_schema(experiment, schema: pa.Schema) -> dict:
     return {"fields": fields, "primaryKey": list(PRIMARY_KEY), "missingValues": [""]}
 
 
+def _parquet_schema(schema: dict) -> dict:
+    """The Table Schema of the Parquet resource: list columns are typed ``any`` there (their
+    ``arrowType`` says list<...>), because frictionless reads Parquet lists as numpy arrays,
+    which its ``array`` type rejects; the CSV resource keeps ``array`` (JSON text)."""
+    fields = [{**f, "type": "any"} if f["type"] == "array" else f for f in schema["fields"]]
+    return {**schema, "fields": fields}
+
+
 def _csv_column(col: pa.ChunkedArray) -> pa.Array:
     """One column as the strings Table Schema reads back exactly."""
     typ = col.type
@@ -240,7 +248,8 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
         resource = {"name": f"{name}-{fmt_name}" if len(resources) > 1 else name,
                     "path": f"data/{file.name}", "profile": "tabular-data-resource",
                     "format": fmt_name, "mediatype": mediatype,
-                    "hash": f"sha256:{sha256_of(file)}", "schema": schema}
+                    "hash": f"sha256:{sha256_of(file)}",
+                    "schema": schema if fmt_name == "csv" else _parquet_schema(schema)}
         if fmt_name == "csv":
             # frictionless checks bytes by streaming the file: it does for CSV, not Parquet
             resource.update(encoding="utf-8", bytes=file.stat().st_size)
