@@ -6,12 +6,28 @@
 __version__ = "0.1.0"
 
 
-def load(results_dir, name, status=None, version=None):
+def load(results_dir, name, status=None, version=None, *, select=None, grid=None, params=None,
+         run_id=None, code_id=None):
     """The result table of experiment ``name`` under ``results_dir``, deduplicated by task id.
 
-    ``status="ok"`` keeps successful rows only; ``version="latest"`` (or an int) keeps one
-    experiment version.
-    """
-    from pipeline.store.parquet import load as _load
+    ``status="ok"`` keeps successful rows only; ``version="latest"`` (or an int, or a list)
+    keeps those experiment versions. A selection keeps fewer rows:
 
-    return _load(results_dir, name, status=status, version=version)
+    - ``select=["experiment=NAME", "grid.eps=[0.1,0.5]", "params.k=10"]``: exactly the points
+      that ``run.py`` with those words would sweep (the YAML's grid, overrides on top);
+    - ``grid={...}, params={...}``: exactly the points of that grid (written as in a YAML;
+      parameters not given take their declared defaults, not the YAML's);
+    - ``run_id=``/``code_id=``: rows written by these runs / computed by this code (a string
+      or a list).
+
+    With a selection ``df.attrs["coverage"]`` says what the rows cover (runs, commits,
+    code_ids, missing grid points) and lists warnings.
+    """
+    if select is None and grid is None and params is None and run_id is None and code_id is None:
+        from pipeline.store.parquet import load as _load
+
+        return _load(results_dir, name, status=status, version=version)
+    from pipeline.selection_args import load_selected
+
+    return load_selected(results_dir, name, status=status, version=version, words=select,
+                         grid=grid, params=params, run_id=run_id, code_id=code_id)

@@ -27,7 +27,11 @@ def describe(name: str) -> str:
         lines.append("limits checked before any task runs: "
                      + "; ".join(",".join(c.params) for c in exp.checks))
     lines += ["", "columns:"]
-    lines += [f"  {n:<28} {t}" for n, t in exp.columns.items()]
+    from pipeline.engine.schema import column_doc
+
+    for n, t in exp.columns.items():
+        description, unit, _ = column_doc(exp, n)
+        lines.append(f"  {n:<28} {str(t):<10} {f'[{unit}]' if unit else '':<6} {description}")
     return "\n".join(lines)
 
 
@@ -64,6 +68,7 @@ def _describe(argv: list[str]) -> int:
 COMMANDS = {
     "list": ("list the experiments", "pipeline.__main__:_list"),
     "describe": ("parameters and columns of one experiment", "pipeline.__main__:_describe"),
+    "export": ("a results folder as a Frictionless Data Package", "pipeline.export_command:main"),
 }
 
 

@@ -217,10 +217,12 @@ def execute(cfg, node_actions=()) -> int:
         return EXIT_BAD_CONFIG
     if options["report"]:
         from pipeline.report.build import build_report
+        from pipeline.report.selection import selection_from_options
 
         return build_report(options["results_dir"], name,
                             style=options["report_style"] or "paper",
-                            sig_digits=options["report_sig_digits"] or 6)
+                            sig_digits=options["report_sig_digits"] or 6,
+                            selection=selection_from_options(grid, options))
     if options["dry_run"]:
         return dry_run(grid, options)
     return sweep(grid, conf, options)
@@ -238,13 +240,14 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
     except KeyError:
         raise ConfigError(f"unknown experiment '{name}'") from None
     allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
-                   "report_style", "report_sig_digits", "grid", "params", "cluster"}
+                   "report_style", "report_sig_digits", "grid", "params", "cluster",
+                   "rerun_changed", "report_scope", "run_id", "code_id", "version"}
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
                           + ", ".join(sorted(allowed_top)))
-    for key in ("dry_run", "retry_failed", "progress", "report"):
-        if not isinstance(conf.get(key), bool):
+    for key in ("dry_run", "retry_failed", "progress", "report", "rerun_changed"):
+        if not isinstance(conf.get(key, False), bool):
             raise ConfigError(f"{key} must be true or false, got {conf.get(key)!r}")
     batch_size = conf.get("batch_size", "auto")
     if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
@@ -258,6 +261,12 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         raise ConfigError(str(exc)) from None
     if not conf.get("results_dir"):
         raise ConfigError("results_dir must be a directory path")
+    from pipeline.report.selection import SelectionError, check_selection_keys
+
+    try:
+        check_selection_keys(conf)
+    except SelectionError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         validate_cluster(conf.get("cluster") or {})
     except ClusterConfigError as exc:
@@ -287,6 +296,13 @@ def dry_run(grid, options: dict) -> int:
     print(f"already done:  {done_ok:,} ok, {done_failed:,} failed ("
           f"{'re-run: retry_failed=true' if options['retry_failed'] else 'skipped'})")
     print(f"to run:        {to_run:,}")
+    from pipeline.engine.provenance import code_id, stale_points
+
+    stale = stale_points(grid, path, code_id(grid.experiment))[0].size
+    if stale:
+        fate = ("re-run: rerun_changed=true" if options["rerun_changed"]
+                else "kept; rerun_changed=true re-runs them")
+        print(f"other code:    {stale:,} stored ok point(s) computed by another code_id ({fate})")
     for axis, dropped in grid.duplicates_dropped.items():
         print(f"note: {dropped} duplicate value(s) of {axis} dropped from the grid")
     print("axes:")
@@ -301,6 +317,7 @@ def dry_run(grid, options: dict) -> int:
 
 def sweep(grid, conf: dict, options: dict) -> int:
     from pipeline.engine.cluster import connect
+    from pipeline.engine.provenance import check_code_changes, code_id, provenance_stamp
     from pipeline.engine.runner import plan_sweep, run_sweep
     from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
                                         experiment_dir, new_run_id, update_manifest)
@@ -324,13 +341,15 @@ def sweep(grid, conf: dict, options: dict) -> int:
         if removed:
             log.info("removed %d unfinished temp file(s) left by a killed run", removed)
         plan = plan_sweep(grid, path, options["retry_failed"])
+        stale = check_code_changes(grid, path, plan, options["rerun_changed"], log)
         record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
                             "already_failed_skipped": plan.done_failed,
-                            "to_run": int(plan.pending.size)}
+                            "to_run": int(plan.pending.size), "other_code": stale}
+        record["code_id"] = code_id(grid.experiment)
         update_manifest(path, record)
         log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
                  plan.done_ok + plan.done_failed, plan.pending.size, path)
-        writer = PartWriter(path, run_id)
+        writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id))
         stats = None
         try:
             if plan.pending.size:

@@ -16,16 +16,20 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from pipeline.engine.grid import Grid, seed_of
-from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN
+from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN, field_metadata
 
 
 def result_schema(grid: Grid) -> pa.Schema:
+    """The Arrow schema of a batch's rows; each field carries its description and unit as
+    field metadata (experiments.base.document, engine.schema.BOOKKEEPING_DOCS)."""
     exp = grid.experiment
     fields = [pa.field(p.name, p.arrow_type) for p in exp.params]
     fields += [pa.field(name, typ) for name, typ in exp.columns.items()]
     if exp.stochastic:
         fields.append(pa.field(*SEED_COLUMN))
     fields += [pa.field(name, typ) for name, typ in BOOKKEEPING.items()]
+    fields = [f.with_metadata(field_metadata(exp, f.name)) if field_metadata(exp, f.name) else f
+              for f in fields]
     return pa.schema(fields, metadata={"experiment": exp.name, "version": str(exp.version)})
 
 

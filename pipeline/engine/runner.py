@@ -130,7 +130,9 @@ class SweepStats:
 def _warm_up(grid: Grid) -> tuple[int, str]:
     """Runs on each worker before the sweep: imports the experiment and builds the grid (so
     the first timed batch does not pay for it) and reports what the worker would compute."""
-    return grid.version, grid.canonical(0)
+    from pipeline.engine.provenance import code_id
+
+    return grid.version, grid.canonical(0), code_id(grid.experiment)
 
 
 class WorkerMismatch(RuntimeError):
@@ -139,13 +141,15 @@ class WorkerMismatch(RuntimeError):
 
 def check_workers(client, grid: Grid) -> None:
     """Every connected worker must run the same experiment code as the driver: the same
-    version and the same canonical parameters, hence the same task ids."""
-    expected = (grid.version, grid.canonical(0))
+    version and the same canonical parameters, hence the same task ids, and the same source
+    of the experiment and its kernels (the code_id stamped on every row)."""
+    expected = tuple(_warm_up(grid))
     for worker, got in client.run(_warm_up, grid).items():
         if tuple(got) != expected:
             raise WorkerMismatch(
                 f"worker {worker} computes experiment '{grid.name}' differently (version "
-                f"{got[0]} vs {expected[0]} here, or other defaults): update the code there")
+                f"{got[0]} vs {expected[0]} here, code_id {got[2] if len(got) > 2 else None} vs "
+                f"{expected[2]}, or other defaults): update the code there")
 
 
 def _total_threads(client) -> int:

@@ -249,6 +249,8 @@ class Experiment:
     doc: str = ""
     stochastic: bool = False
     checks: Sequence[PointCheck] = field(default_factory=tuple)
+    # name -> (description, unit[, "exact"]) for params and columns; see :func:`document`.
+    column_docs: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.params]
@@ -337,3 +339,31 @@ def log_of_int(value: int) -> float:
         return math.log(value)
     shift = bits - 64  # keep 64 significant bits; relative error ~ 2^-64
     return math.log(value >> shift) + shift * math.log(2.0)
+
+
+EXACT = "exact"  # third element of a column_docs entry: an exact integer stored as a decimal string
+
+
+def document(experiment: Experiment, docs: Mapping[str, tuple]) -> Experiment:
+    """Attach descriptions and units to an experiment's parameters and output columns.
+
+    ``docs`` maps a parameter or column name to ``(description, unit)`` or
+    ``(description, unit, EXACT)``. ``unit`` is a UCUM-style string: ``"1"`` for a
+    dimensionless number, ``"nat"``/``"bit"`` for logarithms and information, ``"s"`` for
+    seconds, ``None`` for labels, flags and other non-quantities. A parameter without an entry
+    is described by its ``Param.doc``, and so is one whose description is ``""`` (an entry
+    that only gives the parameter's unit). Declared apart from ``columns=`` so the Arrow types stay
+    where they are; the store writes both into each part file's schema as field metadata.
+    """
+    known = {p.name for p in experiment.params} | set(experiment.columns)
+    unknown = set(docs) - known
+    if unknown:
+        raise ValueError(f"{experiment.name}: docs for undeclared names {sorted(unknown)}")
+    for name, entry in docs.items():
+        if not (isinstance(entry, tuple) and len(entry) in (2, 3)
+                and (entry[0] or name in experiment.param_map)
+                and (len(entry) == 2 or entry[2] == EXACT)):
+            raise ValueError(f"{experiment.name}: docs of {name!r} must be (description, unit"
+                             f"[, EXACT]), got {entry!r}")
+    experiment.column_docs.update(docs)
+    return experiment

@@ -336,3 +336,79 @@ BAYES_REGRESSION = register(Experiment(
                        lambda q: None if q["n_total"] * q["repeats"] <= 5 * 10 ** 7 else
                        "n_total * repeats must be <= 5e7")],
 ))
+
+
+# --------------------------------------------------------------------------- column docs
+# (description, unit) as in docs/bayes.md; privacy losses and KL divergences in nats.
+from pipeline.experiments.base import document  # noqa: E402
+
+document(BAYES_BOUNDS, {
+    "L0": ("L0 closed form as printed in the thesis (Lemmas 3.6.1-3.6.4)", "1"),
+    "c": ("c closed form as printed (Lemmas 3.6.1-3.6.4)", "1"),
+    "C": ("C closed form as printed (Lemmas 3.6.1-3.6.4)", "1"),
+    "C_corrected": ("C corrected where the printed closed form is mistyped (normal_precision, "
+                    "laplace; else = C)", "1"),
+    "L0_numeric": ("inf over theta of the Lipschitz constant ell(theta) (3.2), by brute force over "
+                   "data pairs", "1"),
+    "c_numeric": ("largest c with 1 - xi(Theta_L) <= exp(-c (L - L0_numeric)) on a grid of L "
+                  "(an estimate from above of the best constant)", "1"),
+    "C_numeric": ("C (3.11) = sup_x sup_theta p_theta(x) / phi(x), computed numerically", "1"),
+    "C_valid": ("C >= C_numeric: the printed constant is a valid upper bound", None),
+    "tail_ok": ("Assumption 2 (3.5) holds with the closed-form (L0, c) on the grid", None),
+    "c_above_1": ("c > 1, required by Theorem 3.4.1(2)", None),
+    "L": ("Assumption 1 constant sup_theta ell(theta) (inf for the untruncated Beta prior)", "1"),
+    "kl_bound": ("Theorem 3.4.1(2): C (1 + 2 L0 + 1/c) rho with C = C_numeric", "nat"),
+    "kl_bound_closed": ("Theorem 3.4.1(2) with the printed C", "nat"),
+    "eps": ("2 N L rho (Corollary 3.5.3(1)); inf when Assumption 1 fails", "nat"),
+    "delta": ("N sqrt(C/2 (1 + 2 L0 + 1/c) rho) (Theorem 3.5.1(2), N-fold composition), "
+              "C = C_numeric; a guarantee only when c_above_1", "1"),
+    "delta_closed": ("delta with the printed C", "1"),
+    "distinguish_rho": ("Theorem 3.5.6 (Assumption 2) re-derived: smallest rho at which N "
+                        "samples tell x from y at confidence 1 - confidence_delta", "1"),
+    "distinguish_rho_printed": ("as printed: 3 ln(1/conf) / (2 N (C + 2 L0 + 1/c))", "1"),
+    "distinguish_rho_lipschitz": ("Theorem 3.5.6 (Assumption 1): 3 ln(1/conf) / (4 L N) (0 when "
+                                  "L = inf)", "1"),
+    "vacuous": ("delta >= 1 (flagged, never hidden)", None),
+    "vacuous_closed": ("delta_closed >= 1", None),
+})
+document(BAYES_NETWORK, {
+    "n_nodes": ("|I|, number of nodes of the network", "1"),
+    "m": ("sum_i 2^|pi_i|: number of Beta parameters", "1"),
+    "n_test": ("test rows", "1"),
+    "accuracy": ("predictive accuracy (fraction), mean over repeats", "1"),
+    "accuracy_se": ("standard error of accuracy over repeats", "1"),
+    "accuracy_nonprivate": ("accuracy of the exact Bayesian predictive on the same splits", "1"),
+    "kl": ("KL(private posterior || non-private posterior), summed over CPT entries (NaN for "
+           "map_exp, which releases a point)", "nat"),
+    "kl_se": ("standard error of kl over repeats", "nat"),
+    "sup_error": ("||Z - Delta omega||_inf, the released counts' sup-norm error (Proposition "
+                  "4.2.3)", "1"),
+    "theta_sup_error": ("max_ij |theta_hat - posterior mean| of the released parameters", "1"),
+    "negative_cells": ("mean number of released family-table cells below zero before clipping "
+                       "(fourier)", "1"),
+    "stealth_rate": ("fraction of repeats with no negative cell (fourier)", "1"),
+    "sensitivity": ("L1 sensitivity 2|I| of the update vector (Lemma 4.2.1)", "1"),
+    "noise_scale": ("Laplace scale of the released counts or Fourier coefficients", "1"),
+    "closure_size": ("|N_I|", "1"),
+    "fourier_t": ("the t of Corollary 4.2.11 implied by the calibrated increment", "1"),
+    "trim": ("w of the sampler (from eps) or map_trim", "1"),
+    "temperature": ("kappa = eps / (2 Delta u) of the exponential mechanism", "1"),
+})
+document(BAYES_REGRESSION, {
+    "n_train": ("training rows", "1"),
+    "n_test": ("test rows", "1"),
+    "radius": ("weight-norm bound norm_scale / sqrt(b)", "1"),
+    "mse_private": ("test mean squared error of the private posterior sampler", "1"),
+    "mse_private_se": ("standard error of mse_private", "1"),
+    "mse_bayes": ("test MSE of the non-private posterior mean (untruncated)", "1"),
+    "mse_bayes_se": ("standard error of mse_bayes", "1"),
+    "mse_ols": ("test MSE of least squares (the thesis's linear regression)", "1"),
+    "mse_ols_se": ("standard error of mse_ols", "1"),
+    "L": ("exact per-row Lipschitz constant (1 + R) sqrt(1 + R^2) / sigma^2 of the "
+          "log-likelihood in (x, y)", "1"),
+    "L_thesis": ("the thesis's bound (1 + 2|w|_1 + d|w|_2) / (2 sigma^2) at |w|_2 = R", "1"),
+    "eps": ("2 N L: eps-DP per unit of rho(D, D')", "nat"),
+    "eps_row": ("2 N L 2 sqrt(2): pure DP for one replaced row", "nat"),
+    "acceptance": ("acceptance rate of exact rejection sampling (0: the elliptical slice "
+                   "sampler ran)", "1"),
+})

@@ -54,3 +54,12 @@ EXPERIMENT = register(Experiment(
     columns={"value": pa.float64(), "draw": pa.float64(), "label": pa.string()},
     run=run,
 ))
+
+
+from pipeline.experiments.base import document  # noqa: E402
+
+document(EXPERIMENT, {
+    "value": ("x * scale + row: a known answer to check the harness by", "1"),
+    "draw": ("uniform number in [0, 1) from the task seed (its leading 53 bits)", "1"),
+    "label": ("x<x>-r<row>: identifies the row", None),
+})

@@ -14,7 +14,8 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from pipeline.experiments.base import Choice, Experiment, Interval, Param, PointCheck, log_of_int, register
+from pipeline.experiments.base import (Choice, Experiment, Interval, Param, PointCheck, document,
+                                       log_of_int, register)
 from pipeline.kernels import composition as kc
 
 K_MAX = 10**7
@@ -280,3 +281,55 @@ COMPOSITION_HETERO = register(Experiment(
     },
     run=run_composition_hetero,
 ))
+
+
+# --------------------------------------------------------------------------- column docs
+# (description, unit): eps values are privacy losses (natural-log likelihood ratios, "nat");
+# deltas and probabilities are dimensionless ("1"). Parameters with "" keep their Param.doc.
+_PARAM_UNITS = {"eps": ("", "nat"), "delta": ("", "1"), "k": ("", "1")}
+document(COMPOSITION, {
+    **_PARAM_UNITS, "delta_target": ("", "1"),
+    "eps_optimal": ("exact smallest total eps of the k-fold composition at delta_target "
+                    "(Kairouz-Oh-Viswanath Theorem 3.3); inf if delta_target < delta_floor", "nat"),
+    "eps_kov_bound": ("closed-form bound of Theorem 3.4 (minimum of k eps and two expressions)",
+                      "nat"),
+    "eps_drv": ("Dwork-Rothblum-Vadhan advanced composition with delta' = delta_target - k delta",
+                "nat"),
+    "eps_basic": ("basic composition: k eps", "nat"),
+    "delta_floor": ("1 - (1 - delta)^k: the smallest reachable delta_target", "1"),
+})
+document(COMPOSITION_DELTA, {
+    **_PARAM_UNITS, "eps_total": ("", "nat"),
+    "delta_optimal": ("smallest total delta such that the composition is (eps_total, delta)-DP "
+                      "(Theorem 3.3)", "1"),
+    "log_delta_optimal": ("natural log of delta_optimal (finite below 1e-308)", "nat"),
+    "delta_floor": ("1 - (1 - delta)^k", "1"),
+})
+document(COMPOSITION_REGION, {
+    **_PARAM_UNITS,
+    "kind": ("'line': a supporting line (i, eps_i, delta_i) of the optimal privacy region; "
+             "'vertex': a corner (i, p_md, p_fa) of its boundary", None),
+    "i": ("line index i = 0..floor(k/2), or vertex index along the boundary", "1"),
+    "eps_i": ("(k - 2i) eps", "nat"),
+    "delta_i": ("optimal delta at eps_i (seed eq. (6))", "1"),
+    "p_md": ("vertex: probability of missed detection", "1"),
+    "p_fa": ("vertex: probability of false alarm", "1"),
+})
+document(COMPOSITION_HETERO, {
+    "k": ("", "1"), "eps_min": ("", "nat"), "eps_max": ("", "nat"), "eps_list": ("", "nat"),
+    "delta": ("", "1"),
+    "k_steps": ("number of composed steps", "1"),
+    "n_distinct": ("number of distinct eps values", "1"),
+    "log_exact_combos": ("log prod (n_j + 1): size of the untruncated grouped exact sum", "nat"),
+    "log_exact_terms": ("log of the number of terms of the grouped exact sum after truncation",
+                        "nat"),
+    "eps_values": ("the eps_1..eps_k used", "nat"),
+    "eps_exact": ("exact optimal total eps (Murtagh-Vadhan); null when there are more than 2^22 "
+                  "terms", "nat"),
+    "eps_approx": ("guaranteed upper bound: each eps rounded up to the eta grid", "nat"),
+    "eps_approx_lower": ("guaranteed lower bound: each eps rounded down to the eta grid", "nat"),
+    "eps_kov_bound": ("Kairouz-Oh-Viswanath Theorem 3.5 bound", "nat"),
+    "eps_basic": ("basic composition: sum of eps_i", "nat"),
+    "eps_pld": ("dp-accounting privacy-loss-distribution accountant; null if pld=false or it "
+                "is not installed", "nat"),
+})

@@ -317,3 +317,60 @@ EDGE_TEST = register(Experiment(
     run=run_edge_test,
     checks=[PointCheck(("a", "b"), _check_ab)],
 ))
+
+
+# --------------------------------------------------------------------------- column docs
+# (description, unit) as in docs/edge_dp.md; losses in nats.
+from pipeline.experiments.base import document  # noqa: E402
+
+document(EDGE_DP, {
+    "edge_class": ("class of the secret dyad", None),
+    "dyad": ("representative dyad i-j", None),
+    "n_dyads_in_class": ("dyads in the class", "1"),
+    "m": ("number of dyads C(n, 2)", "1"),
+    "method": ("enumeration, closed_form or mcmc", None),
+    "p_edge": ("P(e = 1) (exact rows)", "1"),
+    "alpha_dep": ("dependence constant (exact rows; inf if supports differ)", "nat"),
+    "pufferfish_loss": ("exact edge Pufferfish loss (exact rows)", "nat"),
+    "bound": ("eps + alpha_dep (Lemma 4.1)", "nat"),
+    "lemma_holds": ("pufferfish_loss <= bound (up to 1e-9 relative)", None),
+    "sup_at": ("Laplace: where the sup is reached, o=+inf, o=-inf or o=<integer>", None),
+    "ergm_R": ("ERGM: R = c_max - c_min, the range of the change statistic beta . Delta(g, e) "
+               "over all configurations (exact, any n)", "nat"),
+    "ergm_2zeta": ("ERGM: 2 zeta = 2 max |beta . Delta| (Corollary 4.2)", "nat"),
+    "ergm_c_min": ("ERGM: smallest change statistic", "nat"),
+    "ergm_c_max": ("ERGM: largest change statistic", "nat"),
+    "bound_R": ("ERGM: eps + ergm_R, an exact upper bound on bound at any n", "nat"),
+    "p_edge_mcmc": ("MCMC estimate of P(e = 1)", "1"),
+    "p_edge_se": ("standard error of p_edge_mcmc", "1"),
+    "alpha_dep_mcmc": ("MCMC estimate of alpha_dep", "nat"),
+    "alpha_dep_se": ("standard error of alpha_dep_mcmc", "nat"),
+    "pufferfish_loss_mcmc": ("MCMC estimate of the Laplace loss", "nat"),
+    "pufferfish_loss_se": ("standard error of pufferfish_loss_mcmc", "nat"),
+    "bound_mcmc": ("eps + alpha_dep_mcmc", "nat"),
+})
+document(EDGE_TEST, {
+    "m": ("number of dyads C(n, 2)", "1"),
+    "threshold_used": ("density threshold of the threshold test", "1"),
+    "size_threshold": ("size (type I error) of the threshold test", "1"),
+    "power_threshold": ("power of the threshold test", "1"),
+    "log_size_threshold": ("ln size_threshold", "nat"),
+    "log_power_threshold": ("ln power_threshold", "nat"),
+    "log_type2_threshold": ("ln(1 - power) of the threshold test, summed directly", "nat"),
+    "ratio_threshold": ("power / size of the threshold test", "1"),
+    "log_ratio_threshold": ("ln ratio_threshold", "nat"),
+    "np_cutoff_density": ("the Neyman-Pearson test rejects when the noisy density exceeds it",
+                          "1"),
+    "size_np": ("size of the Neyman-Pearson test (= level)", "1"),
+    "power_np": ("power of the Neyman-Pearson test", "1"),
+    "log_type2_np": ("ln(1 - power) of the Neyman-Pearson test", "nat"),
+    "ratio_np": ("power / size of the Neyman-Pearson test", "1"),
+    "log_ratio_np": ("ln ratio_np", "nat"),
+    "lr_monotone": ("the likelihood ratio f(o|H1)/f(o|H0) is non-decreasing in o (checked "
+                    "exactly): the threshold test at that cutoff is the NP test", None),
+    "alpha_dep": ("dependence constant of the queen dyad", "nat"),
+    "pufferfish_loss": ("Pufferfish loss of the queen dyad", "nat"),
+    "bound": ("eps + alpha_dep for the queen dyad", "nat"),
+    "exp_loss": ("e^pufferfish_loss (inf beyond e^709)", "1"),
+    "exp_bound": ("e^(eps + alpha_dep) (inf beyond e^709)", "1"),
+})

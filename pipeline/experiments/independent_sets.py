@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from pipeline.experiments.base import (Choice, Experiment, Interval, Param, PointCheck, exact_int,
                                        log_of_int, register)
+from pipeline.experiments.base import EXACT, document
 from pipeline.kernels import transfer, triangulation
 
 LATTICE_DOC = ("'488': the 4-8-8 lattice, m rows and n columns of octagons (G_{m,n}, H_{m,n}, "
@@ -266,3 +267,43 @@ RANDOM_TRIANGULATION = register(Experiment(
     run=run_random_triangulation,
     checks=[PointCheck(("m", "n", "samples"), _sample_check)],
 ))
+
+
+# --------------------------------------------------------------------------- column docs
+# (description, unit) as in docs/independent_sets.md; logarithms are natural ("nat").
+document(INDEPENDENT_SETS, {
+    "n_vertices": ("number of vertices of the explicit graph", "1"),
+    "n_edges": ("number of edges of the explicit graph", "1"),
+    "count": ("exact number of independent sets (Merrifield-Simmons index)", "1", EXACT),
+    "log_count": ("ln(count)", "nat"),
+    "entropy_per_vertex": ("ln(count) / n_vertices", "nat"),
+    "method": ("which transfer-matrix sweep was used (width, vector or trace, transposed or "
+               "not)", None),
+})
+document(BOUNDS, {
+    "lambda_p_plus_2q": ("largest transfer-matrix eigenvalue of the free strip of width p + 2q",
+                         "1"),
+    "lambda_2q": ("largest transfer-matrix eigenvalue of the free strip of width 2q", "1"),
+    "xi_2k": ("largest transfer-matrix eigenvalue of the periodic strip of width 2k", "1"),
+    "width_p_plus_2q": ("strip width actually used for lambda_p_plus_2q", "1"),
+    "width_2q": ("strip width actually used for lambda_2q", "1"),
+    "width_2k": ("strip width actually used for xi_2k", "1"),
+    "lower": ("lower bound (lambda_{p+2q} / lambda_{2q})^(1/p) on the entropy constant per unit "
+              "cell (Theorem 7.2.2)", "1"),
+    "upper": ("upper bound xi_{2k}^(1/(2k)) on the entropy constant per unit cell", "1"),
+    "eta_lower": ("lower, per vertex (lower^(1/4) for 488)", "1"),
+    "eta_upper": ("upper, per vertex (upper^(1/4) for 488)", "1"),
+    "vertices_per_cell": ("4 for 488, 1 otherwise", "1"),
+})
+document(RANDOM_TRIANGULATION, {
+    "n_states": ("column states of the transfer matrix, F_{m+3} (F_1 = F_2 = 1)", "1"),
+    "expected_count": ("f(m, n; p), the expected number of independent sets, exact decimal (p "
+                       "read as its decimal repr); null when F_{m+3}^2 n > 10^6", "1"),
+    "log_expected_count": ("ln f(m, n; p)", "nat"),
+    "annealed_entropy": ("ln f(m, n; p) / (m n) (Table 8.2 at n = 100)", "nat"),
+    "eigen_entropy": ("eta_m(p) = ln lambda_{m,1}(p) / m (Table 8.1, Theorem 8.3.2)", "nat"),
+    "shannon_entropy": ("H(p) (Figure 8.4)", "nat"),
+    "quenched_entropy": ("mean over samples of ln #IS / (m n); null when samples = 0", "nat"),
+    "quenched_entropy_stderr": ("standard error of quenched_entropy (sample std / sqrt(samples))",
+                                "nat"),
+})

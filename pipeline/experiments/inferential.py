@@ -402,3 +402,35 @@ BETHE_LIMIT = register(Experiment(
              "nu_eps_to_zero": pa.float64(), "slope_at_zero": pa.float64()},
     run=run_bethe_limit,
 ))
+
+
+# --------------------------------------------------------------------------- column docs
+# (description, unit) as in docs/inferential.md; privacy losses in nats.
+from pipeline.experiments.base import document  # noqa: E402
+
+document(INFERENTIAL, {
+    "node": ("the target node a", "1"),
+    "n_nodes": ("number of individuals n", "1"),
+    "J_effective": ("the coupling used: J, or atanh(2 copy_p - 1)", "1"),
+    "nu": ("exact inferential privacy loss nu_a of the mechanism", "nat"),
+    "nu_over_eps": ("nu_a / eps", "1"),
+    "nu_affiliated": ("formula (6), the Theorem 3.4 value: the worst case for an affiliated "
+                      "prior, and the nu of a maximally biased mechanism", "nat"),
+    "nu_influence_bound": ("Theorem 4.2: 2 (Phi eps)_a with Phi = (I - Gamma)^-1; inf when the "
+                           "spectral radius of Gamma is >= 1", "nat"),
+    "gamma_spectral_norm": ("spectral norm of the influence matrix Gamma (Definition 4.1)", "1"),
+    "gamma_spectral_radius": ("spectral radius of Gamma", "1"),
+    "gamma_max_row_sum": ("largest row sum of Gamma", "1"),
+    "affiliated": ("positive affiliation of the prior (Definition 3.1), checked", None),
+    "method": ("enumeration, transfer, tree or LP", None),
+})
+document(BETHE_LIMIT, {
+    "nu": ("inferential privacy loss on the Bethe lattice, formula (24)", "nat"),
+    "nu_over_eps": ("nu / eps", "1"),
+    "log_x": ("ln x(J, eps/2)", "nat"),
+    "J_critical": ("atanh(1/(Delta - 1)), where tanh J = 1/d (inf for Delta = 2)", "1"),
+    "supercritical": ("d tanh J > 1", None),
+    "nu_eps_to_zero": ("lim_{eps -> 0+} nu = Delta/(Delta - 1) ln x_+; > 0 exactly above the "
+                       "transition (Theorem A.2(a))", "nat"),
+    "slope_at_zero": ("d nu / d eps at 0 (null above the transition)", "1"),
+})

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from pipeline.experiments.base import (Choice, Experiment, Interval, Param, PointCheck, exact_int,
                                        log_of_int, register)
+from pipeline.experiments.base import EXACT, document
 from pipeline.kernels import lattice_counts as counts
 from pipeline.kernels import lattice_spectra as spectra
 from pipeline.kernels.lattices import (BASES, BOUNDARIES, MIN_CELLS, base_cell,
@@ -372,3 +373,62 @@ CLIQUE_GRAPH = register(Experiment(
     run=run_clique_graph,
     checks=[PointCheck(("graph", "size", "degree", "insertions"), _check_named)],
 ))
+
+
+# --------------------------------------------------------------------------- column docs
+# (description, unit) as in docs/lattice.md; logarithms are natural ("nat").
+_SIZE = {"n_vertices": ("number of vertices N of the graph", "1"),
+         "n_edges": ("number of edges of the graph", "1")}
+document(LATTICE, {
+    **_SIZE,
+    "energy": ("graph energy E(G) = sum |lambda| over the adjacency eigenvalues; null where "
+               "too large for the method (docs/lattice.md, Methods)", "1"),
+    "energy_per_vertex": ("E / N", "1"),
+    "log_spanning_trees": ("ln tau(G), tau = number of spanning trees", "nat"),
+    "spanning_tree_entropy": ("ln tau / N", "nat"),
+    "spanning_trees": ("tau(G), the number of spanning trees, while exact is feasible and at "
+                       "most 4,000 digits; else null", "1", EXACT),
+    "log_dimers": ("ln M(G), M = number of perfect matchings (dimer coverings); null when "
+                   "there is none or M is not computed", "nat"),
+    "dimers": ("M(G), the number of perfect matchings (at most 4,000 digits); null as "
+               "log_dimers", "1", EXACT),
+    "kirchhoff_index": ("Kirchhoff index Kf = N sum 1/mu over the non-zero Laplacian "
+                        "eigenvalues; null where energy is null", "1"),
+    "algebraic_connectivity": ("mu_2, the second-smallest Laplacian eigenvalue", "1"),
+    "method": ("the algorithms that produced the row (spectrum, trees, dimers)", None),
+})
+document(LATTICE_LIMIT, {
+    "lattice_name": ("name of C^k(H), e.g. 3-12-12, 3-6-24, C^2(square)", None),
+    "cell_size": ("vertices per unit cell, c r^k", "1"),
+    "degree": ("vertex degree r", "1"),
+    "energy_per_vertex_limit": ("lim E / N of the infinite lattice (>= 10 correct digits)", "1"),
+    "spanning_tree_entropy_limit": ("lim ln tau / N (>= 10 correct digits): the Brillouin-zone "
+                                    "value when computed, else Proposition 6.3.2", "nat"),
+    "spanning_tree_entropy_bz": ("direct Brillouin-zone integral of ln det L(theta) (cells of "
+                                 "at most 64 vertices; else null)", "nat"),
+    "spanning_tree_entropy_prop632": ("Proposition 6.3.2: r^-k (z_H + s_k ln(r (r + 2))) from "
+                                      "the base lattice's value", "nat"),
+    "dimer_free_energy_limit": ("(2 / N) ln M -> ln 2 / 3 for C^k(hexagonal), k >= 1 "
+                                "(Proposition 6.3.5); null otherwise", "nat"),
+    "method": ("quadrature used", None),
+})
+document(CLIQUE_GRAPH, {
+    **_SIZE,
+    "regular_degree": ("degree r of the base graph G", "1"),
+    "connected": ("whether C^k(G) is connected", None),
+    "energy": ("graph energy of C^k(G) from its dense adjacency eigenvalues", "1"),
+    "energy_map": ("the same by corrected Corollary 6.2.3 on the spectrum of C^(k-1)(G) from "
+                   "the Laplacian map of G", "1"),
+    "spanning_trees": ("exact matrix-tree count tau(C^k(G))", "1", EXACT),
+    "log_spanning_trees": ("ln tau(C^k(G))", "nat"),
+    "spanning_trees_lemma": ("tau(C^k(G)) by Lemma 6.3.1 from the exact tau(G)", "1", EXACT),
+    "dimers": ("exact number of perfect matchings M(C^k(G)) (frontier DP; null if none or "
+               "infeasible)", "1", EXACT),
+    "log_dimers": ("ln M(C^k(G))", "nat"),
+    "dimers_lemma_bound": ("2^(m - n + 1) of C^(k-1)(G) (Lemma 6.3.4): equal to M for r = 3, a "
+                           "lower bound for r >= 4", "1", EXACT),
+    "algebraic_connectivity": ("mu_2(C^k(G)), computed directly", "1"),
+    "algebraic_connectivity_map": ("f^k(mu_2(G)), f(x) = (r + 2 - sqrt((r + 2)^2 - 4x)) / 2 "
+                                   "(section 6.4, Proposition 6.4.1)", "1"),
+    "kirchhoff_index": ("Kirchhoff index of C^k(G)", "1"),
+})

@@ -228,3 +228,34 @@ EXPERIMENT = register(Experiment(
         PointCheck(("graph", "n", "u", "v", "solver"), _size_check),
     ),
 ))
+
+
+# --------------------------------------------------------------------------- column docs
+# (description, unit) as in docs/low_influence.md (leakage section).
+from pipeline.experiments.base import document  # noqa: E402
+
+document(EXPERIMENT, {
+    "n_datasets": ("|A|, number of datasets", "1"),
+    "n_edges": ("|E|, edges of the dataset graph", "1"),
+    "diameter": ("diameter of the dataset graph", "1"),
+    "solver_used": ("full_lp, orbit_lp or distance_class_lp", None),
+    "lp_variables": ("variables of the LP actually solved", "1"),
+    "lp_constraints": ("constraints of the LP actually solved", "1"),
+    "utility_optimal": ("LP max of trace(M)/|A| over eps-DP channels (uniform prior)", "1"),
+    "leakage_bits": ("min-entropy leakage log2 sum_j max_i M_ij of that channel", "bit"),
+    "utility_tight_bound": ("1 / min_k sum_h e^(-eps d(h, k))", "1"),
+    "utility_thesis_bound": ("Theorem 5.3.3 (eq. 5.6): the minimum over vertices", "1"),
+    "utility_thesis_bound_max": ("the maximum over vertices of eq. (5.6)", "1"),
+    "thesis_bound_violations": ("vertices a where U* exceeds eq. (5.6) at a", "1"),
+    "utility_closed_form": ("closed form (lambda / (lambda + v - 1))^u (K2, complete, "
+                            "hypercube, Hamming)", "1"),
+    "leakage_closed_form_bits": ("closed form u log2(v lambda / (lambda + v - 1))", "bit"),
+    "vertex_transitive": ("Aut(graph) has one vertex orbit", None),
+    "thesis_bound_holds": ("U* <= utility_thesis_bound + slack", None),
+    "tight_bound_attained": ("|U* - utility_tight_bound| <= slack", None),
+    "automorphism_group_order": ("|Aut| used for the symmetrisation", "1"),
+    "sym_dp": ("Lemma 5.3.2 claim (1) for the symmetrised channel", None),
+    "sym_diagonal_constant": ("Lemma 5.3.2 claim (2) for the symmetrised channel", None),
+    "sym_diagonal_is_column_max": ("Lemma 5.3.2 claim (3) for the symmetrised channel", None),
+    "sym_min_entropy_equal": ("Lemma 5.3.2 claim (4) for the symmetrised channel", None),
+})

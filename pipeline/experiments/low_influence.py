@@ -257,3 +257,38 @@ EXPERIMENT = register(Experiment(
         PointCheck(("mode", "graph", "eps"), _optimise_check),
     ),
 ))
+
+
+# --------------------------------------------------------------------------- column docs
+# (description, unit) as in docs/low_influence.md.
+from pipeline.experiments.base import document  # noqa: E402
+
+document(EXPERIMENT, {
+    "n_datasets": ("|D|, number of datasets", "1"),
+    "n_values": ("|V|, number of output values", "1"),
+    "n_edges": ("|E|, edges of the dataset graph", "1"),
+    "support_size": ("functions with positive probability (null for an independent law with "
+                     "|support| > 65536)", "1"),
+    "utility": ("min_d Pr[M(d) = f(d)]", "1"),
+    "influence": ("max over edges of Pr[M(d) != M(d')] (Definition 2)", "1"),
+    "eps_pure": ("exact eps at delta = 0: max over ordered edges and values of ln(p_v / q_v)",
+                 "nat"),
+    "delta_at_eps": ("hockey-stick delta(eps_eval) = max over ordered edges of "
+                     "sum_v (p_v - e^eps q_v)_+ (Definition 1)", "1"),
+    "vdp_delta": ("max over ordered edges and v of p_v - e^eps q_v at eps_eval (Definition 5)",
+                  "1"),
+    "tv_max": ("delta at eps = 0: max total variation over edges", "1"),
+    "theorem2_delta": ("iota (|V| - 1), the delta of Theorem 2", "1"),
+    "nontrivial": ("Definition 7 (ties as sets)", None),
+    "independent": ("Proposition 1 checked on the joint law (null when |V|^|D| > 65536 for an "
+                    "independent law)", None),
+    "influence_independent": ("influence of the product coupling of the same marginals; "
+                              "optimise: Example 5 closed form", "1"),
+    "influence_joint": ("influence of the joint law; optimise: two-stage LP", "1"),
+    "utility_closed_form": ("optimise: (lambda + delta) / (lambda + 1)", "1"),
+    "influence_independent_dense": ("optimise: Example 5 by a dense grid search over x", "1"),
+    "influence_independent_lp": ("optimise: influence of the independent-class LP optimum", "1"),
+    "influence_joint_closed_form": ("optimise: Example 6, (lambda + 2 delta - 1) / (lambda + 1)",
+                                    "1"),
+    "utility_independent_lp": ("optimise: utility LP over independent mechanisms", "1"),
+})

@@ -25,20 +25,36 @@ EXIT_OK, EXIT_REPORT_FAILED, EXIT_NO_RESULTS = 0, 1, 2
 
 
 def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_digits: int = 6,
-                 selection: dict | None = None) -> int:
+                 selection=None) -> int:
     """Write the report of one experiment; returns an exit code.
 
-    ``style`` is ``report_style`` (paper|slides), ``sig_digits`` ``report_sig_digits``;
-    ``selection`` (any JSON-able dict: what the report covers) is shown in ``index.html``."""
+    ``style`` is ``report_style`` (paper|slides), ``sig_digits`` ``report_sig_digits``.
+    ``selection`` (report/selection.py) picks the rows; by default, and when it restricts
+    neither grid nor version, the latest experiment version. What the rows cover (runs,
+    commits, code_ids, missing grid points) goes into index.md and index.html, warnings also
+    to stderr.
+    """
+    from pipeline.report.selection import Selection, select
+
     stream = stream or sys.stdout
     path = experiment_dir(results_dir, name)
+    selection = selection or Selection()
+    if selection.grid is None and not selection.versions:
+        selection.versions = ("latest",)
     try:
         everything = load(results_dir, name)
-        df = load(results_dir, name, version="latest")
+        df = select(results_dir, name, selection)
     except FileNotFoundError as exc:
         print(f"error: {exc}; run the sweep first (python run.py experiment={name})",
               file=sys.stderr)
         return EXIT_NO_RESULTS
+    if df.empty:
+        print(f"error: no stored rows of '{name}' match the selection ({selection.describe()}); "
+              "run that sweep first, or report everything stored with report_scope=all",
+              file=sys.stderr)
+        return EXIT_NO_RESULTS
+    for warning in df.attrs["coverage"]["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     outdir = path / REPORT_DIR
     if outdir.exists():
         shutil.rmtree(outdir)  # a report is derived data: rebuild it whole
@@ -58,7 +74,8 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
         _generic_summary(df, out)
     older = sorted(set(everything["experiment_version"]) - set(df["experiment_version"]))
     _write_index(path, name, df, out, problems, older_versions=older)
-    write_html(path, name, df, out, problems, older_versions=older, selection=selection)
+    write_html(path, name, df, out, problems, older_versions=older,
+               selection=df.attrs.get("coverage"))
     print(f"report: {outdir / 'index.html'} ({sum(e['kind'] == 'table' for e in out.entries)} "
           f"tables, {sum(e['kind'] == 'figure' for e in out.entries)} figures)", file=stream)
     for fn_name, error in problems:
@@ -102,6 +119,10 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
     manifest = read_manifest(path)
     runs = manifest.get("runs", [])
     lines = [f"# Report: `{name}`", ""]
+    if "coverage" in df.attrs:
+        from pipeline.report.selection import coverage_lines
+
+        lines += ["## What this report covers", "", *coverage_lines(df.attrs["coverage"]), ""]
     version = int(df["experiment_version"].iloc[0]) if len(df) else None
     lines.append(f"- experiment version {version}; rows: {len(df):,}; tasks: {len(tasks):,} "
                  f"({n_ok:,} ok, {n_failed:,} failed)")

@@ -84,8 +84,9 @@ class PartWriter:
             return None
         for name, (value, typ) in self.stamp.items():
             if name not in table.column_names:
-                table = table.append_column(pa.field(name, typ),
-                                            pa.array([value] * table.num_rows, typ))
+                # typ may be a pa.Field, to carry field metadata (description, unit)
+                fld = typ if isinstance(typ, pa.Field) else pa.field(name, typ)
+                table = table.append_column(fld, pa.array([value] * table.num_rows, fld.type))
         final = write_part_file(self.path, f"part-{self.run_id}-{self.seq:06d}.parquet", table)
         self.seq += 1
         self.rows += table.num_rows
@@ -156,8 +157,10 @@ def read_table(path: str | os.PathLike) -> pa.Table | None:
 
 
 def deduplicate_table(table: pa.Table) -> pa.Table:
-    """One result per task: a task stored ok anywhere drops its failed rows; repeated rows of
-    the same (task_id, row_index) keep the latest finished. Row order is storage order.
+    """One result per task: a task stored ok anywhere drops its failed rows; a task stored by
+    several attempts keeps the rows of its latest finished one (so a recomputation that emits
+    fewer rows leaves none of the old ones behind); any rows still repeating a
+    (task_id, row_index) keep the latest finished. Row order is storage order.
 
     Done in Arrow (hash joins in C++): a sweep's folder of millions of rows normally has no
     duplicates at all, and then this costs two hash passes.
@@ -169,6 +172,19 @@ def deduplicate_table(table: pa.Table) -> pa.Table:
         retried = pc.and_(failed, pc.is_in(table["task_id"], value_set=ok_ids))
         if pc.any(retried).as_py():
             table = table.filter(pc.invert(retried))
+    key = table["task_id"]
+    if pc.max(table["row_index"]).as_py():
+        key = pc.binary_join_element_wise(key, pc.cast(table["row_index"], pa.string()), ":")
+    if pc.count_distinct(key).as_py() == table.num_rows:
+        return table
+    # rows of one attempt share its finished_at: keep each task's latest attempt
+    latest = table.select(["task_id", "finished_at"]).group_by("task_id").aggregate(
+        [("finished_at", "max")])
+    stamp = pc.fill_null(pc.cast(table["finished_at"], pa.int64()), -1)
+    ends = latest.append_column("_end", pc.fill_null(pc.cast(latest["finished_at_max"],
+                                                             pa.int64()), -1))
+    ids = pc.index_in(table["task_id"], value_set=ends["task_id"])
+    table = table.filter(pc.equal(stamp, pc.take(ends["_end"], ids)))
     key = table["task_id"]
     if pc.max(table["row_index"]).as_py():
         key = pc.binary_join_element_wise(key, pc.cast(table["row_index"], pa.string()), ":")

@@ -1,0 +1,175 @@
+"""Code identity of an experiment: ``code_id``, stamped on every stored row.
+
+``code_id`` is the sha256 (first 16 hex digits) of the source files of the experiment's module
+and of every ``pipeline.kernels`` / ``pipeline.experiments`` module it imports, followed
+transitively (found by reading ``import`` statements, not by importing). The contract module
+``pipeline.experiments.base`` is left out: it declares, it does not compute. Any edit to one of
+those files (a kernel fix, a changed default) gives a new code_id even without a ``version``
+bump, so rows computed by other code can be found and, with ``rerun_changed=true``, recomputed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import importlib.util
+
+SCIENCE_PACKAGES = ("pipeline.kernels", "pipeline.experiments")
+NOT_SCIENCE = {"pipeline.experiments", "pipeline.experiments.base"}
+
+
+def _source(module: str) -> tuple[str | None, bytes | None]:
+    """(file path, bytes) of a module's source without importing it, or (None, None)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None, None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None, None
+    with open(spec.origin, "rb") as fh:
+        return spec.origin, fh.read()
+
+
+def _is_science(module: str) -> bool:
+    return module not in NOT_SCIENCE and any(
+        module == pkg or module.startswith(pkg + ".") for pkg in SCIENCE_PACKAGES)
+
+
+def _imports(module: str, source: bytes, is_package: bool) -> set[str]:
+    """Modules named by the import statements of ``source`` (``from P import m`` gives P.m
+    when that is a module, else P)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = module if is_package else module.rsplit(".", 1)[0]
+                for _ in range(node.level - 1):
+                    base = base.rsplit(".", 1)[0]
+                parent = f"{base}.{node.module}" if node.module else base
+            else:
+                parent = node.module or ""
+            out.add(parent)
+            for alias in node.names:
+                if _is_science(f"{parent}.{alias.name}") and _source(f"{parent}.{alias.name}")[0]:
+                    out.add(f"{parent}.{alias.name}")
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def code_modules(module: str) -> tuple[str, ...]:
+    """``module`` and the science modules it imports, transitively, sorted by name."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen or not _is_science(name):
+            continue
+        path, source = _source(name)
+        if source is None:
+            continue
+        seen.add(name)
+        todo.extend(_imports(name, source, path.endswith("__init__.py")))
+    return tuple(sorted(seen))
+
+
+@functools.lru_cache(maxsize=None)
+def module_code_id(module: str) -> str:
+    digest = hashlib.sha256()
+    for name in code_modules(module):
+        digest.update(name.encode() + b"\0" + _source(name)[1] + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def code_id(experiment) -> str:
+    """The code identity of ``experiment`` (see the module docstring); cached per process."""
+    return module_code_id(experiment.run.__module__)
+
+
+def provenance_stamp(experiment, run_id: str) -> dict:
+    """The ``PartWriter`` stamp: ``run_id`` and ``code_id`` on every row, documented fields."""
+    import pyarrow as pa
+
+    from pipeline.engine.schema import PROVENANCE, field_metadata
+
+    values = {"run_id": run_id, "code_id": code_id(experiment)}
+    return {name: (values[name], pa.field(name, typ, metadata=field_metadata(experiment, name)))
+            for name, typ in PROVENANCE.items()}
+
+
+def stale_points(grid, path, current: str):
+    """Grid indices whose stored ok rows were all computed by code other than ``current``
+    (another code_id, or none recorded: rows written before code_ids were), with the other
+    code_ids seen. Cheap when nothing is stale: the grid is hashed only if some stored ok
+    task has another code_id."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from pipeline.store.parquet import contains, id_prefixes, part_files
+
+    none = np.zeros(0, dtype=np.int64), []
+    files = part_files(path)
+    if not files:
+        return none
+    schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+    columns = ["task_id", "status"] + (["code_id"] if "code_id" in schema.names else [])
+    table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
+        columns=columns, filter=pc.equal(pc.field("status"), "ok"))
+    if "code_id" not in table.column_names:
+        table = table.append_column("code_id", pa.nulls(table.num_rows, pa.string()))
+    is_current = pc.fill_null(pc.equal(table["code_id"], current), False)
+    fresh = np.unique(id_prefixes(table.filter(is_current)["task_id"]))
+    other = table.filter(pc.invert(is_current))
+    if other.num_rows == 0:
+        return none
+    other_ids = np.unique(id_prefixes(other["task_id"]))
+    other_ids = other_ids[~contains(fresh, other_ids)]
+    if other_ids.size == 0:
+        return none
+    from pipeline.engine.runner import PLAN_CHUNK
+
+    hits = []
+    for start in range(0, grid.total, PLAN_CHUNK):
+        stop = min(grid.total, start + PLAN_CHUNK)
+        ids = np.fromiter((int(grid.task_id(i)[:16], 16) for i in range(start, stop)),
+                          dtype=np.uint64, count=stop - start)
+        hits.append(np.nonzero(contains(other_ids, ids))[0].astype(np.int64) + start)
+    indices = np.concatenate(hits)
+    if indices.size == 0:
+        return none
+    in_grid = contains(np.sort(np.fromiter((int(grid.task_id(int(i))[:16], 16) for i in indices),
+                                           dtype=np.uint64, count=indices.size)),
+                       id_prefixes(other["task_id"]))
+    codes = sorted({c if c is not None else "none recorded"
+                    for c in other.filter(pa.array(in_grid))["code_id"].to_pylist()})
+    return indices, codes
+
+
+def check_code_changes(grid, path, plan, rerun_changed: bool, log) -> int:
+    """Warn when stored ok rows of this grid were computed by other code under the same
+    version; with ``rerun_changed`` add those points to ``plan.pending`` (the new rows win
+    in load's deduplication: the latest finished row of a task and row index is kept).
+    Returns how many such points there are."""
+    import numpy as np
+
+    current = code_id(grid.experiment)
+    indices, codes = stale_points(grid, path, current)
+    if not indices.size:
+        return 0
+    if rerun_changed:
+        log.warning("rerun_changed=true: recomputing %d stored point(s) computed by other code "
+                    "(code_id %s; now %s)", indices.size, ", ".join(codes), current)
+        plan.pending = np.union1d(plan.pending, indices)
+        plan.done_ok -= int(indices.size)
+    else:
+        log.warning("warning: %d stored point(s) of this grid were computed by other code "
+                    "(code_id %s; now %s) under the same version %d: they are kept as they "
+                    "are. Bump the experiment's version if results change, or rerun with "
+                    "rerun_changed=true to recompute them", indices.size, ", ".join(codes),
+                    current, grid.version)
+    return int(indices.size)

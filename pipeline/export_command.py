@@ -1,0 +1,67 @@
+"""``python -m pipeline export RESULTS_DIR/NAME --to DIR``: a results folder as a Frictionless
+Data Package (pipeline/report/export.py writes it). Exit 0 written, 2 bad arguments or nothing
+to export (nothing is written then)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pipeline.report.export import DEFAULT_LICENSE, LICENSES, ExportError, export_package
+from pipeline.report.selection import SelectionError
+from pipeline.selection_args import parse_selection_args
+
+
+def main(argv: list[str]) -> int:
+    """``python -m pipeline export RESULTS_DIR/NAME --to DIR [--format F] [SELECTION...]``."""
+
+    usage = ("usage: python -m pipeline export RESULTS_DIR/NAME --to DIR "
+             "[--format parquet|csv|both] [--license " + "|".join(LICENSES) + "] "
+             "[--author NAME ...] [experiment=NAME] [grid.PARAM=[...]] [params.PARAM=V] "
+             "[run_id=ID[,ID]] [code_id=ID[,ID]] [version=N[,N]|latest]")
+    options = {"--to": None, "--format": "both", "--license": DEFAULT_LICENSE}
+    authors, words, source = [], [], None
+    args = list(argv)
+    try:
+        while args:
+            word = args.pop(0)
+            key, sep, value = word.partition("=")
+            if key in (*options, "--author") and word.startswith("--"):
+                if not sep:
+                    if not args:
+                        raise ExportError(f"{key} needs a value")
+                    value = args.pop(0)
+                if key == "--author":
+                    authors.append(value)
+                else:
+                    options[key] = value
+            elif word in ("-h", "--help"):
+                print(usage)
+                return 0
+            elif word.startswith("-") and not word.startswith("~"):
+                raise ExportError(f"unknown option {word!r}")
+            elif source is None and "=" not in word and not word.startswith("~"):
+                source = word
+            else:
+                words.append(word)
+        if source is None or options["--to"] is None:
+            raise ExportError("give the experiment folder RESULTS_DIR/NAME and --to DIR")
+        folder = Path(source.rstrip("/"))
+        if not folder.is_dir():
+            raise ExportError(f"no such results folder: {folder}")
+        if Path(options["--to"]).resolve() == folder.resolve() or \
+                folder.resolve() in Path(options["--to"]).resolve().parents:
+            raise ExportError("--to must be outside the results folder (pandas would read the "
+                              "exported Parquet file as results)")
+        selection = parse_selection_args(folder.name, words)
+        cov = export_package(folder.parent, folder.name, options["--to"], options["--format"],
+                             selection, options["--license"], tuple(authors))
+    except (ExportError, SelectionError) as exc:
+        print(f"error: {exc}\n{usage}", file=sys.stderr)
+        return 2
+    for warning in cov["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"exported {cov['rows']:,} rows ({cov['tasks']:,} tasks, {len(cov['runs'])} run(s), "
+          f"code_id(s) {', '.join(cov['code_ids']) or 'none recorded'}) of '{folder.name}' to "
+          f"{Path(options['--to']) / 'datapackage.json'}")
+    return 0

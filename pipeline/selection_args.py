@@ -1,0 +1,104 @@
+"""Selections written as on the command line (``experiment=``, ``grid.*``, ``params.*``,
+``run_id=``, ``code_id=``, ``version=``), for ``pipeline.load(select=...)`` and
+``python -m pipeline export``. A front-door module: it composes the experiment's YAML with
+Hydra as ``run.py`` does; the selecting itself is pipeline/report/selection.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pandas as pd
+
+from pipeline.report.selection import (Selection, SelectionError, as_tuple, select,
+                                       versions_of)
+
+
+def parse_selection_args(name: str, args: Sequence[str]) -> Selection:
+    """A selection from command-line words: ``experiment=NAME`` (the YAML's grid),
+    ``grid.*``/``params.*``/``~grid.*`` overrides (on top of that YAML, as for a sweep; any of
+    them implies the YAML grid), and ``run_id=``, ``code_id=``, ``version=`` (comma lists).
+    Raises SelectionError naming the bad word."""
+    from pipeline.cli import ConfigError, split_node_overrides
+
+    rest, actions = [], []
+    try:
+        rest, actions = split_node_overrides(list(args))
+    except ConfigError as exc:
+        raise SelectionError(str(exc)) from None
+    keys: dict[str, Any] = {}
+    use_grid = bool(actions)
+    for word in rest:
+        key, sep, value = word.partition("=")
+        if not sep or key not in ("experiment", "run_id", "code_id", "version"):
+            raise SelectionError(f"unknown selection '{word}'; allowed: experiment=NAME, "
+                                 "grid.PARAM=[...], params.PARAM=VALUE, run_id=ID[,ID], "
+                                 "code_id=ID[,ID], version=N[,N]|latest")
+        if key == "experiment":
+            if value != name:
+                raise SelectionError(f"experiment={value} does not match the folder's "
+                                     f"experiment '{name}'")
+            use_grid = True
+        else:
+            keys[key] = [v for v in value.split(",") if v]
+    grid = compose_grid(name, actions) if use_grid else None
+    return Selection(grid=grid, run_ids=tuple(keys.get("run_id", ())),
+                     code_ids=tuple(keys.get("code_id", ())),
+                     versions=versions_of(keys.get("version")))
+
+
+def compose_grid(name: str, node_actions) -> Any:
+    """The Grid a sweep ``run.py experiment=NAME`` + overrides would run: Hydra composes
+    ``conf/experiment/NAME.yaml``, then the grid/params overrides replace its values."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from pipeline.cli import CONF_DIR, ConfigError, apply_node_overrides, available_experiments
+    from pipeline.engine.grid import Grid
+    from pipeline.experiments.base import ParamError, get_experiment
+
+    if name not in available_experiments():
+        raise SelectionError(f"no config conf/experiment/{name}.yaml to take the grid from; "
+                             "available: " + ", ".join(available_experiments()))
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=[f"experiment={name}"])
+            conf = OmegaConf.to_container(cfg, resolve=True)
+    finally:
+        GlobalHydra.instance().clear()
+    apply_node_overrides(conf, node_actions)
+    for node in ("grid", "params"):
+        if conf.get(node) is not None and not isinstance(conf[node], dict):
+            raise SelectionError(f"{node} must be a mapping of parameter names to values")
+    try:
+        return Grid(get_experiment(name), conf.get("grid") or {}, conf.get("params") or {})
+    except (ParamError, ConfigError) as exc:
+        raise SelectionError(str(exc)) from None
+
+
+def load_selected(results_dir, name: str, *, status=None, version=None, words=None,
+                  grid=None, params=None, run_id=None, code_id=None) -> pd.DataFrame:
+    """``pipeline.load`` with a selection (see its docstring); ``words`` is its ``select``."""
+    if words is not None and (grid is not None or params is not None):
+        raise SelectionError("give either select=[...] (run.py words) or grid=/params= "
+                             "(dicts), not both")
+    if isinstance(words, str):
+        words = words.split()
+    if words is not None:
+        selection = parse_selection_args(name, words)
+    elif grid is not None or params is not None:
+        from pipeline.engine.grid import Grid
+        from pipeline.experiments.base import ParamError, get_experiment
+
+        try:
+            selection = Selection(grid=Grid(get_experiment(name), grid or {}, params or {}))
+        except (ParamError, KeyError) as exc:
+            raise SelectionError(str(exc)) from None
+    else:
+        selection = Selection()
+    selection.run_ids += as_tuple(run_id)
+    selection.code_ids += as_tuple(code_id)
+    selection.versions += versions_of(version)
+    return select(results_dir, name, selection, status=status)

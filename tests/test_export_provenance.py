@@ -1,0 +1,352 @@
+"""Issue 16: provenance per row, scoped selections, data-package export, other readers.
+
+Stores are written with the engine's own batch function and part writer (real part files,
+real provenance stamp, real manifest); the scoped-report and rerun_changed tests go through
+``run.py`` on a real LocalCluster.
+"""
+
+import csv
+import glob
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import pipeline
+from pipeline.engine.batch import run_batch
+from pipeline.engine.grid import Grid
+from pipeline.engine.provenance import code_id, code_modules, provenance_stamp
+from pipeline.experiments.base import get_experiment
+from pipeline.store.parquet import (PartWriter, experiment_dir, update_manifest,
+                                    write_part_file)
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["cluster.dashboard_address=:0", "progress=false", "cluster.n_workers=1"]
+BIN = Path(sys.executable).parent
+INT64_MAX = 2**63 - 1
+
+
+def store(results_dir, name, grid_cfg, params, run_id, code=None, stamp=True):
+    """Run every point of the grid through run_batch and write it as the driver does."""
+    exp = get_experiment(name)
+    grid = Grid(exp, grid_cfg, params)
+    path = experiment_dir(results_dir, name)
+    table, _ = run_batch(grid, range(grid.total))
+    if stamp:
+        marks = provenance_stamp(exp, run_id)
+        if code is not None:
+            marks["code_id"] = (code, marks["code_id"][1])
+        PartWriter(path, run_id, stamp=marks).write(table)
+    else:  # a part written before provenance was recorded
+        write_part_file(path, f"part-{run_id}-000000.parquet", table)
+    update_manifest(path, {
+        "run_id": run_id, "experiment": name, "status": "finished",
+        "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:00Z",
+        "host": "node-secret-7", "user": "alice", "pid": 4242, "argv": ["--password=x"],
+        "git": {"commit": "c" * 40, "dirty": False}, "packages": {"numpy": "2.0"},
+        "config": {"grid": grid_cfg, "params": params, "results_dir": "/home/alice/r",
+                   "cluster": {"address": "tcp://10.0.0.1:8786"}}})
+    return grid
+
+
+def run_cli(*args, timeout=240):
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def export(folder, to, *extra):
+    return subprocess.run([sys.executable, "-m", "pipeline", "export", str(folder), "--to",
+                           str(to), *extra], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+# --------------------------------------------------------------------------- provenance
+def test_code_id_covers_the_kernels_the_experiment_imports():
+    assert code_modules("pipeline.experiments.lattice") == (
+        "pipeline.experiments.lattice", "pipeline.kernels", "pipeline.kernels.graphs",
+        "pipeline.kernels.lattice_counts", "pipeline.kernels.lattice_spectra",
+        "pipeline.kernels.lattices")
+    # leakage builds on low_influence's experiment module and the finite-mechanism kernels
+    mods = code_modules("pipeline.experiments.leakage")
+    assert "pipeline.experiments.low_influence" in mods
+    assert "pipeline.kernels.finite_mechanisms" in mods and "pipeline.experiments.base" not in mods
+    files = b"".join(name.encode() + b"\0" + open(
+        __import__("importlib").util.find_spec(name).origin, "rb").read() + b"\0"
+        for name in code_modules("pipeline.experiments.composition"))
+    assert code_id(get_experiment("composition")) == hashlib.sha256(files).hexdigest()[:16]
+    assert code_id(get_experiment("composition")) != code_id(get_experiment("lattice"))
+
+
+def test_rows_carry_run_and_code_ids_and_documented_fields(tmp_path):
+    store(tmp_path, "independent_sets", {"m": [1, 2]}, {"lattice": "488", "n": 2}, "old", stamp=False)
+    store(tmp_path, "independent_sets", {"m": [3]}, {"lattice": "488", "n": 2}, "new")
+    df = pipeline.load(tmp_path, "independent_sets")  # old parts without the columns still load
+    assert len(df) == 3
+    new = df[df.m == 3].iloc[0]
+    assert new.run_id == "new" and new.code_id == code_id(get_experiment("independent_sets"))
+    assert df[df.m < 3].run_id.isna().all() and df[df.m < 3].code_id.isna().all()
+    part = next((tmp_path / "independent_sets").glob("part-new-*.parquet"))
+    schema = pq.read_schema(part)
+    meta = {f.name: f.metadata or {} for f in schema}
+    assert meta["log_count"][b"unit"] == b"nat" and b"ln(count)" in meta["log_count"][b"description"]
+    assert meta["count"][b"exact_integer"] == b"true"
+    assert meta["elapsed_s"][b"unit"] == b"s"
+    assert b"run" in meta["run_id"][b"description"] and b"sha256" in meta["code_id"][b"description"]
+    assert meta["m"][b"description"].startswith(b"parameter: rows")
+
+
+# --------------------------------------------------------------------------- export
+EXPORTS = {  # grid, params, a column to look at, its unit
+    "composition": ({"eps": [0.1, 1.0], "k": [1, 10, 1000]},
+                    {"delta": 0.0, "delta_target": 1e-9}, "eps_optimal", "nat"),
+    "lattice": ({"base": ["hexagonal", "square"], "insertions": [0, 1]},
+                {"L1": 6, "L2": 6, "boundary": "torus"}, "spanning_trees", "1"),
+    "independent_sets": ({"m": [2, 9], "boundary": ["free", "torus"]},
+                         {"lattice": "488", "n": 9}, "count", "1"),
+    # list-typed parameter and column (Table Schema arrays)
+    "composition_hetero": ({"k": [3, 5]}, {"pld": False}, "eps_values", "nat"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", sorted(EXPORTS))
+def test_export_is_a_valid_data_package_equal_to_load(tmp_path, name):
+    grid_cfg, params, key_column, unit = EXPORTS[name]
+    grid = store(tmp_path / "r", name, grid_cfg, params, "run1")
+    # a second run recomputes one point: the package keeps one row per (task_id, row_index)
+    store(tmp_path / "r", name, {k: v[:1] for k, v in grid_cfg.items()}, params, "run2")
+    loaded = pipeline.load(tmp_path / "r", name)
+    assert loaded.task_id.nunique() == grid.total
+
+    proc = export(tmp_path / "r" / name, tmp_path / "pkg", "--format", "both",
+                  "--author", "Ada Lovelace")
+    assert proc.returncode == 0, proc.stderr
+    pkg = tmp_path / "pkg"
+    check = subprocess.run([str(BIN / "frictionless"), "validate", "datapackage.json"], cwd=pkg,
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    descriptor = json.loads((pkg / "datapackage.json").read_text())
+    parquet, csv_res = descriptor["resources"]
+    schema = csv_res["schema"]
+    assert schema["primaryKey"] == ["task_id", "row_index"]
+    fields = {f["name"]: f for f in schema["fields"]}
+    assert set(fields) == set(loaded.columns)
+    exp = get_experiment(name)
+    for column in exp.columns:  # every output column declares its meaning
+        assert fields[column]["description"], column
+    assert fields[key_column]["unit"] == unit
+
+    # the Parquet resource is load()'s table, row for row
+    from_parquet = pd.read_parquet(pkg / parquet["path"])
+    pd.testing.assert_frame_equal(from_parquet, loaded)
+    meta = pq.read_schema(pkg / parquet["path"]).field(key_column).metadata
+    assert meta[b"description"].decode() == fields[key_column]["description"].split(" (exact")[0]
+    # the CSV carries the same values; exact integers beyond int64 stay exact strings
+    with open(pkg / csv_res["path"], newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(loaded)
+    for row, (_, want) in zip(rows, loaded.iterrows()):
+        for column in exp.columns:
+            value = want[column]
+            if fields[column]["type"] == "number":
+                got = float({"INF": "inf", "-INF": "-inf"}.get(row[column], row[column] or "nan"))
+                assert got == value or (math.isnan(got) and pd.isna(value)), column
+            elif fields[column]["type"] == "string":
+                assert row[column] == ("" if pd.isna(value) else value), column
+            elif fields[column]["type"] == "array":
+                assert json.loads(row[column]) == list(value), column
+    if name in ("lattice", "independent_sets"):
+        exact = [int(v) for v in loaded[key_column].dropna()]
+        assert max(exact) > INT64_MAX
+        assert fields[key_column]["constraints"]["pattern"] == "[0-9]+"
+        assert sorted(r[key_column] for r in rows) == sorted(map(str, exact))
+
+    # checksums: the resources' hash and SHA256SUMS, which sha256sum itself accepts
+    for res in descriptor["resources"]:
+        digest = hashlib.sha256((pkg / res["path"]).read_bytes()).hexdigest()
+        assert res["hash"] == f"sha256:{digest}"
+    sums = (pkg / "SHA256SUMS").read_text().splitlines()
+    listed = {line.split("  ", 1)[1] for line in sums}
+    assert {"datapackage.json", "README.md", "CITATION.cff", parquet["path"],
+            csv_res["path"]} <= listed
+    assert subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=pkg,
+                          timeout=60).returncode == 0
+
+    # grids and provenance; nothing of the machine or the user leaks
+    meta = descriptor["pipeline"]
+    assert meta["grids"]["run1"] == {"grid": grid_cfg, "params": params}
+    assert [r["run_id"] for r in meta["provenance"]["runs"]] == ["run1", "run2"]
+    assert meta["provenance"]["commits"] == ["c" * 40]
+    assert meta["provenance"]["code_ids"] == {code_id(exp): len(loaded)}
+    text = (pkg / "datapackage.json").read_text()
+    for secret in ("node-secret-7", "alice", "10.0.0.1", "--password"):
+        assert secret not in text
+    readme = (pkg / "README.md").read_text()
+    assert f"`{key_column}`" in readme and "pl.read_parquet" in readme
+    assert exp.doc.split()[0] in readme and (pkg / "docs").is_dir()
+    cff = (pkg / "CITATION.cff").read_text()
+    assert "cff-version: 1.2.0" in cff and '"Ada Lovelace"' in cff and "license: CC-BY-4.0" in cff
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_export_selection_and_bad_arguments(tmp_path):
+    store(tmp_path / "r", "independent_sets", {"m": [1, 2, 3]}, {"lattice": "488", "n": 2}, "a")
+    store(tmp_path / "r", "independent_sets", {"m": [4]}, {"lattice": "488", "n": 2}, "b")
+    folder = tmp_path / "r" / "independent_sets"
+    proc = export(folder, tmp_path / "pkg", "--format", "csv", "run_id=b")
+    assert proc.returncode == 0, proc.stderr
+    descriptor = json.loads((tmp_path / "pkg" / "datapackage.json").read_text())
+    assert [r["format"] for r in descriptor["resources"]] == ["csv"]
+    assert descriptor["pipeline"]["coverage"]["rows"] == 1
+    # a grid selection (the YAML's grid, overridden as in a sweep) reports missing points
+    proc = export(folder, tmp_path / "pkg2", "--format", "parquet", "grid.m=[1,2,3,4,5]",
+                  "grid.n=[2]", "grid.boundary=[free]")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 of 5 point(s) of the grid have no stored row" in proc.stderr
+    cov = json.loads((tmp_path / "pkg2" / "datapackage.json").read_text())["pipeline"]["coverage"]
+    assert cov["grid"]["missing_examples"][0]["m"] == 5 and cov["rows"] == 4
+    for bad, message in ((["--format", "xlsx"], "--format must be one of"),
+                         (["grid.nope=[1]"], "parameter 'nope'"),
+                         (["run_id=zzz"], "no stored rows"),
+                         (["colour=red"], "unknown selection 'colour=red'")):
+        proc = export(folder, tmp_path / "bad", *bad)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and not (tmp_path / "bad").exists()
+
+
+# --------------------------------------------------------------------------- readers
+def test_readme_reader_lines_run(tmp_path, monkeypatch):
+    """The README's pandas / polars / DuckDB lines, as printed there, on a results folder."""
+    # an old part without run_id/code_id first: the parts' schemas differ
+    store(tmp_path, "independent_sets", {"m": [1, 2]}, {"lattice": "488", "n": 2}, "one",
+          stamp=False)
+    store(tmp_path, "independent_sets", {"m": [3]}, {"lattice": "488", "n": 2}, "two")
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("**Other readers.**", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(lines) >= 3
+    monkeypatch.chdir(tmp_path)
+    os.rename(tmp_path / "independent_sets", tmp_path / "results_is")
+    expected_counts = sorted(pipeline.load(tmp_path, "results_is")["count"])
+    readers = []
+    for line in lines:
+        scope: dict = {}
+        exec(line.replace("results/composition", "results_is"), scope)  # noqa: S102
+        frame = scope["df"]
+        readers.append(type(frame).__module__.split(".")[0])
+        frame = frame.df() if hasattr(frame, "df") else frame
+        frame = frame.to_pandas() if hasattr(frame, "to_pandas") else frame
+        assert len(frame) == 3 and sorted(frame["m"]) == [1, 2, 3], line
+        if readers[-1] != "pandas":  # these read every part's columns
+            assert set(frame["run_id"].dropna()) == {"two"}, line
+        assert sorted(frame["count"]) == expected_counts, line  # exact strings, as stored
+    assert readers == ["pandas", "polars", "duckdb"]
+    assert glob.glob(str(tmp_path / "results_is" / "_manifest.json"))
+
+
+# --------------------------------------------------------------------------- through run.py
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_report_is_scoped_to_its_grid_whatever_else_lands(tmp_path):
+    grid_a = ["experiment=composition", "grid.eps=[0.1,0.5]", "grid.k=[1,10]",
+              "grid.delta=[0.0]", "grid.delta_target=[1e-6]", f"results_dir={tmp_path}"]
+    assert run_cli(*grid_a, *FAST).returncode == 0
+    assert run_cli(*grid_a, "report=true").returncode == 0
+    report = tmp_path / "composition" / "_report"
+    first = {p.name: p.read_text() for p in report.glob("*.csv")}
+    assert first
+    grid_b = ["experiment=composition", "grid.eps=[0.2,0.3,0.7]", "grid.k=[2,3]",
+              "grid.delta=[0.0]", "grid.delta_target=[1e-6]", f"results_dir={tmp_path}"]
+    assert run_cli(*grid_b, *FAST).returncode == 0
+    proc = run_cli(*grid_a, "report=true")
+    assert proc.returncode == 0, proc.stderr
+    again = {p.name: p.read_text() for p in report.glob("*.csv")}
+    assert again == first
+    index = (report / "index.md").read_text()
+    assert "grid points: 4; stored: 4; missing: 0" in index
+    assert f"`{code_id(get_experiment('composition'))}` (4 rows)" in index
+    # everything stored, on request; and a grid with missing points says so
+    proc = run_cli(*grid_a, "report=true", "report_scope=all")
+    assert proc.returncode == 0 and "rows: 10" in (report / "index.md").read_text()
+    proc = run_cli(*grid_a, "grid.k=[1,10,100]", "report=true")
+    assert proc.returncode == 0
+    assert "2 of 6 point(s) of the grid have no stored row" in proc.stderr
+    proc = run_cli(*grid_a, "report=true", "report_scope=some")
+    assert proc.returncode == 2 and "report_scope must be one of {grid, all}" in proc.stderr
+    proc = run_cli(*grid_a, "run_id=x")  # a sweep takes no row selection
+    assert proc.returncode == 2 and "run_id select(s) rows for report=true" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_resume_after_a_code_change_warns_and_rerun_changed_recomputes(tmp_path):
+    grid_cfg = {"eps": [0.1, 0.5], "k": [1, 10], "delta": [0.0], "delta_target": [1e-6]}
+    store(tmp_path, "composition", grid_cfg, {}, "old", code="0123456789abcdef")
+    args = ["experiment=composition", "grid.eps=[0.1,0.5]", "grid.k=[1,10]", "grid.delta=[0.0]",
+            "grid.delta_target=[1e-6]", f"results_dir={tmp_path}", *FAST]
+    proc = run_cli(*args, "dry_run=true")
+    assert "other code:    4 stored ok point(s) computed by another code_id" in proc.stdout
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert "4 stored point(s) of this grid were computed by other code (code_id " \
+           "0123456789abcdef" in proc.stderr and "rerun_changed=true" in proc.stderr
+    assert set(pipeline.load(tmp_path, "composition").code_id) == {"0123456789abcdef"}
+    proc = run_cli(*args, "rerun_changed=true")
+    assert proc.returncode == 0, proc.stderr
+    assert "4 to run" in proc.stderr
+    df = pipeline.load(tmp_path, "composition")
+    assert len(df) == 4 and set(df.code_id) == {code_id(get_experiment("composition"))}
+    assert len(pd.read_parquet(tmp_path / "composition")) == 8  # the old rows stay stored
+    proc = run_cli(*args)
+    assert proc.returncode == 0 and "computed by other code" not in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_every_output_column_of_every_experiment_has_a_description_and_unit():
+    from pipeline.engine.schema import column_doc
+    from pipeline.experiments.base import registry
+
+    units = {None, "1", "nat", "bit", "s"}
+    for name, exp in registry().items():
+        for column, typ in exp.columns.items():
+            description, unit, exact = column_doc(exp, column)
+            assert description and unit in units, (name, column)
+            if exact:  # exact integers are stored as decimal strings
+                assert typ == pa.string(), (name, column)
+            if pa.types.is_floating(typ) and column.startswith("log_"):
+                assert unit == "nat", (name, column)
+    out = subprocess.run([sys.executable, "-m", "pipeline", "describe", "lattice"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "[nat]" in out and "ln tau(G), tau = number of spanning trees" in out
+
+
+def test_a_recomputed_task_keeps_only_its_latest_rows(tmp_path):
+    """rerun_changed's guarantee in load: the new attempt's rows replace all the old ones,
+    even when the old code emitted more rows for the task."""
+    exp = get_experiment("composition_region")
+    grid = Grid(exp, {"k": [2, 3]}, {"eps": 0.4})
+    path = experiment_dir(tmp_path, "composition_region")
+    old, _ = run_batch(grid, range(grid.total))
+    extra = old.set_column(old.schema.get_field_index("row_index"), "row_index",
+                           pc.add(old["row_index"], 100))
+    PartWriter(path, "old", stamp=provenance_stamp(exp, "old")).write(
+        pa.concat_tables([old, extra]))
+    new, _ = run_batch(grid, range(grid.total))
+    PartWriter(path, "new", stamp=provenance_stamp(exp, "new")).write(new)
+    df = pipeline.load(tmp_path, "composition_region")
+    assert len(df) == new.num_rows and set(df.run_id) == {"new"}
+    assert df.row_index.max() < 100
+    assert df.groupby("task_id").row_index.apply(sorted).map(
+        lambda r: r == list(range(len(r)))).all()
