@@ -1,17 +1,6 @@
-"""Bookkeeping columns that the engine adds to every result row."""
+"""Bookkeeping columns that the engine adds to every result row (defined in the experiment
+layer, which reserves their names; see :mod:`pipeline.experiments._columns`)."""
 
-import pyarrow as pa
+from pipeline.experiments._columns import BOOKKEEPING, RESERVED_COLUMNS, SEED_COLUMN
 
-BOOKKEEPING = {
-    "task_id": pa.string(),
-    "experiment_version": pa.int64(),
-    "status": pa.string(),  # "ok" or "failed"
-    "error": pa.string(),
-    "elapsed_s": pa.float64(),
-    "worker": pa.string(),
-    "started_at": pa.timestamp("us", tz="UTC"),
-    "finished_at": pa.timestamp("us", tz="UTC"),
-    "row_index": pa.int64(),  # position of the row within its task (tasks may emit several)
-}
-SEED_COLUMN = ("seed", pa.int64())
-RESERVED_COLUMNS = tuple(BOOKKEEPING) + (SEED_COLUMN[0],)
+__all__ = ["BOOKKEEPING", "RESERVED_COLUMNS", "SEED_COLUMN"]
