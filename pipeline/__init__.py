@@ -6,12 +6,14 @@
 __version__ = "0.1.0"
 
 
-def load(results_dir, name, status=None, version=None):
+def load(results_dir, name, status=None, version=None, on_error="raise"):
     """The result table of experiment ``name`` under ``results_dir``, deduplicated by task id.
 
     ``status="ok"`` keeps successful rows only; ``version="latest"`` (or an int) keeps one
-    experiment version.
+    experiment version. A damaged part file raises ``pipeline.store.integrity.BadPartFile``
+    naming it and the repair command (``python -m pipeline verify DIR --repair``);
+    ``on_error="skip"`` leaves damaged parts out with a warning.
     """
     from pipeline.store.parquet import load as _load
 
-    return _load(results_dir, name, status=status, version=version)
+    return _load(results_dir, name, status=status, version=version, on_error=on_error)

@@ -4,7 +4,9 @@ Exit codes: 0 every task ok; 1 some task failed (rows are stored with their erro
 2 invalid configuration, rejected before any task ran and before anything was written
 (also: another sweep holds the results folder); 3 the sweep itself crashed (cluster
 unreachable, a worker running other code, ...): what finished is stored, the manifest says
-"crashed" with the error; 130 interrupted (what finished is stored; rerun to resume).
+"crashed" with the error; 4 a part file in the results folder is damaged (the message names
+it; ``python -m pipeline verify RESULTS_DIR/NAME --repair`` moves it aside, and a rerun
+recomputes its tasks); 130 interrupted (what finished is stored; rerun to resume).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = Path(os.environ.get("PIPELINE_CONF_DIR", REPO_ROOT / "conf"))
 EXIT_OK, EXIT_FAILED_TASKS, EXIT_BAD_CONFIG, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_BAD_STORE = 4  # a damaged part file in the results folder: python -m pipeline verify --repair
 PACKAGES = ("pipeline", "numpy", "scipy", "pandas", "pyarrow", "dask", "distributed",
             "hydra-core", "omegaconf", "networkx", "dask-jobqueue")
 
@@ -215,13 +218,19 @@ def execute(cfg, node_actions=()) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    if options["report"]:
-        from pipeline.report.build import build_report
+    from pipeline.store.integrity import BadPartFile
 
-        return build_report(options["results_dir"], name)
-    if options["dry_run"]:
-        return dry_run(grid, options)
-    return sweep(grid, conf, options)
+    try:
+        if options["report"]:
+            from pipeline.report.build import build_report
+
+            return build_report(options["results_dir"], name)
+        if options["dry_run"]:
+            return dry_run(grid, options)
+        return sweep(grid, conf, options)
+    except BadPartFile as exc:  # found before any task ran: nothing was written
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_STORE
 
 
 def validate(name: str, conf: dict) -> tuple[Any, dict]:
