@@ -27,6 +27,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = Path(os.environ.get("PIPELINE_CONF_DIR", REPO_ROOT / "conf"))
 EXIT_OK, EXIT_FAILED_TASKS, EXIT_BAD_CONFIG, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+DEFAULT_MAX_TASKS = 10**9  # a real run above this is refused (max_tasks=N raises it)
 EXIT_BAD_STORE = 4  # a damaged part file in the results folder: python -m pipeline verify --repair
 PACKAGES = ("pipeline", "numpy", "scipy", "pandas", "pyarrow", "dask", "distributed",
             "hydra-core", "omegaconf", "networkx", "dask-jobqueue")
@@ -109,6 +110,37 @@ def available_experiments() -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 
+def available_clusters() -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / "cluster").glob("*.yaml"))
+
+
+def check_cluster_choice(args: list[str]) -> None:
+    """``cluster=KIND`` must name a conf/cluster/KIND.yaml (Hydra would print a traceback)."""
+    known = available_clusters()
+    for arg in args:
+        if arg.startswith("cluster="):
+            for kind in arg.split("=", 1)[1].split(","):
+                if kind.strip() not in known:
+                    raise ConfigError(f"unknown cluster '{kind.strip()}'; available kinds: "
+                                      + ", ".join(known) + f" (the files of {CONF_DIR / 'cluster'})")
+
+
+def quote_non_ascii_paths(args: list[str]) -> list[str]:
+    """Hydra's override grammar rejects non-ASCII characters outside quotes
+    (``results_dir=/data/résultats``): quote such a ``results_dir`` value for it."""
+    out = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if (sep and key.lstrip("+") == "results_dir" and not value.isascii()
+                and not value.startswith(("'", '"'))):
+            if "'" in value:
+                raise ConfigError(f"results_dir={value}: a path with non-ASCII characters and "
+                                  "a ' cannot be passed through Hydra; rename or symlink it")
+            arg = f"{key}='{value}'"
+        out.append(arg)
+    return out
+
+
 def check_experiment_choice(args: list[str]) -> None:
     from pipeline.experiments.base import registry
 
@@ -137,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     _ORIGINAL_ARGV = list(args)  # for the manifest: the command as typed, overrides included
     try:
         check_experiment_choice(args)
+        check_cluster_choice(args)
+        args = quote_non_ascii_paths(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -245,7 +279,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
     except KeyError:
         raise ConfigError(f"unknown experiment '{name}'") from None
     allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
-                   "grid", "params", "cluster"}
+                   "grid", "params", "cluster", "max_tasks"}
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
@@ -259,6 +293,10 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         raise ConfigError(f"batch_size must be 'auto' or an integer >= 1, got {batch_size!r}")
     if not conf.get("results_dir"):
         raise ConfigError("results_dir must be a directory path")
+    check_results_dir(Path(str(conf["results_dir"])), name)
+    max_tasks = conf.get("max_tasks", DEFAULT_MAX_TASKS)
+    if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
+        raise ConfigError(f"max_tasks must be an integer >= 1, got {max_tasks!r}")
     try:
         validate_cluster(conf.get("cluster") or {})
     except ClusterConfigError as exc:
@@ -270,9 +308,23 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         grid = Grid(experiment, conf.get("grid") or {}, conf.get("params") or {})
     except ParamError as exc:
         raise ConfigError(str(exc)) from None
+    if grid.total > max_tasks and not conf.get("dry_run") and not conf.get("report"):
+        raise ConfigError(f"the grid has {grid.total:,} tasks, more than max_tasks = "
+                          f"{max_tasks:,}; shrink the grid, or raise the limit with "
+                          f"max_tasks={grid.total} (dry_run=true shows the grid at any size)")
     options = {k: conf.get(k) for k in allowed_top - {"grid", "params"}}
     options["results_dir"] = str(options["results_dir"])
     return grid, options
+
+
+def check_results_dir(results_dir: Path, name: str) -> None:
+    """``results_dir`` (and ``results_dir/NAME``) must be a directory or creatable as one."""
+    for path in (results_dir / name, results_dir, *results_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise ConfigError(f"results_dir={results_dir}: {path} is a file, not a directory "
+                                  f"(results go to results_dir/{name}/, created if missing)")
+            return
 
 
 def dry_run(grid, options: dict) -> int:
@@ -350,7 +402,9 @@ def sweep(grid, conf: dict, options: dict) -> int:
                   "resume", file=sys.stderr)
             return EXIT_INTERRUPTED
         except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
-            error = f"{type(exc).__name__}: {exc}"
+            from pipeline.store.redact import redact
+
+            error = redact(f"{type(exc).__name__}: {exc}")  # no password from an address
             record.update(status="crashed", finished_at=_now(), error=error,
                           written={"rows": writer.rows, "parts": writer.seq})
             update_manifest(path, record)

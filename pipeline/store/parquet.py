@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.store.integrity import BadPartFile, find_bad_parts, read_parts, read_schemas, record_part
+from pipeline.store.redact import redact_secrets
 
 MANIFEST = "_manifest.json"
 REPORT_DIR = "_report"
@@ -245,7 +246,9 @@ def read_manifest(path: str | os.PathLike) -> dict:
 
 
 def update_manifest(path: str | os.PathLike, run: dict) -> None:
-    """Insert or replace this run's record (by run_id), atomically."""
+    """Insert or replace this run's record (by run_id), atomically. Passwords in addresses
+    (``tcp://user:password@host``) are redacted from every string first."""
+    run = redact_secrets(run)
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(path)
