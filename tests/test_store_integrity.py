@@ -117,6 +117,8 @@ def test_verify_finds_flipped_bytes_stray_files_and_foreign_schemas(tmp_path):
     data = bytearray(parts[1].read_bytes())
     data[len(data) // 3] ^= 0xFF  # bit rot inside the data pages; the footer still reads
     parts[1].write_bytes(bytes(data))
+    with pytest.raises(BadPartFile, match=parts[1].name):  # page CRCs: no silent misread
+        pipeline.load(tmp_path, "calibration")
     (folder / "notes.csv").write_text("a,b\n1,2\n")
     (folder / "subdir").mkdir()
     pq.write_table(pa.table({"a": [1, 2]}), folder / "part-stray.parquet")

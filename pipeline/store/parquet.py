@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.store.integrity import BadPartFile, find_bad_parts, read_parts, read_schemas, record_part
+from pipeline.store.integrity import find_bad_parts, read_parts, read_schemas, record_part
 from pipeline.store.redact import redact_secrets
 
 MANIFEST = "_manifest.json"
@@ -64,7 +64,8 @@ def write_part_file(folder: str | os.PathLike, name: str, table: pa.Table) -> Pa
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / name
     tmp = folder / f".{name}.tmp"
-    pq.write_table(table, tmp, compression="zstd")
+    # Page CRCs: readers then detect bit rot inside a page instead of returning wrong values.
+    pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
     with open(tmp, "rb+") as fh:  # make the bytes durable before the rename publishes them
         os.fsync(fh.fileno())
     # Indexed before the rename: a part on disk always has its checksum line (kill -9 safe).
