@@ -14,7 +14,6 @@ import logging
 import os
 from typing import Any, Iterator, Mapping
 
-
 from pipeline.engine.address import (AddressConfigError, SchedulerCheckFailed, check_security,
                                      make_security, probe_scheduler)
 from pipeline.store.redact import redact
