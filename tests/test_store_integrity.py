@@ -21,7 +21,9 @@ from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
 from pipeline.store.integrity import (PART_INDEX, BadPartFile, file_sha256, forget_parts,
                                       quarantine, read_index, verify_store)
+from pipeline.cli import main as cli_main
 from pipeline.store.parquet import PartWriter, write_part_file
+from pipeline.verify import main as verify_main
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ["experiment=calibration", "cluster.n_workers=1", "grid.x={range:[0,60]}",
@@ -51,7 +53,7 @@ def snapshot(folder):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_truncated_part_cycle_through_the_cli(tmp_path):
+def test_truncated_part_cycle_through_the_cli(tmp_path, capsys):
     """truncate -> load/resume/report stop naming the file (exit 4) -> verify fails ->
     repair -> resume recomputes exactly the lost tasks -> rows complete."""
     folder = tmp_path / "calibration"
@@ -63,7 +65,7 @@ def test_truncated_part_cycle_through_the_cli(tmp_path):
     assert set(index) == {p.name for p in parts}
     assert all(index[p.name]["sha256"] == file_sha256(p) and index[p.name]["rows"] == 10
                for p in parts)
-    assert run("-m", "pipeline", "verify", str(folder)).returncode == 0
+    assert verify_main([str(folder)]) == 0
 
     victim = parts[2]
     lost = set(pq.read_table(victim, columns=["task_id"])["task_id"].to_pylist())
@@ -77,11 +79,15 @@ def test_truncated_part_cycle_through_the_cli(tmp_path):
         assert len(pipeline.load(tmp_path, "calibration", on_error="skip")) == 50
 
     before = snapshot(tmp_path)
-    for extra in ([], ["report=true"], ["dry_run=true"]):
-        proc = run("run.py", *SWEEP, f"results_dir={tmp_path}", *extra)
-        assert proc.returncode == 4, (extra, proc.stderr)
-        assert victim.name in proc.stderr and f"verify {folder} --repair" in proc.stderr
-        assert "Traceback" not in proc.stderr
+    proc = run("run.py", *SWEEP, f"results_dir={tmp_path}")  # the resume, as a real process
+    assert proc.returncode == 4, proc.stderr
+    assert victim.name in proc.stderr and f"verify {folder} --repair" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    capsys.readouterr()
+    for extra in (["report=true"], ["dry_run=true"]):  # in-process, through run.py's main()
+        assert cli_main([*SWEEP, f"results_dir={tmp_path}", *extra]) == 4, extra
+        err = capsys.readouterr().err
+        assert victim.name in err and f"verify {folder} --repair" in err and "Traceback" not in err
     assert snapshot(tmp_path) == before  # resume and report wrote nothing
 
     check = run("-m", "pipeline", "verify", str(folder))
@@ -102,7 +108,7 @@ def test_truncated_part_cycle_through_the_cli(tmp_path):
     assert set(pq.read_table(new.pop(), columns=["task_id"])["task_id"].to_pylist()) == lost
     df = pd.read_parquet(folder)
     assert len(df) == 60 and df.task_id.is_unique and set(df.task_id) == expected_ids(60)
-    assert run("-m", "pipeline", "verify", str(folder)).returncode == 0
+    assert verify_main([str(folder)]) == 0
 
 
 def test_verify_finds_flipped_bytes_stray_files_and_foreign_schemas(tmp_path):
