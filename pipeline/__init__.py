@@ -7,7 +7,7 @@ __version__ = "0.1.0"
 
 
 def load(results_dir, name, status=None, version=None, *, select=None, grid=None, params=None,
-         run_id=None, code_id=None):
+         run_id=None, code_id=None, on_error="raise"):
     """The result table of experiment ``name`` under ``results_dir``, deduplicated by task id.
 
     ``status="ok"`` keeps successful rows only; ``version="latest"`` (or an int, or a list)
@@ -22,12 +22,17 @@ def load(results_dir, name, status=None, version=None, *, select=None, grid=None
 
     With a selection ``df.attrs["coverage"]`` says what the rows cover (runs, commits,
     code_ids, missing grid points) and lists warnings.
+
+    A damaged part file raises ``pipeline.store.integrity.BadPartFile`` naming it and the
+    repair command (``python -m pipeline verify DIR --repair``); ``on_error="skip"`` leaves
+    damaged parts out with a warning.
     """
     if select is None and grid is None and params is None and run_id is None and code_id is None:
         from pipeline.store.parquet import load as _load
 
-        return _load(results_dir, name, status=status, version=version)
+        return _load(results_dir, name, status=status, version=version, on_error=on_error)
     from pipeline.selection_args import load_selected
 
     return load_selected(results_dir, name, status=status, version=version, words=select,
-                         grid=grid, params=params, run_id=run_id, code_id=code_id)
+                         grid=grid, params=params, run_id=run_id, code_id=code_id,
+                         on_error=on_error)

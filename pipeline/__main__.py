@@ -69,6 +69,7 @@ COMMANDS = {
     "list": ("list the experiments", "pipeline.__main__:_list"),
     "describe": ("parameters and columns of one experiment", "pipeline.__main__:_describe"),
     "export": ("a results folder as a Frictionless Data Package", "pipeline.export_command:main"),
+    "verify": ("check a results folder's part files; --repair quarantines bad ones", "pipeline.verify:main"),
 }
 
 

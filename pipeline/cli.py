@@ -4,7 +4,9 @@ Exit codes: 0 every task ok; 1 some task failed (rows are stored with their erro
 2 invalid configuration, rejected before any task ran and before anything was written
 (also: another sweep holds the results folder); 3 the sweep itself crashed (cluster
 unreachable, a worker running other code, ...): what finished is stored, the manifest says
-"crashed" with the error; 130 interrupted (what finished is stored; rerun to resume).
+"crashed" with the error; 4 a part file in the results folder is damaged (the message names
+it; ``python -m pipeline verify RESULTS_DIR/NAME --repair`` moves it aside, and a rerun
+recomputes its tasks); 130 interrupted (what finished is stored; rerun to resume).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = Path(os.environ.get("PIPELINE_CONF_DIR", REPO_ROOT / "conf"))
 EXIT_OK, EXIT_FAILED_TASKS, EXIT_BAD_CONFIG, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+DEFAULT_MAX_TASKS = 10**9  # a real run above this is refused (max_tasks=N raises it)
+EXIT_BAD_STORE = 4  # a damaged part file in the results folder: python -m pipeline verify --repair
 PACKAGES = ("pipeline", "numpy", "scipy", "pandas", "pyarrow", "dask", "distributed",
             "hydra-core", "omegaconf", "networkx", "dask-jobqueue")
 
@@ -106,6 +110,37 @@ def available_experiments() -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 
+def available_clusters() -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / "cluster").glob("*.yaml"))
+
+
+def check_cluster_choice(args: list[str]) -> None:
+    """``cluster=KIND`` must name a conf/cluster/KIND.yaml (Hydra would print a traceback)."""
+    known = available_clusters()
+    for arg in args:
+        if arg.startswith("cluster="):
+            for kind in arg.split("=", 1)[1].split(","):
+                if kind.strip() not in known:
+                    raise ConfigError(f"unknown cluster '{kind.strip()}'; available kinds: "
+                                      + ", ".join(known) + f" (the files of {CONF_DIR / 'cluster'})")
+
+
+def quote_non_ascii_paths(args: list[str]) -> list[str]:
+    """Hydra's override grammar rejects non-ASCII characters outside quotes
+    (``results_dir=/data/résultats``): quote such a ``results_dir`` value for it."""
+    out = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if (sep and key.lstrip("+") == "results_dir" and not value.isascii()
+                and not value.startswith(("'", '"'))):
+            if "'" in value:
+                raise ConfigError(f"results_dir={value}: a path with non-ASCII characters and "
+                                  "a ' cannot be passed through Hydra; rename or symlink it")
+            arg = f"{key}='{value}'"
+        out.append(arg)
+    return out
+
+
 def check_experiment_choice(args: list[str]) -> None:
     from pipeline.experiments.base import registry
 
@@ -134,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     _ORIGINAL_ARGV = list(args)  # for the manifest: the command as typed, overrides included
     try:
         check_experiment_choice(args)
+        check_cluster_choice(args)
+        args = quote_non_ascii_paths(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -215,17 +252,23 @@ def execute(cfg, node_actions=()) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    if options["report"]:
-        from pipeline.report.build import build_report
-        from pipeline.report.selection import selection_from_options
+    from pipeline.store.integrity import BadPartFile
 
-        return build_report(options["results_dir"], name,
-                            style=options["report_style"] or "paper",
-                            sig_digits=options["report_sig_digits"] or 6,
-                            selection=selection_from_options(grid, options))
-    if options["dry_run"]:
-        return dry_run(grid, options)
-    return sweep(grid, conf, options)
+    try:
+        if options["report"]:
+            from pipeline.report.build import build_report
+            from pipeline.report.selection import selection_from_options
+
+            return build_report(options["results_dir"], name,
+                                style=options["report_style"] or "paper",
+                                sig_digits=options["report_sig_digits"] or 6,
+                                selection=selection_from_options(grid, options))
+        if options["dry_run"]:
+            return dry_run(grid, options)
+        return sweep(grid, conf, options)
+    except BadPartFile as exc:  # found before any task ran: nothing was written
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_STORE
 
 
 def validate(name: str, conf: dict) -> tuple[Any, dict]:
@@ -241,7 +284,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         raise ConfigError(f"unknown experiment '{name}'") from None
     allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
                    "report_style", "report_sig_digits", "grid", "params", "cluster",
-                   "rerun_changed", "report_scope", "run_id", "code_id", "version"}
+                   "rerun_changed", "report_scope", "run_id", "code_id", "version", "max_tasks"}
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
@@ -267,6 +310,10 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         check_selection_keys(conf)
     except SelectionError as exc:
         raise ConfigError(str(exc)) from None
+    check_results_dir(Path(str(conf["results_dir"])), name)
+    max_tasks = conf.get("max_tasks", DEFAULT_MAX_TASKS)
+    if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
+        raise ConfigError(f"max_tasks must be an integer >= 1, got {max_tasks!r}")
     try:
         validate_cluster(conf.get("cluster") or {})
     except ClusterConfigError as exc:
@@ -278,9 +325,23 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         grid = Grid(experiment, conf.get("grid") or {}, conf.get("params") or {})
     except ParamError as exc:
         raise ConfigError(str(exc)) from None
+    if grid.total > max_tasks and not conf.get("dry_run") and not conf.get("report"):
+        raise ConfigError(f"the grid has {grid.total:,} tasks, more than max_tasks = "
+                          f"{max_tasks:,}; shrink the grid, or raise the limit with "
+                          f"max_tasks={grid.total} (dry_run=true shows the grid at any size)")
     options = {k: conf.get(k) for k in allowed_top - {"grid", "params"}}
     options["results_dir"] = str(options["results_dir"])
     return grid, options
+
+
+def check_results_dir(results_dir: Path, name: str) -> None:
+    """``results_dir`` (and ``results_dir/NAME``) must be a directory or creatable as one."""
+    for path in (results_dir / name, results_dir, *results_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise ConfigError(f"results_dir={results_dir}: {path} is a file, not a directory "
+                                  f"(results go to results_dir/{name}/, created if missing)")
+            return
 
 
 def dry_run(grid, options: dict) -> int:
@@ -368,7 +429,9 @@ def sweep(grid, conf: dict, options: dict) -> int:
                   "resume", file=sys.stderr)
             return EXIT_INTERRUPTED
         except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
-            error = f"{type(exc).__name__}: {exc}"
+            from pipeline.store.redact import redact
+
+            error = redact(f"{type(exc).__name__}: {exc}")  # no password from an address
             record.update(status="crashed", finished_at=_now(), error=error,
                           written={"rows": writer.rows, "parts": writer.seq})
             update_manifest(path, record)

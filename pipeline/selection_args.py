@@ -79,7 +79,8 @@ def compose_grid(name: str, node_actions) -> Any:
 
 
 def load_selected(results_dir, name: str, *, status=None, version=None, words=None,
-                  grid=None, params=None, run_id=None, code_id=None) -> pd.DataFrame:
+                  grid=None, params=None, run_id=None, code_id=None,
+                  on_error="raise") -> pd.DataFrame:
     """``pipeline.load`` with a selection (see its docstring); ``words`` is its ``select``."""
     if words is not None and (grid is not None or params is not None):
         raise SelectionError("give either select=[...] (run.py words) or grid=/params= "
@@ -101,4 +102,4 @@ def load_selected(results_dir, name: str, *, status=None, version=None, words=No
     selection.run_ids += as_tuple(run_id)
     selection.code_ids += as_tuple(code_id)
     selection.versions += versions_of(version)
-    return select(results_dir, name, selection, status=status)
+    return select(results_dir, name, selection, status=status, on_error=on_error)

@@ -1,7 +1,8 @@
 """Dask clusters from the ``cluster:`` config node.
 
 - ``kind: local``: an embedded ``LocalCluster`` (processes; ``n_workers`` x ``threads_per_worker``).
-- ``kind: address``: connect to a running ``dask scheduler`` at ``address``.
+- ``kind: address``: connect to a running ``dask scheduler`` at ``address`` (``tls://`` with
+  ``security: {ca_file, cert, key}``; see :mod:`pipeline.engine.address`).
 - ``kind: slurm``: a dask-jobqueue ``SLURMCluster`` that scales adaptively between
   ``minimum_jobs`` and ``maximum_jobs`` batch jobs.
 """
@@ -12,6 +13,12 @@ import contextlib
 import logging
 import os
 from typing import Any, Iterator, Mapping
+
+from pipeline.engine.address import (AddressConfigError, SchedulerCheckFailed, check_security,
+                                     make_security, probe_scheduler)
+from pipeline.store.redact import redact
+
+LOCAL_DASHBOARD = "127.0.0.1:8787"
 
 
 class ClusterConfigError(ValueError):
@@ -68,7 +75,16 @@ def validate(cfg: Mapping[str, Any]) -> None:
         address = cfg.get("address")
         if not address or "://" not in str(address):
             raise ClusterConfigError("cluster=address needs cluster.address=tcp://HOST:PORT "
-                                     f"(got {address!r})")
+                                     f"(got {redact(str(address))!r})")
+        if "@" in str(address).split("://", 1)[1].split("/", 1)[0]:
+            raise ClusterConfigError(
+                f"cluster.address={redact(str(address))}: a Dask address takes no user:password@ "
+                "(schedulers authenticate clients by TLS certificates: tls://HOST:PORT with "
+                "cluster.security)")
+        try:
+            check_security(cfg)  # TLS files: required for tls://, must exist
+        except AddressConfigError as exc:
+            raise ClusterConfigError(str(exc)) from None
 
 
 @contextlib.contextmanager
@@ -79,8 +95,18 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger) -> Iterator[Any]:
     validate(cfg)
     kind = _get(cfg, "kind", "local")
     if kind == "address":
-        client = Client(str(cfg["address"]), timeout=str(_get(cfg, "timeout", "30s")))
-        log.info("connected to scheduler %s (dashboard %s)", cfg["address"], client.dashboard_link)
+        from dask.utils import parse_timedelta
+
+        address, timeout = str(cfg["address"]), str(_get(cfg, "timeout", "30s"))
+        security = make_security(check_security(cfg))
+        try:  # a bounded identity check first: a wrong service must not hang or misparse
+            probe_scheduler(address, security, parse_timedelta(timeout))
+        except SchedulerCheckFailed as exc:
+            raise type(exc)(redact(str(exc))) from None
+        except OSError:
+            pass  # nothing listening: the client below reports it in its own words
+        client = Client(address, timeout=timeout, security=security)
+        log.info("connected to scheduler %s (dashboard %s)", redact(address), client.dashboard_link)
         try:
             yield client
         finally:
@@ -95,7 +121,8 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger) -> Iterator[Any]:
             threads_per_worker=int(_get(cfg, "threads_per_worker", 1)),
             processes=True,
             memory_limit=_get(cfg, "memory_limit", "auto"),
-            dashboard_address=str(_get(cfg, "dashboard_address", ":8787")),
+            # loopback by default: the dashboard is unauthenticated (see README, SSH tunnel)
+            dashboard_address=str(_get(cfg, "dashboard_address", LOCAL_DASHBOARD)),
             silence_logs=logging.ERROR,
         )
     client = Client(cluster)

@@ -53,7 +53,10 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
             return range(*ints)  # lazy: a 10^7-point axis costs nothing until used
         if len(args) != 3:
             raise ValueError(f"{name} takes exactly 3 arguments (start, stop, num)")
-        start, stop, num = float(args[0]), float(args[1]), int(args[2])
+        start, stop, num = float(args[0]), float(args[1]), args[2]
+        if isinstance(num, bool) or float(num) != int(float(num)):  # 2.5 used to become 2
+            raise ValueError(f"num must be a whole number of points, got {num!r}")
+        num = int(float(num))
         if num < 1:
             raise ValueError("num must be >= 1")
         values = np.linspace(start, stop, num)
@@ -201,9 +204,11 @@ class Grid:
             p = declared[key]
             return p, expand_value(raw, key, self.name, p.type in ("int_list", "float_list"))
         self.duplicates_dropped: dict[str, int] = {}
+        zipped_with: dict[str, tuple[str, ...]] = {}  # key -> its zip group
         for group in zip_groups:
             if not isinstance(group, Mapping) or not group:
                 raise ParamError(self.name, "zip", "each zip group maps parameters to lists")
+            zipped_with.update({key: tuple(group) for key in group})
             columns = []
             for key, raw in group.items():
                 p, vals = claim(key, raw, "appears twice in the grid")
@@ -218,7 +223,12 @@ class Grid:
                 self.duplicates_dropped[" & ".join(group)] = dropped
             axes.append(Axis(tuple(group), rows, single=False))
         for key, raw in grid.items():
-            p, vals = claim(key, raw, "appears both in a zip group and in the grid")
+            group = zipped_with.get(key, (key,))
+            p, vals = claim(key, raw, (
+                f"appears both in a zip group ({', '.join(group)}) and in the grid. Either drop "
+                f"the group with '~grid.zip' (then grid.{key} is an axis of its own), or give "
+                "the whole group, e.g. 'grid.zip=[{" + ",".join(f"{k}:[...]" for k in group)
+                + "}]', without grid." + key))
             if len(vals) == 0:
                 raise ParamError(self.name, key, "empty list of values")
             typed, dropped = _coerce_axis(p, vals, self.name)

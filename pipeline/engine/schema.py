@@ -1,23 +1,7 @@
-"""Bookkeeping columns that the engine adds to every result row."""
+"""Bookkeeping columns that the engine adds to every result row (defined in the experiment
+layer, which reserves their names; see :mod:`pipeline.experiments._columns`)."""
 
-import pyarrow as pa
-
-BOOKKEEPING = {
-    "task_id": pa.string(),
-    "experiment_version": pa.int64(),
-    "status": pa.string(),  # "ok" or "failed"
-    "error": pa.string(),
-    "elapsed_s": pa.float64(),
-    "worker": pa.string(),
-    "started_at": pa.timestamp("us", tz="UTC"),
-    "finished_at": pa.timestamp("us", tz="UTC"),
-    "row_index": pa.int64(),  # position of the row within its task (tasks may emit several)
-}
-SEED_COLUMN = ("seed", pa.int64())
-RESERVED_COLUMNS = tuple(BOOKKEEPING) + (SEED_COLUMN[0],)
-
-# Provenance stamped on every row by the driver (engine/provenance.py, PartWriter's stamp).
-PROVENANCE = {"run_id": pa.string(), "code_id": pa.string()}
+from pipeline.experiments._columns import BOOKKEEPING, PROVENANCE, RESERVED_COLUMNS, SEED_COLUMN
 
 # (description, unit) of every column the engine adds; units as in experiments.base.document.
 BOOKKEEPING_DOCS = {
@@ -61,3 +45,6 @@ def field_metadata(experiment, name: str) -> dict[str, str] | None:
     if exact:
         meta["exact_integer"] = "true"
     return meta or None
+
+__all__ = ["BOOKKEEPING", "RESERVED_COLUMNS", "SEED_COLUMN", "PROVENANCE", "column_doc",
+           "field_metadata"]

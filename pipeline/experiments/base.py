@@ -27,6 +27,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
+from pipeline.experiments._columns import RESERVED_COLUMNS  # names the engine adds to rows
+
 REQUIRED = object()  # sentinel: the parameter has no default and must be given
 
 
@@ -259,8 +261,6 @@ class Experiment:
         clash = set(names) & set(self.columns)
         if clash:
             raise ValueError(f"{self.name}: columns shadow parameters: {sorted(clash)}")
-        from pipeline.engine.schema import RESERVED_COLUMNS  # the engine's bookkeeping names
-
         reserved = (set(names) | set(self.columns)) & set(RESERVED_COLUMNS)
         if reserved:
             raise ValueError(f"{self.name}: names reserved by the engine: {sorted(reserved)}")

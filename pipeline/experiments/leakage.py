@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.experiments.base import Choice, Experiment, Interval, Param, PointCheck, register
-from pipeline.experiments.low_influence import GRAPHS, _graph_check
+from pipeline.experiments._graphs import GRAPHS, graph_check
 from pipeline.kernels import finite_mechanisms as fm
 
 FULL_LP_MAX = 64            # |A|^2 variables, 2|E||A| DP rows
@@ -224,7 +224,7 @@ EXPERIMENT = register(Experiment(
     run=run,
     stochastic=True,
     checks=(
-        PointCheck(("graph", "n", "degree"), _graph_check),
+        PointCheck(("graph", "n", "degree"), graph_check),
         PointCheck(("graph", "n", "u", "v", "solver"), _size_check),
     ),
 ))

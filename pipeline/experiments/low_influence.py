@@ -23,32 +23,15 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.experiments.base import Choice, Experiment, Interval, Param, PointCheck, register
+from pipeline.experiments._graphs import GRAPH_PARAMS, graph_check
 from pipeline.kernels import finite_mechanisms as fm
 
-GRAPHS = ("K2", "path", "cycle", "complete", "star", "hypercube", "hamming", "petersen", "random_regular")
 MECHANISMS = ("rr_binary", "rr_kary", "truncated_geometric", "dirichlet", "theorem3")
 COUPLINGS = ("independent", "shared_uniform", "lp_optimal")
 
 MAX_DATASETS = 4096          # measures of marginal mechanisms: O(|D|^2) BFS, O(|E| |V|) work
 MAX_PRODUCT_SUPPORT = 1 << 16  # independence check by Proposition 1 materialises V^D
 MAX_LP_FUNCTIONS = 1 << 14   # LP-optimal coupling: one variable per function D -> V
-
-GRAPH_PARAMS = [
-    Param("graph", str, "K2", Choice(*GRAPHS), "dataset graph family"),
-    Param("n", int, 4, Interval(2, 4096), "vertices of path/cycle/complete/star/random_regular "
-          "(cycle needs n >= 3)"),
-    Param("u", int, 3, Interval(1, 20), "hypercube dimension / Hamming individuals"),
-    Param("v", int, 3, Interval(2, 64), "Hamming values per individual"),
-    Param("degree", int, 3, Interval(1, 64), "degree of random_regular"),
-]
-
-
-def _graph_check(p: dict) -> str | None:
-    if p["graph"] == "cycle" and p["n"] < 3:
-        return "graph=cycle needs n >= 3"
-    if p["graph"] == "random_regular" and ((p["n"] * p["degree"]) % 2 or p["degree"] >= p["n"]):
-        return "graph=random_regular needs degree < n and n*degree even"
-    return None
 
 
 def _size_check(p: dict) -> str | None:
@@ -251,7 +234,7 @@ EXPERIMENT = register(Experiment(
     run=run,
     stochastic=True,
     checks=(
-        PointCheck(("graph", "n", "degree"), _graph_check),
+        PointCheck(("graph", "n", "degree"), graph_check),
         PointCheck(("graph", "n", "u", "v"), _size_check),
         PointCheck(("mode", "graph", "n", "u", "v", "mechanism", "coupling", "k"), _coupling_check),
         PointCheck(("mode", "graph", "eps"), _optimise_check),

@@ -536,13 +536,14 @@ def optimise_balanced_joint(n_datasets: int, edges: np.ndarray, f: np.ndarray, k
     c[iu] = -1.0
     res = _solve(c, a_ub, b_ub, a_eq, b_eq)
     u_star = float(res.x[iu])
-    # stage 2: keep U >= U* (up to solver tolerance), minimise iota
-    keep = sp.csr_matrix(([-1.0], ([0], [iu])), shape=(1, nvar))
-    a_ub2 = sp.vstack([a_ub, keep]).tocsr()
-    b_ub2 = np.concatenate([b_ub, [-(u_star - 1e-9)]])
+    # Stage 2: pin U = U* exactly, minimise iota. A slack (U >= U* - 1e-9) let iota fall
+    # 2e-9 below its optimum (iota is increasing in U); U* is a simplex vertex value, exact
+    # to float precision, and the solver's feasibility tolerance absorbs its last ulp.
     c2 = np.zeros(nvar)
     c2[ii] = 1.0
-    res2 = _solve(c2, a_ub2, b_ub2, a_eq, b_eq)
+    bounds = [(0, None)] * nvar
+    bounds[iu] = (u_star, u_star)
+    res2 = _solve(c2, a_ub, b_ub, a_eq, b_eq, bounds=bounds)
     p = np.maximum(res2.x[:s], 0.0)
     joint = JointMechanism(funcs, p / p.sum(), k).pruned()
     return u_star, float(res2.x[ii]), joint

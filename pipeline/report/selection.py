@@ -134,11 +134,12 @@ def _filter(table: pa.Table, selection: Selection) -> pa.Table:
 
 
 def select_table(path: str | os.PathLike, selection: Selection,
-                 prefixes: np.ndarray | None = None) -> pa.Table | None:
-    """The stored rows of the folder ``path`` that ``selection`` picks, not deduplicated."""
+                 prefixes: np.ndarray | None = None, on_error: str = "raise") -> pa.Table | None:
+    """The stored rows of the folder ``path`` that ``selection`` picks, not deduplicated
+    (``on_error`` as in :func:`pipeline.store.parquet.read_table`)."""
     from pipeline.store.parquet import contains, id_prefixes, read_table
 
-    table = read_table(path)
+    table = read_table(path, on_error=on_error)
     if table is None:
         return None
     if selection.grid is not None:
@@ -148,7 +149,7 @@ def select_table(path: str | os.PathLike, selection: Selection,
 
 
 def select(results_dir, name: str, selection: Selection | None = None,
-           status: str | None = None) -> pd.DataFrame:
+           status: str | None = None, on_error: str = "raise") -> pd.DataFrame:
     """The deduplicated rows of experiment ``name`` that ``selection`` picks, with
     ``df.attrs["coverage"]`` (see :func:`coverage`). Raises FileNotFoundError if nothing is
     stored for ``name`` at all."""
@@ -157,7 +158,7 @@ def select(results_dir, name: str, selection: Selection | None = None,
     selection = selection or Selection()
     path = experiment_dir(results_dir, name)
     prefixes = grid_prefixes(selection.grid) if selection.grid is not None else None
-    table = select_table(path, selection, prefixes)
+    table = select_table(path, selection, prefixes, on_error=on_error)
     if table is None:
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
     if table.num_rows:

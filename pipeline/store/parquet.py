@@ -3,6 +3,8 @@
 Layout of ``results_dir/NAME/``::
 
     part-<run_id>-<seq>.parquet   result rows (each file written to a hidden temp name, then renamed)
+    _parts.jsonl                  one line per part written: rows, bytes, sha256 (see integrity.py)
+    _quarantine/                  bad files moved aside by ``python -m pipeline verify --repair``
     _manifest.json                one record per run: config, versions, commit, host, times, counts
     _report/                      written by the report step
     .lock                         held while a sweep writes here
@@ -24,8 +26,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+
+from pipeline.store.integrity import find_bad_parts, read_parts, read_schemas, record_part
+from pipeline.store.redact import redact_secrets
 
 MANIFEST = "_manifest.json"
 REPORT_DIR = "_report"
@@ -60,9 +64,12 @@ def write_part_file(folder: str | os.PathLike, name: str, table: pa.Table) -> Pa
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / name
     tmp = folder / f".{name}.tmp"
-    pq.write_table(table, tmp, compression="zstd")
+    # Page CRCs: readers then detect bit rot inside a page instead of returning wrong values.
+    pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
     with open(tmp, "rb+") as fh:  # make the bytes durable before the rename publishes them
         os.fsync(fh.fileno())
+    # Indexed before the rename: a part on disk always has its checksum line (kill -9 safe).
+    record_part(folder, name, tmp, table.num_rows)
     os.replace(tmp, final)
     return final
 
@@ -131,8 +138,8 @@ def stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     empty = np.zeros(0, dtype=np.uint64)
     if not files:
         return empty, empty
-    table = ds.dataset([str(f) for f in files], format="parquet").to_table(
-        columns=["task_id", "status"])
+    read_schemas(files)  # a damaged footer is named (BadPartFile), not a bare Arrow error
+    table = read_parts(files, columns=["task_id", "status"])
     ok_mask = pc.equal(table["status"], "ok")
     ok = np.unique(id_prefixes(table.filter(ok_mask)["task_id"]))
     failed = np.unique(id_prefixes(table.filter(pc.invert(ok_mask))["task_id"]))
@@ -147,13 +154,28 @@ def contains(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return sorted_ids[pos] == ids
 
 
-def read_table(path: str | os.PathLike) -> pa.Table | None:
+def read_table(path: str | os.PathLike, on_error: str = "raise") -> pa.Table | None:
+    """Every stored row (all part files). A damaged part raises :class:`BadPartFile` naming
+    it and the repair command; ``on_error="skip"`` leaves damaged parts out with a warning."""
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     files = part_files(path)
+    if on_error == "skip":
+        bad = find_bad_parts(files)
+        if bad:
+            import warnings
+
+            for f, reason in bad:
+                warnings.warn(f"skipped unreadable part file {f} ({reason}); "
+                              f"repair with: python -m pipeline verify {f.parent} --repair",
+                              stacklevel=3)
+            damaged = {f for f, _ in bad}
+            files = [f for f in files if f not in damaged]
     if not files:
         return None
-    schemas = [pq.read_schema(f) for f in files]
+    schemas, _ = read_schemas(files)
     schema = pa.unify_schemas(schemas, promote_options="permissive")
-    return ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table()
+    return read_parts(files, schema=schema)
 
 
 def deduplicate_table(table: pa.Table) -> pa.Table:
@@ -208,15 +230,17 @@ def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
-         version: int | str | None = None) -> pd.DataFrame:
+         version: int | str | None = None, on_error: str = "raise") -> pd.DataFrame:
     """The whole result table of experiment ``name``, one row set per task id.
 
     ``status="ok"`` keeps only successful rows. ``version`` keeps one experiment version (an
     int, or ``"latest"``); by default rows of every version are returned (their task ids
-    differ). Raises FileNotFoundError if nothing is stored.
+    differ). Raises FileNotFoundError if nothing is stored, :class:`BadPartFile` (naming the
+    file and ``python -m pipeline verify DIR --repair``) if a part file is damaged, unless
+    ``on_error="skip"``, which leaves damaged parts out with a warning.
     """
     path = experiment_dir(results_dir, name)
-    table = read_table(path)
+    table = read_table(path, on_error=on_error)
     if table is None:
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
     if version is not None:
@@ -239,7 +263,9 @@ def read_manifest(path: str | os.PathLike) -> dict:
 
 
 def update_manifest(path: str | os.PathLike, run: dict) -> None:
-    """Insert or replace this run's record (by run_id), atomically."""
+    """Insert or replace this run's record (by run_id), atomically. Passwords in addresses
+    (``tcp://user:password@host``) are redacted from every string first."""
+    run = redact_secrets(run)
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(path)

@@ -1,0 +1,296 @@
+"""Integrity of a result folder: a checksum index of the part files, verification, quarantine.
+
+``write_part_file`` records every part in ``_parts.jsonl`` (one JSON line per part: name,
+rows, bytes, sha256) *before* it renames the finished temp file into place, so a part on disk
+always has its line, even after ``kill -9``. The index is append-only; a torn last line (a
+kill mid-append) is ignored. A line whose file is gone (compaction removed it, or repair
+moved it) is harmless; :func:`forget_parts` drops such lines.
+
+:func:`verify_store` classifies every file that ``pandas.read_parquet(folder)`` would read:
+
+- good: the footer reads, the bytes match the recorded sha256 and row count (parts written
+  before the index existed are decoded in full instead), and the schema is the experiment's;
+- corrupt: unreadable, truncated, or bytes/row count differing from what was written;
+- foreign: not a part of this experiment (another name, a directory, another schema).
+
+:func:`quarantine` moves the bad ones to ``_quarantine/`` (never deletes): their tasks are no
+longer stored, so a resume recomputes exactly them. Readers (``load``, resume, ``report``)
+raise :class:`BadPartFile` naming the file and the repair command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+PART_INDEX = "_parts.jsonl"
+QUARANTINE = "_quarantine"
+PART_NAME = re.compile(r"^part-.+\.parquet$")
+_INDEX_LOCK = threading.Lock()  # parts may be written from a background thread
+
+
+class BadPartFile(RuntimeError):
+    """A part file that cannot be read; the message names it and the repair command."""
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        folder = self.path.parent
+        super().__init__(
+            f"part file {self.path} is unreadable ({reason}).\n"
+            f"Check the folder with: python -m pipeline verify {folder}\n"
+            f"Move bad files to {folder / QUARANTINE}/ with: python -m pipeline verify {folder} "
+            f"--repair\nthen rerun the sweep to recompute their tasks")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def record_part(folder: str | os.PathLike, name: str, written: str | os.PathLike, rows: int) -> None:
+    """Append the index line of part ``name`` (whose bytes are in ``written``, e.g. the temp
+    file about to be renamed to it), durably (fsync)."""
+    written = Path(written)
+    entry = {"part": name, "rows": int(rows), "bytes": written.stat().st_size,
+             "sha256": file_sha256(written),
+             "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    line = json.dumps(entry, separators=(",", ":")) + "\n"
+    index = Path(folder) / PART_INDEX
+    with _INDEX_LOCK:
+        fd = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size and _last_byte(index) != b"\n":
+                line = "\n" + line  # the previous append was torn by a kill: start afresh
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1)
+
+
+def read_index(folder: str | os.PathLike) -> dict[str, dict]:
+    """Part name -> its latest index entry. Torn or garbled lines are skipped."""
+    index = Path(folder) / PART_INDEX
+    entries: dict[str, dict] = {}
+    if not index.exists():
+        return entries
+    for line in index.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+            entries[str(entry["part"])] = entry
+        except (ValueError, KeyError, TypeError):
+            continue
+    return entries
+
+
+def forget_parts(folder: str | os.PathLike, names: Iterable[str]) -> int:
+    """Drop the index lines of ``names`` (parts removed by compaction or moved by repair);
+    rewrites the index atomically. Returns how many entries were dropped."""
+    folder = Path(folder)
+    names = set(names)
+    with _INDEX_LOCK:  # no append from this process may slip between the read and the replace
+        entries = read_index(folder)
+        keep = {n: e for n, e in entries.items() if n not in names}
+        if len(keep) == len(entries):
+            return 0
+        tmp = folder / f".{PART_INDEX}.tmp"
+        with open(tmp, "w") as fh:
+            fh.writelines(json.dumps(e, separators=(",", ":")) + "\n" for e in keep.values())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, folder / PART_INDEX)
+    return len(entries) - len(keep)
+
+
+# --------------------------------------------------------------------------- reading
+def _read_one(path: Path, columns: Sequence[str] | None = None):
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path, columns=list(columns) if columns else None,
+                             page_checksum_verification=True)
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
+        raise BadPartFile(path, _reason(exc)) from None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+def read_schemas(files: Sequence[Path], on_error: str = "raise"):
+    """(schemas, bad files) of ``files``; with ``on_error="raise"`` the first unreadable footer
+    raises :class:`BadPartFile`."""
+    import pyarrow.parquet as pq
+
+    schemas, bad = [], []
+    for f in files:
+        try:
+            schemas.append(pq.read_schema(f))
+        except Exception as exc:
+            if on_error == "raise":
+                raise BadPartFile(f, _reason(exc)) from None
+            bad.append((f, _reason(exc)))
+    return schemas, bad
+
+
+def read_parts(files: Sequence[Path], columns: Sequence[str] | None = None, schema=None):
+    """All rows of ``files`` as one table (the fast dataset scan). If the scan fails, each
+    file is read alone to find the damaged one, which is raised as :class:`BadPartFile`."""
+    import pyarrow.dataset as ds
+
+    # Page CRCs (written by write_part_file) are checked: a flipped bit raises, not misreads.
+    verified = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(
+        page_checksum_verification=True))
+    try:
+        return ds.dataset([str(f) for f in files], schema=schema, format=verified).to_table(
+            columns=list(columns) if columns else None)
+    except Exception:
+        for f in files:
+            _read_one(Path(f), columns)
+        raise
+
+
+def find_bad_parts(files: Sequence[Path]) -> list[tuple[Path, str]]:
+    """Every file of ``files`` that cannot be decoded in full, with the reason."""
+    bad = []
+    for f in files:
+        try:
+            _read_one(Path(f))
+        except BadPartFile as exc:
+            bad.append((Path(f), exc.reason))
+    return bad
+
+
+# --------------------------------------------------------------------------- verification
+@dataclass
+class VerifyReport:
+    folder: Path
+    good: list[str] = field(default_factory=list)
+    unindexed: list[str] = field(default_factory=list)  # good, but written without a checksum
+    corrupt: list[tuple[str, str]] = field(default_factory=list)
+    foreign: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # indexed, no longer on disk
+    rows: int = 0
+
+    @property
+    def bad(self) -> list[tuple[str, str]]:
+        return self.corrupt + self.foreign
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+
+def _schema_problem(schema, experiment) -> str | None:
+    """Why ``schema`` is not a result part of ``experiment`` (None if it is)."""
+    from pipeline.experiments._columns import BOOKKEEPING
+
+    names = set(schema.names)
+    lacking = [c for c in BOOKKEEPING if c not in names]
+    if lacking:
+        return f"not a pipeline result part: no column(s) {', '.join(lacking)}"
+    meta = schema.metadata or {}
+    written_for = meta.get(b"experiment", b"").decode()
+    if experiment is None:
+        return None
+    if written_for and written_for != experiment.name:
+        return f"written by experiment '{written_for}', not '{experiment.name}'"
+    if meta.get(b"version", b"").decode() not in ("", str(experiment.version)):
+        return None  # an older version of the experiment: its own columns, kept by design
+    declared = [(p.name, p.arrow_type) for p in experiment.params] + list(experiment.columns.items())
+    declared += list(BOOKKEEPING.items())
+    for name, typ in declared:
+        if name not in names:
+            return f"column '{name}' of the declared schema is missing"
+        got = schema.field(name).type
+        if got != typ:
+            return f"column '{name}' is {got}, declared {typ}"
+    return None
+
+
+def verify_store(folder: str | os.PathLike, experiment=None) -> VerifyReport:
+    """Check every file ``pandas.read_parquet(folder)`` would read (see the module doc)."""
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    report = VerifyReport(folder)
+    index = read_index(folder)
+    for path in sorted(folder.iterdir()):
+        name = path.name
+        if name.startswith(("_", ".")):
+            continue  # invisible to Parquet readers: manifest, index, report, lock, temp files
+        if path.is_dir():
+            report.foreign.append((name, "a directory: Parquet readers would descend into it"))
+            continue
+        if not PART_NAME.match(name):
+            report.foreign.append((name, "not a part file (part-*.parquet)"))
+            continue
+        entry = index.get(name)
+        try:
+            meta = pq.read_metadata(path)
+            schema = pq.read_schema(path)
+        except Exception as exc:
+            report.corrupt.append((name, _reason(exc)))
+            continue
+        problem = _schema_problem(schema, experiment)
+        if problem:
+            report.foreign.append((name, problem))
+            continue
+        if entry is not None:
+            size = path.stat().st_size
+            if size != entry.get("bytes"):
+                report.corrupt.append((name, f"{size} bytes on disk, {entry.get('bytes')} written"))
+                continue
+            if file_sha256(path) != entry.get("sha256"):
+                report.corrupt.append((name, "sha256 differs from the one recorded when written"))
+                continue
+            if meta.num_rows != entry.get("rows"):
+                report.corrupt.append((name, f"{meta.num_rows} rows, {entry.get('rows')} written"))
+                continue
+            report.good.append(name)
+        else:  # written before part checksums existed: decode it all instead
+            try:
+                _read_one(path)
+            except BadPartFile as exc:
+                report.corrupt.append((name, exc.reason))
+                continue
+            report.unindexed.append(name)
+        report.rows += meta.num_rows
+    on_disk = {p.name for p in folder.glob("part-*.parquet")}
+    report.missing = sorted(set(index) - on_disk)
+    return report
+
+
+def quarantine(report: VerifyReport) -> list[tuple[str, Path]]:
+    """Move every bad file of ``report`` to ``folder/_quarantine/`` (never deleting; a name
+    already there gets a numeric suffix) and forget it and the vanished parts in the index.
+    Returns (name, new path) pairs."""
+    folder = report.folder
+    target_dir = folder / QUARANTINE
+    moved = []
+    for name, _ in report.bad:
+        target_dir.mkdir(exist_ok=True)
+        target = target_dir / name
+        n = 1
+        while target.exists():
+            target = target_dir / f"{name}.{n}"
+            n += 1
+        shutil.move(str(folder / name), str(target))
+        moved.append((name, target))
+    forget_parts(folder, [name for name, _ in moved] + report.missing)
+    return moved

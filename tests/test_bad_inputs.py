@@ -1,0 +1,110 @@
+"""Issue 17 §2, the remaining bad inputs, through ``run.py``: exit 2, a message naming the
+key and the fix, nothing written (results folder and working directory untouched), no
+traceback. And the one input that was bad only for Hydra's lexer (a non-ASCII results_dir)
+now works."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipeline.engine.grid import Grid
+from pipeline.experiments.base import ParamError, get_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd, timeout=60):
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def snapshot(folder):
+    return {p: p.stat().st_mtime_ns for p in Path(folder).rglob("*")}
+
+
+CASES = [
+    # a real run over 10^12 points: refused before numpy allocates anything, .lock not left
+    (["experiment=calibration", "grid.x={range:[0,1000000000000]}"],
+     ["the grid has 1,000,000,000,000 tasks, more than max_tasks = 1,000,000,000",
+      "max_tasks=1000000000000"]),
+    (["experiment=calibration", "grid.x={range:[0,50]}", "max_tasks=49"],
+     ["the grid has 50 tasks, more than max_tasks = 49"]),
+    (["experiment=calibration", "max_tasks=lots"], ["max_tasks must be an integer >= 1, got 'lots'"]),
+    (["experiment=calibration", "results_dir=RESULTS/afile"],
+     ["afile is a file, not a directory"]),
+    (["experiment=calibration", "results_dir=RESULTS/afile/deeper"],
+     ["afile is a file, not a directory"]),
+    (["experiment=calibration", "cluster=nosuch"],
+     ["unknown cluster 'nosuch'; available kinds: address, local, slurm"]),
+    (["experiment=calibration", "grid.x={linspace:[0,1,2.5]}"],
+     ["parameter 'x'", "num must be a whole number of points, got 2.5"]),
+    (["experiment=lattice", "grid.L1=[4]"],
+     ["parameter 'L1': appears both in a zip group (L1, L2) and in the grid",
+      "'~grid.zip'", "'grid.zip=[{L1:[...],L2:[...]}]'"]),
+]
+
+
+@pytest.mark.parametrize("args,messages", CASES, ids=[c[0][-1][:40] for c in CASES])
+def test_bad_input_exits_2_writes_nothing_no_traceback(tmp_path, monkeypatch, capsys, args, messages):
+    """In-process through ``pipeline.cli.main`` (what run.py calls), to keep the suite fast;
+    the first case also runs as a real ``run.py`` process below."""
+    from pipeline.cli import main
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "afile").write_text("not a directory")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    args = [a.replace("RESULTS", str(results)) for a in args]
+    if not any(a.startswith("results_dir=") for a in args):
+        args.append(f"results_dir={results}")
+    before = snapshot(tmp_path)
+    code = main([*args, "progress=false"])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    for message in messages:
+        assert message in err, err
+    assert "Traceback" not in out + err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_huge_grid_is_refused_by_run_py_before_anything_is_written(tmp_path):
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,1000000000000]}",
+                   f"results_dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert proc.returncode == 2 and "more than max_tasks = 1,000,000,000" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r").exists()
+
+
+def test_max_tasks_does_not_limit_a_dry_run(tmp_path):
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,1000000000000]}", "dry_run=true",
+                   f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0 and "tasks in grid: 1,000,000,000,000" in proc.stdout
+
+
+def test_the_suggested_fixes_work():
+    lattice = get_experiment("lattice")
+    # '~grid.zip' then grid.L1: the zip group is gone and L1 is an axis of its own
+    assert Grid(lattice, {"L1": [4]}, {}).total >= 1
+    with pytest.raises(ParamError):
+        Grid(lattice, {"zip": [{"L1": [4, 8], "L2": [4, 8]}], "L1": [4]}, {})
+    # giving the whole group instead
+    assert len(Grid(lattice, {"zip": [{"L1": [4], "L2": [4]}]}, {}).axes[0]) == 1
+    calibration = get_experiment("calibration")
+    assert Grid(calibration, {"x": {"linspace": [0, 10, 3.0]}}, {}).total == 3  # 3.0 is whole
+
+
+@pytest.mark.timeout(120)
+def test_a_non_ascii_results_dir_works(tmp_path):
+    results = tmp_path / "résultats-Ωμέγα"
+    proc = run_cli("experiment=calibration", "grid.x=[1,2,3]", "params.work_us=0",
+                   f"results_dir={results}", "cluster.n_workers=1", "progress=false",
+                   "cluster.dashboard_address=127.0.0.1:0", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(results / "calibration")
+    assert sorted(df.x) == [1, 2, 3]

@@ -1,0 +1,189 @@
+"""Store integrity: the part index (checksums, row counts), ``python -m pipeline verify
+[--repair]``, and readers stopping on a damaged part with exit code 4 (issue 17 §1).
+
+Damage is real: truncated files, flipped bytes, stray files; sweeps are real LocalCluster
+runs through ``run.py``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import pipeline
+from pipeline.engine.batch import run_batch
+from pipeline.engine.grid import Grid
+from pipeline.experiments.base import get_experiment
+from pipeline.store.integrity import (PART_INDEX, BadPartFile, file_sha256, forget_parts,
+                                      quarantine, read_index, verify_store)
+from pipeline.cli import main as cli_main
+from pipeline.store.parquet import PartWriter, write_part_file
+from pipeline.verify import main as verify_main
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ["experiment=calibration", "cluster.n_workers=1", "grid.x={range:[0,60]}",
+         "params.work_us=0", "batch_size=10", "progress=false", "cluster.dashboard_address=:0"]
+
+
+def run(*args, timeout=120):
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def calibration_table(xs) -> pa.Table:
+    grid = Grid(get_experiment("calibration"), {"x": list(xs)}, {"work_us": 0})
+    return run_batch(grid, range(grid.total))[0]
+
+
+def expected_ids(n):
+    g = Grid(get_experiment("calibration"), {"x": {"range": [0, n]}}, {"work_us": 0})
+    return {g.task_id(i) for i in range(g.total)}
+
+
+def snapshot(folder):
+    """Every file with its mtime and size; the lock file (opened by every sweep) excluded."""
+    return {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in Path(folder).rglob("*")
+            if p.name != ".lock"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_truncated_part_cycle_through_the_cli(tmp_path, capsys):
+    """truncate -> load/resume/report stop naming the file (exit 4) -> verify fails ->
+    repair -> resume recomputes exactly the lost tasks -> rows complete."""
+    folder = tmp_path / "calibration"
+    first = run("run.py", *SWEEP, f"results_dir={tmp_path}")
+    assert first.returncode == 0, first.stderr
+    parts = sorted(folder.glob("part-*.parquet"))
+    assert len(parts) == 6
+    index = read_index(folder)  # every part indexed with its true checksum and row count
+    assert set(index) == {p.name for p in parts}
+    assert all(index[p.name]["sha256"] == file_sha256(p) and index[p.name]["rows"] == 10
+               for p in parts)
+    assert verify_main([str(folder)]) == 0
+
+    victim = parts[2]
+    lost = set(pq.read_table(victim, columns=["task_id"])["task_id"].to_pylist())
+    with open(victim, "r+b") as fh:  # a copy cut short
+        fh.truncate(victim.stat().st_size // 2)
+
+    with pytest.raises(BadPartFile) as err:
+        pipeline.load(tmp_path, "calibration")
+    assert victim.name in str(err.value) and "verify" in str(err.value) and "--repair" in str(err.value)
+    with pytest.warns(UserWarning, match=victim.name):
+        assert len(pipeline.load(tmp_path, "calibration", on_error="skip")) == 50
+
+    before = snapshot(tmp_path)
+    proc = run("run.py", *SWEEP, f"results_dir={tmp_path}")  # the resume, as a real process
+    assert proc.returncode == 4, proc.stderr
+    assert victim.name in proc.stderr and f"verify {folder} --repair" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    capsys.readouterr()
+    for extra in (["report=true"], ["dry_run=true"]):  # in-process, through run.py's main()
+        assert cli_main([*SWEEP, f"results_dir={tmp_path}", *extra]) == 4, extra
+        err = capsys.readouterr().err
+        assert victim.name in err and f"verify {folder} --repair" in err and "Traceback" not in err
+    assert snapshot(tmp_path) == before  # resume and report wrote nothing
+
+    check = run("-m", "pipeline", "verify", str(folder))
+    assert check.returncode == 4
+    assert "corrupt: 1" in check.stdout and victim.name in check.stdout and "good:    5" in check.stdout
+
+    repair = run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert repair.returncode == 0, repair.stderr
+    assert not victim.exists() and (folder / "_quarantine" / victim.name).exists()
+    assert (folder / "_quarantine" / victim.name).stat().st_size == before[victim][1]  # moved, intact
+    assert victim.name not in read_index(folder)
+
+    resume = run("run.py", *SWEEP, f"results_dir={tmp_path}")
+    assert resume.returncode == 0, resume.stderr
+    assert "50 already done, 10 to run" in resume.stderr
+    new = set(sorted(folder.glob("part-*.parquet"))) - set(parts)
+    assert len(new) == 1
+    assert set(pq.read_table(new.pop(), columns=["task_id"])["task_id"].to_pylist()) == lost
+    df = pd.read_parquet(folder)
+    assert len(df) == 60 and df.task_id.is_unique and set(df.task_id) == expected_ids(60)
+    assert verify_main([str(folder)]) == 0
+
+
+def test_verify_finds_flipped_bytes_stray_files_and_foreign_schemas(tmp_path):
+    folder = tmp_path / "calibration"
+    writer = PartWriter(folder, "run1")
+    for start in (0, 10, 20):
+        writer.write(calibration_table(range(start, start + 10)))
+    good = verify_store(folder, get_experiment("calibration"))
+    assert good.ok and len(good.good) == 3 and good.rows == 30
+
+    parts = sorted(folder.glob("part-*.parquet"))
+    data = bytearray(parts[1].read_bytes())
+    data[len(data) // 3] ^= 0xFF  # bit rot inside the data pages; the footer still reads
+    parts[1].write_bytes(bytes(data))
+    with pytest.raises(BadPartFile, match=parts[1].name):  # page CRCs: no silent misread
+        pipeline.load(tmp_path, "calibration")
+    (folder / "notes.csv").write_text("a,b\n1,2\n")
+    (folder / "subdir").mkdir()
+    pq.write_table(pa.table({"a": [1, 2]}), folder / "part-stray.parquet")
+    other = calibration_table(range(3)).drop_columns(["value"])  # the declared schema, minus a column
+    write_part_file(folder, "part-other.parquet", other)
+
+    report = verify_store(folder, get_experiment("calibration"))
+    assert [n for n, _ in report.corrupt] == [parts[1].name]
+    assert "sha256" in report.corrupt[0][1]
+    foreign = dict(report.foreign)
+    assert set(foreign) == {"notes.csv", "subdir", "part-stray.parquet", "part-other.parquet"}
+    assert "no column(s) task_id" in foreign["part-stray.parquet"]
+    assert "'value'" in foreign["part-other.parquet"]
+    assert sorted(report.good) == [parts[0].name, parts[2].name]
+    # written for another experiment: foreign too
+    assert "written by experiment 'calibration'" in dict(
+        verify_store(folder, get_experiment("composition")).foreign)[parts[0].name]
+
+    moved = quarantine(report)
+    assert len(moved) == 5 and all(target.exists() for _, target in moved)
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(("_", "."))) == \
+        [parts[0].name, parts[2].name]
+    assert verify_store(folder, get_experiment("calibration")).ok
+    assert len(pd.read_parquet(folder)) == 20  # the folder reads as one table again
+
+
+def test_the_index_survives_a_torn_line_and_forgets_vanished_parts(tmp_path):
+    folder = tmp_path / "calibration"
+    writer = PartWriter(folder, "run1")
+    writer.write(calibration_table(range(5)))
+    with open(folder / PART_INDEX, "a") as fh:
+        fh.write('{"part":"part-run1-0000')  # a kill -9 in the middle of an append
+    writer.write(calibration_table(range(5, 10)))
+    lines = (folder / PART_INDEX).read_text().splitlines()
+    assert len(lines) == 3 and lines[1].startswith('{"part":"part-run1-0000') and lines[2].endswith("}")
+    index = read_index(folder)
+    assert sorted(index) == ["part-run1-000000.parquet", "part-run1-000001.parquet"]
+    assert verify_store(folder, get_experiment("calibration")).ok
+
+    (folder / "part-run1-000000.parquet").unlink()  # e.g. compaction replaced it
+    report = verify_store(folder, get_experiment("calibration"))
+    assert report.ok and report.missing == ["part-run1-000000.parquet"]
+    assert forget_parts(folder, report.missing) == 1
+    assert list(read_index(folder)) == ["part-run1-000001.parquet"]
+    assert forget_parts(folder, ["not-there"]) == 0
+
+
+def test_parts_written_before_the_index_are_decoded_in_full(tmp_path):
+    folder = tmp_path / "calibration"
+    PartWriter(folder, "old").write(calibration_table(range(8)))
+    (folder / PART_INDEX).unlink()  # a store from before part checksums
+    report = verify_store(folder, get_experiment("calibration"))
+    assert report.ok and report.unindexed == ["part-old-000000.parquet"] and report.rows == 8
+    part = folder / "part-old-000000.parquet"
+    part.write_bytes(part.read_bytes()[: part.stat().st_size - 100])
+    assert [n for n, _ in verify_store(folder, get_experiment("calibration")).corrupt] == [part.name]
+
+
+def test_verify_command_usage_errors(tmp_path):
+    assert run("-m", "pipeline", "verify").returncode == 2
+    proc = run("-m", "pipeline", "verify", str(tmp_path / "nope"))
+    assert proc.returncode == 2 and "not a results folder" in proc.stderr
