@@ -75,9 +75,10 @@ def test_code_id_covers_the_kernels_the_experiment_imports():
         "pipeline.experiments.lattice", "pipeline.kernels", "pipeline.kernels.graphs",
         "pipeline.kernels.lattice_counts", "pipeline.kernels.lattice_spectra",
         "pipeline.kernels.lattices")
-    # leakage builds on low_influence's experiment module and the finite-mechanism kernels
+    # leakage builds on the shared graph families and the finite-mechanism kernels
     mods = code_modules("pipeline.experiments.leakage")
-    assert "pipeline.experiments.low_influence" in mods
+    assert "pipeline.experiments._graphs" in mods
+    assert "pipeline.experiments.low_influence" not in mods
     assert "pipeline.kernels.finite_mechanisms" in mods and "pipeline.experiments.base" not in mods
     files = b"".join(name.encode() + b"\0" + open(
         __import__("importlib").util.find_spec(name).origin, "rb").read() + b"\0"

@@ -241,6 +241,14 @@ def verify_store(folder: str | os.PathLike, experiment=None) -> VerifyReport:
             report.foreign.append((name, "not a part file (part-*.parquet)"))
             continue
         entry = index.get(name)
+        if entry is not None:  # recorded when written: size and sha256 decide, before parsing
+            size = path.stat().st_size
+            if size != entry.get("bytes"):
+                report.corrupt.append((name, f"{size} bytes on disk, {entry.get('bytes')} written"))
+                continue
+            if file_sha256(path) != entry.get("sha256"):
+                report.corrupt.append((name, "sha256 differs from the one recorded when written"))
+                continue
         try:
             meta = pq.read_metadata(path)
             schema = pq.read_schema(path)
@@ -252,13 +260,6 @@ def verify_store(folder: str | os.PathLike, experiment=None) -> VerifyReport:
             report.foreign.append((name, problem))
             continue
         if entry is not None:
-            size = path.stat().st_size
-            if size != entry.get("bytes"):
-                report.corrupt.append((name, f"{size} bytes on disk, {entry.get('bytes')} written"))
-                continue
-            if file_sha256(path) != entry.get("sha256"):
-                report.corrupt.append((name, "sha256 differs from the one recorded when written"))
-                continue
             if meta.num_rows != entry.get("rows"):
                 report.corrupt.append((name, f"{meta.num_rows} rows, {entry.get('rows')} written"))
                 continue
