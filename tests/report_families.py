@@ -56,8 +56,12 @@ def store_small(results_dir: Path, name: str) -> int:
     failed = failed_batch_table(grid, [0], "RuntimeError: synthetic failure for the report")
     failed = failed.cast(table.schema) if failed.schema != table.schema else failed
     path = Path(results_dir) / name
-    PartWriter(path, "test-run").write(table)
-    PartWriter(path, "test-run-retry").write(pa.concat_tables([failed]))
+    from pipeline.engine.provenance import provenance_stamp
+
+    exp = get_experiment(name)
+    PartWriter(path, "test-run", stamp=provenance_stamp(exp, "test-run")).write(table)
+    PartWriter(path, "test-run-retry", stamp=provenance_stamp(exp, "test-run-retry")).write(
+        pa.concat_tables([failed]))
     update_manifest(path, {"run_id": "test-run", "status": "finished",
                            "started_at": "2026-01-01T00:00:00Z",
                            "finished_at": "2026-01-01T00:01:00Z", "host": "test",

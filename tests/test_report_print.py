@@ -365,8 +365,9 @@ def test_report_digits_and_slides_style_reach_the_files(tmp_path):
 # --------------------------------------------------------------------------- HTML report
 def test_html_report_lists_every_figure_table_and_the_selection(tmp_path):
     store_small(tmp_path, "lattice_limit")
-    selection = {"runs": ["test-run"], "points": {"selected": 2, "missing": 0},
-                 "warning": "mixes <code_id> values"}
+    from pipeline.report.selection import Selection
+
+    selection = Selection(run_ids=("test-run",))  # leaves out the retry run's failed row
     assert build_report(tmp_path, "lattice_limit", selection=selection) == 0
     out = tmp_path / "lattice_limit" / "_report"
     page = (out / "index.html").read_text()
@@ -374,7 +375,8 @@ def test_html_report_lists_every_figure_table_and_the_selection(tmp_path):
         assert f'src="{png.name}"' in page
     for tex in out.glob("*.tex"):
         assert f'id="tab-{tex.stem}"' in page and f'href="{tex.stem}.csv"' in page
-    assert '<h2 id="selection">Selection</h2>' in page and "mixes &lt;code_id&gt; values" in page
+    section = page[page.index('<h2 id="selection">Selection</h2>'):page.index('id="provenance"')]
+    assert "run_id in {test-run}" in section and "test-run-retry" not in section
     assert "0123abc" in page  # the manifest's commit
     assert "Clique-inserted lattices" in page  # the family's errata section
     srcs = re.findall(r'(?:src|href)="([^"#][^"]*)"', page)
