@@ -17,6 +17,7 @@ when no worker has joined within ``worker_start_timeout``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -446,6 +447,9 @@ def dry_run_text(cfg: Mapping[str, Any]) -> str | None:
     return f"{head}\n{script}"
 
 
+SUBMIT_BACKOFF_S = 2.0  # first pause before resubmitting a refused job; doubles each time
+
+
 class SubmissionWatch:
     """Counts job submissions; :meth:`check` raises ClusterStartError when the batch system
     refuses ``max_failures`` submissions in a row, or when no worker has joined within
@@ -524,12 +528,25 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
 
     class WatchedJob(base.job_cls):
         async def start(self):
-            try:
-                await super().start()
-            except Exception as exc:
-                watch.failed(exc)
-                raise
-            watch.submitted(self.job_id)
+            # Retried here, with back-off: a busy controller refuses the odd submission, and
+            # SpecCluster does not resubmit a job whose start failed.
+            for attempt in range(watch.max_failures):
+                try:
+                    await super().start()
+                except Exception as exc:
+                    watch.failed(exc)
+                    if watch.consecutive_failures >= watch.max_failures:
+                        # The watch now stops the sweep with the batch system's words; raising
+                        # here would only add a tornado traceback to the terminal. (SpecCluster
+                        # asserts a started worker is running; it holds no job to cancel.)
+                        from distributed.core import Status
+
+                        self.status = Status.running
+                        return
+                    await asyncio.sleep(min(SUBMIT_BACKOFF_S * 2 ** attempt, 60))
+                else:
+                    watch.submitted(self.job_id)
+                    return
 
     WatchedJob.__name__ = base.job_cls.__name__  # dask-jobqueue derives messages from it
 
