@@ -288,12 +288,12 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ClusterConfigError(f"unknown key(s) for cluster={kind}: "
                                  + ", ".join(f"cluster.{k}" for k in unknown)
                                  + "; allowed: " + ", ".join(sorted(schema)))
+    if kind == "address" and cfg.get("address") in (None, "", "???"):
+        raise ClusterConfigError("cluster=address needs cluster.address=tcp://HOST:PORT "
+                                 f"(got {cfg.get('address')!r})")
     for key, check in schema.items():
         if cfg.get(key) is not None:
             check(key, cfg[key])
-    if kind == "address" and not cfg.get("address"):
-        raise ClusterConfigError("cluster=address needs cluster.address=tcp://HOST:PORT "
-                                 f"(got {cfg.get('address')!r})")
     if kind in BATCH_SYSTEMS:
         _validate_batch(kind, cfg)
 
