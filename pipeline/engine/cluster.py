@@ -515,6 +515,29 @@ def batch_error_text(exc: BaseException) -> str:
     return " / ".join(lines)[:1000] or type(exc).__name__
 
 
+def _queue_adaptive():
+    from distributed.deploy.adaptive import Adaptive
+
+    class QueueAdaptive(Adaptive):
+        """Asks for one worker per task queued or running (within minimum..maximum).
+
+        Dask's default target, occupancy / 5 s, suits long task graphs; the sweep driver
+        keeps only about two ~0.2 s batches per thread in flight, which that rule reads as
+        work for one worker, so the cluster would never grow past its first job."""
+
+        async def target(self):
+            scheduler = getattr(self.cluster, "scheduler", None)
+            try:
+                ready = (len(scheduler.queued) + len(scheduler.unrunnable)
+                         + sum(len(ws.processing) for ws in scheduler.workers.values()))
+                threads = max(1, int(self.cluster._dummy_job.worker_process_threads))
+            except AttributeError:  # not an in-process scheduler: Dask's own rule
+                return await super().target()
+            return -(-ready // threads)
+
+    return QueueAdaptive
+
+
 def make_batch_cluster(cfg: Mapping[str, Any]):
     """Start a dask-jobqueue cluster (its scheduler runs in this process) that scales
     adaptively between ``minimum_jobs`` and ``maximum_jobs``; its job submissions report to a
@@ -560,8 +583,9 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
     watch.cluster = cluster
     minimum, maximum = _get(cfg, "minimum_jobs", 0), _get(cfg, "maximum_jobs", 10)
     processes = _get(cfg, "processes", 1)
-    # adapt() counts workers; a job runs `processes` of them
-    cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum)
+    threads = max(1, _get(cfg, "cores", 1) // processes)
+    cluster.pipeline_max_threads = maximum * processes * threads  # the driver keeps this busy
+    cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum, Adaptive=_queue_adaptive())
     retire = lifetime(cfg)
     log.info("%s cluster: up to %d job(s) of %d worker(s)%s", BATCH_SYSTEMS[kind].label, maximum,
              processes, f"; workers retire after {_format_duration(retire[0])} ± "

@@ -151,9 +151,12 @@ def check_workers(client, grid: Grid) -> None:
 
 def _total_threads(client) -> int:
     try:
-        return max(1, sum(client.nthreads().values()))
+        threads = sum(client.nthreads().values())
     except Exception:
-        return 1
+        threads = 1
+    # 15a: an adaptive batch cluster grows to the work in flight: plan for all its threads
+    planned = getattr(getattr(client, "cluster", None), "pipeline_max_threads", 0)
+    return max(1, threads, planned)
 
 
 # --- 15a: minimal `checks` hook until engineer 14's driver loop lands (keep its semantics) ---
