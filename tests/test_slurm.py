@@ -141,12 +141,13 @@ def test_scancel_of_a_worker_job_mid_run_loses_nothing(tmp_path, job_name):
 
 @pytest.mark.timeout(330)
 def test_jobs_retire_before_walltime_and_are_replaced(tmp_path, job_name):
-    # walltime 2 min, margin 60 s: workers retire at 60 ± 10 s, adaptive submits new jobs
+    # walltime 2 min, margin 70 s: workers retire at 50 ± 10 s, well before the 70 s of work
+    # (2 workers) is done; adaptive submits new jobs
     results, logs = tmp_path / "results", tmp_path / "logs"
-    n = 1600
+    n = 1400
     proc = run_cli(f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=100000",
                    *JOBS, "cluster.maximum_jobs=2", "cluster.walltime=00:02:00",
-                   "cluster.lifetime_margin=60s", "cluster.lifetime_stagger=10s",
+                   "cluster.lifetime_margin=70s", "cluster.lifetime_stagger=10s",
                    f"cluster.job_name={job_name}", f"cluster.log_directory={logs}", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert_complete(results, n, 100000.0)

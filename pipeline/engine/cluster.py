@@ -359,10 +359,23 @@ def check_batch_commands(cfg: Mapping[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- batch clusters
-def _cluster_class(kind: str):
+def _import_jobqueue():
+    """``import dask_jobqueue``, keeping our Ctrl-C: its ``runner`` module replaces the SIGINT
+    handler with ``sys.exit()`` at import, which would end a sweep with exit 0, silently,
+    and leave its run record ``running``."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
     import dask_jobqueue
 
-    return getattr(dask_jobqueue, BATCH_SYSTEMS[kind].cluster_class)
+    if (previous is not None and signal.getsignal(signal.SIGINT) is not previous
+            and threading.current_thread() is threading.main_thread()):
+        signal.signal(signal.SIGINT, previous)
+    return dask_jobqueue
+
+
+def _cluster_class(kind: str):
+    return getattr(_import_jobqueue(), BATCH_SYSTEMS[kind].cluster_class)
 
 
 def job_kwargs(cfg: Mapping[str, Any]) -> dict:
