@@ -5,8 +5,10 @@ exit 3 with the batch system's own words). The real-SLURM tests are in test_slur
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -244,3 +246,31 @@ def test_no_worker_within_worker_start_timeout_stops_the_sweep(tmp_path):
     assert "no Dask worker joined within cluster.worker_start_timeout=4s" in proc.stderr
     assert "4242" in proc.stderr  # which jobs to look at
     assert _manifest_status(results)[0] == "crashed"
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_waiting_for_batch_workers_records_interrupted(tmp_path):
+    # importing dask_jobqueue replaces the SIGINT handler with sys.exit() (exit 0, the run
+    # left "running"); the driver must keep its own Ctrl-C handling
+    fake_batch_commands(tmp_path / "bin", 'echo "Submitted batch job 4243"')
+    results = tmp_path / "results"
+    driver = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), "experiment=calibration", f"results_dir={results}",
+         "grid.x=[1,2,3]", "cluster=slurm", "cluster.cores=1", "cluster.processes=1",
+         "cluster.dashboard_address=:0", "progress=false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
+    try:
+        deadline = time.monotonic() + 60
+        manifest = results / "calibration" / "_manifest.json"
+        while not manifest.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)  # the cluster is up and the job "submitted"
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 130, out + err
+    assert "interrupted" in err
+    assert _manifest_status(results)[0] == "interrupted"

@@ -172,6 +172,32 @@ def test_nonexistent_partition_exits_3_with_slurms_error(tmp_path, job_name):
     assert run["status"] == "crashed" and "Invalid partition" in run["error"]
 
 
+@pytest.mark.timeout(240)
+def test_ctrl_c_cancels_the_jobs_and_a_rerun_resumes(tmp_path, job_name):
+    results = tmp_path / "results"
+    n = 400
+    args = (f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=50000", *JOBS,
+            "cluster.maximum_jobs=2", f"cluster.job_name={job_name}")
+    driver = subprocess.Popen(cli(*args), cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(parts(results)) >= 2, 120, "part files")
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 130, out + err
+    assert manifest_runs(results)[-1]["status"] == "interrupted"
+    wait_for(lambda: not squeue(job_name), 30, "the worker jobs to be cancelled")
+    kept = len(pd.read_parquet(results / "calibration"))
+    assert 0 < kept < n
+    proc = run_cli(*args, timeout=150)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{kept} already done" in proc.stderr  # the rerun resumed
+    assert_complete(results, n, 50000.0)
+
+
 def _driver_handles_sigterm() -> bool:
     import pipeline.cli
 
