@@ -274,3 +274,17 @@ def test_ctrl_c_while_waiting_for_batch_workers_records_interrupted(tmp_path):
     assert driver.returncode == 130, out + err
     assert "interrupted" in err
     assert _manifest_status(results)[0] == "interrupted"
+
+
+@pytest.mark.timeout(60)
+def test_batch_cluster_dashboard_link_is_where_it_listens():
+    import urllib.request
+
+    cluster = cl.make_batch_cluster(conf("slurm", dashboard_address="127.0.0.1:0", cores=1,
+                                         processes=1, memory="1GB"))
+    try:
+        assert cluster.dashboard_link.startswith("http://127.0.0.1:")
+        assert urllib.request.urlopen(cluster.dashboard_link, timeout=10).status == 200
+        assert cluster.pipeline_max_threads == 10  # maximum_jobs x processes x threads
+    finally:
+        cluster.close(timeout=20)

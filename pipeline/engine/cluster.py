@@ -586,12 +586,22 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
 
     WatchedJob.__name__ = base.job_cls.__name__  # dask-jobqueue derives messages from it
 
+    dashboard = str(_get(cfg, "dashboard_address", ":8787"))
+    dashboard_host = dashboard.rpartition(":")[0]
+
     class WatchedCluster(base):
         job_cls = WatchedJob
 
-    cluster = WatchedCluster(
-        scheduler_options={"dashboard_address": str(_get(cfg, "dashboard_address", ":8787"))},
-        **job_kwargs(cfg))
+        @property
+        def dashboard_link(self):
+            link = super().dashboard_link
+            if dashboard_host not in ("", "0.0.0.0", "[::]"):  # else Dask names the scheduler host
+                port = link.rsplit(":", 1)[1].split("/", 1)[0]
+                link = f"http://{dashboard_host}:{port}/status"
+            return link
+
+    cluster = WatchedCluster(scheduler_options={"dashboard_address": dashboard},
+                             **job_kwargs(cfg))
     cluster.pipeline_watch = watch
     watch.cluster = cluster
     minimum, maximum = _get(cfg, "minimum_jobs", 0), _get(cfg, "maximum_jobs", 10)
