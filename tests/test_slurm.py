@@ -249,3 +249,54 @@ def test_driver_as_a_batch_job(tmp_path, job_name):
     assert re.search(r"SLURM job \d+ submitted", log)  # its workers ran as jobs of their own
     assert_complete(results, 200, 10000.0)
     assert manifest_runs(results)[-1]["status"] == "finished"
+
+
+@pytest.mark.timeout(300)
+def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job_name):
+    """SIGTERM to the driver job's shell (what --signal=B:TERM@300 sends before the walltime):
+    with PIPELINE_REQUEUE=1 it stops the driver, requeues itself, and the rerun resumes."""
+    results = tmp_path / "results"
+    out_file = tmp_path / "driver.out"
+    n = 600
+    env = {**os.environ, "PIPELINE_DIR": str(ROOT), "PIPELINE_PYTHON": sys.executable,
+           "PIPELINE_REQUEUE": "1"}
+    submit = subprocess.run(
+        ["sbatch", "--parsable", "--time=00:10:00", f"--job-name={job_name}-driver",
+         f"--output={out_file}", str(ROOT / "scripts" / "driver.sbatch"),
+         "experiment=calibration", f"results_dir={results}", f"grid.x={{range:[0,{n}]}}",
+         "params.work_us=50000", *JOBS, "cluster.maximum_jobs=2", f"cluster.job_name={job_name}"],
+        capture_output=True, text=True, timeout=30, env=env, check=True)
+    job = submit.stdout.strip().split(";")[0]
+
+    def state():
+        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%t %r"], capture_output=True,
+                             text=True, timeout=15).stdout.split()
+        return out or ["", ""]
+
+    def finished_after_restart():  # squeue may briefly not list a job it is requeueing
+        log = out_file.read_text() if out_file.exists() else ""
+        return ("restart 1" in log
+                and "pipeline driver: exit" in log.split("restart 1", 1)[1])
+
+    def requeued_job_finished():
+        if finished_after_restart():
+            return True
+        if state() == ["PD", "BeginTime"]:  # SLURM holds a requeued job a while; release it
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=15)
+        return False
+
+    try:
+        wait_for(lambda: len(parts(results)) >= 2, 120, "the driver job's first part files")
+        subprocess.run(["scancel", "--signal=TERM", "--batch", job], check=True, timeout=15)
+        wait_for(requeued_job_finished, 200, "the requeued driver job to finish")
+    except AssertionError:
+        print(out_file.read_text() if out_file.exists() else "no driver log", state())
+        raise
+    finally:
+        subprocess.run(["scancel", job], timeout=15)
+    log = out_file.read_text()
+    assert "requeueing job" in log and "restart 1" in log, log
+    assert log.rstrip().splitlines()[-1].startswith("pipeline driver: exit 0"), log
+    assert re.search(r"\d+ already done", log)  # the second run resumed
+    assert_complete(results, n, 50000.0)
+    assert manifest_runs(results)[-1]["status"] == "finished"
