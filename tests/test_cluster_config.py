@@ -76,6 +76,7 @@ SCRIPTS = {
 
 
 @pytest.mark.parametrize("kind", sorted(SCRIPTS))
+@pytest.mark.filterwarnings("ignore:OAR Job memory")  # dask-jobqueue's note on OAR's memory
 def test_job_script_of_every_batch_system(kind, tmp_path):
     overrides, lines = SCRIPTS[kind]
     cfg = conf(kind, **COMMON, **overrides)

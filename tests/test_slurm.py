@@ -51,7 +51,7 @@ def cli(*args):
 
 
 def run_cli(*args, timeout):
-    return subprocess.run(cli(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cli(*args), capture_output=True, text=True, timeout=timeout)
 
 
 def expected_ids(n, work_us):
@@ -95,6 +95,11 @@ def manifest_runs(results):
     return json.loads((results / "calibration" / "_manifest.json").read_text())["runs"]
 
 
+@pytest.fixture(autouse=True)
+def _run_in_tmp_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where sbatch puts the job logs no test names a place for
+
+
 @pytest.fixture
 def job_name(request):
     name = f"pt{os.getpid()}-{request.node.name[5:25]}"
@@ -123,7 +128,7 @@ def test_scancel_of_a_worker_job_mid_run_loses_nothing(tmp_path, job_name):
     driver = subprocess.Popen(
         cli(f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=60000",
             *JOBS, "cluster.maximum_jobs=2", f"cluster.job_name={job_name}"),
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: len([j for j in squeue(job_name) if j[1] == "R"]) >= 2 and parts(results),
                  120, "two running worker jobs and a first part file")
@@ -178,7 +183,7 @@ def test_ctrl_c_cancels_the_jobs_and_a_rerun_resumes(tmp_path, job_name):
     n = 400
     args = (f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=50000", *JOBS,
             "cluster.maximum_jobs=2", f"cluster.job_name={job_name}")
-    driver = subprocess.Popen(cli(*args), cwd=ROOT, stdout=subprocess.PIPE,
+    driver = subprocess.Popen(cli(*args), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: len(parts(results)) >= 2, 120, "part files")
@@ -212,7 +217,7 @@ def test_sigterm_to_the_driver_records_interrupted_and_a_rerun_resumes(tmp_path,
     n = 600
     args = (f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=50000", *JOBS,
             "cluster.maximum_jobs=2", f"cluster.job_name={job_name}")
-    driver = subprocess.Popen(cli(*args), cwd=ROOT, stdout=subprocess.PIPE,
+    driver = subprocess.Popen(cli(*args), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: len(parts(results)) >= 2, 120, "part files")
@@ -241,7 +246,8 @@ def test_driver_as_a_batch_job(tmp_path, job_name):
         ["sbatch", "--wait", "--time=00:10:00", f"--job-name={job_name}-driver",
          f"--output={out_file}", str(ROOT / "scripts" / "driver.sbatch"),
          "experiment=calibration", f"results_dir={results}", "grid.x={range:[0,200]}",
-         "params.work_us=10000", *JOBS, "cluster.maximum_jobs=1", f"cluster.job_name={job_name}"],
+         "params.work_us=10000", *JOBS, "cluster.maximum_jobs=1", f"cluster.job_name={job_name}",
+         f"cluster.log_directory={tmp_path / 'jobs'}"],
         capture_output=True, text=True, timeout=280, env=env)
     log = out_file.read_text() if out_file.exists() else ""
     assert proc.returncode == 0, proc.stdout + proc.stderr + log
@@ -264,7 +270,8 @@ def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job
         ["sbatch", "--parsable", "--time=00:10:00", f"--job-name={job_name}-driver",
          f"--output={out_file}", str(ROOT / "scripts" / "driver.sbatch"),
          "experiment=calibration", f"results_dir={results}", f"grid.x={{range:[0,{n}]}}",
-         "params.work_us=50000", *JOBS, "cluster.maximum_jobs=2", f"cluster.job_name={job_name}"],
+         "params.work_us=50000", *JOBS, "cluster.maximum_jobs=2", f"cluster.job_name={job_name}",
+         f"cluster.log_directory={tmp_path / 'jobs'}"],
         capture_output=True, text=True, timeout=30, env=env, check=True)
     job = submit.stdout.strip().split(";")[0]
 
