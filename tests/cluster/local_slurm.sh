@@ -6,8 +6,10 @@
 set -euo pipefail
 
 if [ "$(id -u)" != 0 ]; then
-    echo "local_slurm.sh: needs root (apt-get install, system daemons)" >&2
-    exit 1
+    # Not an error: without root there is no local SLURM, and the slurm tests skip, saying so
+    echo "local_slurm.sh: not root, so SLURM cannot be installed or started here; the tests" \
+         "marked slurm will be skipped unless a SLURM is already running" >&2
+    exit 0
 fi
 
 HOST=$(hostname -s)
