@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 ARGS   ?=
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-deps bench report clean
+.PHONY: install run test test-deps test-slurm bench report clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,13 @@ test-deps:
 	@bash scripts/install_report_test_deps.sh
 
 test: $(STAMP) test-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slurm" $(PYTEST_ARGS)
+
+# A real single-node SLURM on localhost (root; installs slurm-wlm and munge), then the
+# tests marked slurm: sweeps through the CLI with cluster=slurm (about 6 minutes).
+test-slurm: $(STAMP)
+	bash tests/cluster/local_slurm.sh
+	$(BIN)/python -m pytest -m slurm $(PYTEST_ARGS) tests/test_slurm.py
 
 report: $(STAMP)
 	$(BIN)/python run.py report=true $(ARGS)

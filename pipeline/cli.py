@@ -273,7 +273,7 @@ def execute(cfg, node_actions=()) -> int:
 
 def validate(name: str, conf: dict) -> tuple[Any, dict]:
     """Every check that can fail before work starts; raises ConfigError with a clear message."""
-    from pipeline.engine.cluster import ClusterConfigError
+    from pipeline.engine.cluster import ClusterConfigError, check_batch_commands
     from pipeline.engine.cluster import validate as validate_cluster
     from pipeline.engine.grid import Grid
     from pipeline.experiments.base import ParamError, get_experiment
@@ -316,6 +316,8 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         raise ConfigError(f"max_tasks must be an integer >= 1, got {max_tasks!r}")
     try:
         validate_cluster(conf.get("cluster") or {})
+        if not conf.get("dry_run") and not conf.get("report"):
+            check_batch_commands(conf.get("cluster") or {})  # sbatch & co. on PATH
     except ClusterConfigError as exc:
         raise ConfigError(str(exc)) from None
     for node in ("grid", "params"):
@@ -345,6 +347,7 @@ def check_results_dir(results_dir: Path, name: str) -> None:
 
 
 def dry_run(grid, options: dict) -> int:
+    from pipeline.engine.cluster import dry_run_text
     from pipeline.engine.grid import describe_axes, fixed_summary
     from pipeline.engine.runner import count_done
     from pipeline.store.parquet import experiment_dir
@@ -373,11 +376,14 @@ def dry_run(grid, options: dict) -> int:
     print("sample points:")
     for i in grid.sample_indices(5):
         print(f"  #{i} task_id={grid.task_id(i)} {grid.point(i)}")
+    batch_jobs = dry_run_text(options.get("cluster") or {})  # batch systems: the job script
+    if batch_jobs:
+        print(batch_jobs)
     return EXIT_OK
 
 
 def sweep(grid, conf: dict, options: dict) -> int:
-    from pipeline.engine.cluster import connect
+    from pipeline.engine.cluster import cluster_checks, connect
     from pipeline.engine.provenance import check_code_changes, code_id, provenance_stamp
     from pipeline.engine.runner import plan_sweep, run_sweep
     from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
@@ -420,7 +426,8 @@ def sweep(grid, conf: dict, options: dict) -> int:
                                          "threads": sum(client.nthreads().values())}
                     stats = run_sweep(grid, client, writer, plan.pending,
                                       batch_size=options["batch_size"],
-                                      progress=options["progress"])
+                                      progress=options["progress"],
+                                      checks=cluster_checks(client))
         except KeyboardInterrupt:
             record.update(status="interrupted", finished_at=_now(),
                           written={"rows": writer.rows, "parts": writer.seq})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from typing import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,15 +155,42 @@ def check_workers(client, grid: Grid) -> None:
 
 def _total_threads(client) -> int:
     try:
-        return max(1, sum(client.nthreads().values()))
+        threads = sum(client.nthreads().values())
     except Exception:
-        return 1
+        threads = 1
+    # 15a: an adaptive batch cluster grows to the work in flight: plan for all its threads
+    planned = getattr(getattr(client, "cluster", None), "pipeline_max_threads", 0)
+    return max(1, threads, planned)
+
+
+# --- 15a: minimal `checks` hook until engineer 14's driver loop lands (keep its semantics) ---
+def _completed(queue, checks: Sequence[Callable[[], None]], poll_s: float = 0.05):
+    """Yield futures as they finish, calling every check at least once per second even while
+    nothing finishes (``for fut in as_completed`` alone would block without bound)."""
+    last_check = float("-inf")
+    while True:
+        if checks and time.monotonic() - last_check >= 0.5:
+            for check in checks:
+                check()
+            last_check = time.monotonic()
+        ready = queue.next_batch(block=False)
+        if ready:
+            yield from ready
+        elif queue.is_empty():
+            return
+        else:
+            time.sleep(poll_s)
+# --- end 15a ---
 
 
 def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
               batch_size: int | str = "auto", progress: bool = True,
-              target_batch_seconds: float = TARGET_BATCH_SECONDS) -> SweepStats:
-    """Run ``pending`` grid indices on ``client``; each finished batch becomes a part file."""
+              target_batch_seconds: float = TARGET_BATCH_SECONDS,
+              checks: Sequence[Callable[[], None]] = ()) -> SweepStats:
+    """Run ``pending`` grid indices on ``client``; each finished batch becomes a part file.
+
+    ``checks`` are called at least once per second whatever the cluster does; one that raises
+    aborts the sweep (what finished is already written) and the exception propagates."""
     from distributed import as_completed
 
     stats = SweepStats()
@@ -223,7 +251,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
             submit(chunk)
 
     submit_more()
-    for fut in queue:
+    for fut in _completed(queue, checks):
         chunk = in_flight.pop(fut.key)
         if fut.key == suspect_key:
             suspect_key = None

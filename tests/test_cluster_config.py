@@ -1,0 +1,291 @@
+"""Batch-system clusters without a batch system: the job scripts dask-jobqueue would submit
+(directives, walltime, lifetime, log paths) for every kind, every cluster key validated up
+front, and the fail-fast paths (missing commands: exit 2; refused or never-starting jobs:
+exit 3 with the batch system's own words). The real-SLURM tests are in test_slurm.py."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from pipeline.engine import cluster as cl
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf" / "cluster"
+LOGS = "/scratch/me/pipeline-logs"
+
+
+def run_cli(*args, timeout=120, env=None, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
+
+
+def conf(kind, **overrides):
+    """conf/cluster/KIND.yaml as Hydra composes it, with overrides."""
+    cfg = OmegaConf.to_container(OmegaConf.load(CONF / f"{kind}.yaml"), resolve=True)
+    cfg.update(overrides)
+    return cfg
+
+
+def snapshot(folder):
+    return {p: p.stat().st_mtime_ns for p in Path(folder).rglob("*")}
+
+
+# ---------------------------------------------------------------------------- job scripts
+COMMON = dict(walltime="02:00:00", cores=4, processes=2, memory="8GB", log_directory=LOGS,
+              job_name="sweep", interface="lo", worker_extra_args=["--resources", "MEM=1"],
+              job_script_prologue=["module load python/3.11"])
+
+# kind -> (its overrides, lines its job script must contain)
+SCRIPTS = {
+    "slurm": (dict(queue="compute", account="proj42", job_extra_directives=["--qos=long"]),
+              ["#SBATCH -J sweep", "#SBATCH -p compute", "#SBATCH -A proj42", "#SBATCH -t 02:00:00",
+               "#SBATCH --qos=long", f"#SBATCH -o {LOGS}/sweep-%J.out",
+               f"#SBATCH -e {LOGS}/sweep-%J.err", "#SBATCH --cpus-per-task=4"]),
+    "pbs": (dict(queue="workq", account="proj42", job_extra_directives=["-m n"]),
+            ["#PBS -N sweep", "#PBS -q workq", "#PBS -A proj42", "#PBS -l walltime=02:00:00",
+             "#PBS -l select=1:ncpus=4:mem=7630MB", "#PBS -m n", f"#PBS -o {LOGS}/",
+             f"#PBS -e {LOGS}/"]),
+    "moab": (dict(queue="batch", account="proj42"),
+             ["#PBS -N sweep", "#PBS -q batch", "#PBS -A proj42", "#PBS -l walltime=02:00:00",
+              f"#PBS -o {LOGS}/"]),
+    "sge": (dict(queue="all.q", project="proj42", resource_spec="h_vmem=4G",
+                 job_extra_directives=["-pe smp 4"]),
+            ["#$ -N sweep", "#$ -q all.q", "#$ -P proj42", "#$ -l h_rt=02:00:00",
+             "#$ -l h_vmem=4G", "#$ -pe smp 4", f"#$ -o {LOGS}/", f"#$ -e {LOGS}/"]),
+    "lsf": (dict(queue="normal", project="proj42", job_extra_directives=["-G grp"]),
+            ["#BSUB -J sweep", "#BSUB -q normal", '#BSUB -P "proj42"', "#BSUB -W 02:00",
+             "#BSUB -n 4", "#BSUB -G grp", f"#BSUB -o {LOGS}/pipeline-worker-%J.out",
+             f"#BSUB -e {LOGS}/pipeline-worker-%J.err"]),
+    "oar": (dict(queue="default", project="proj42"),
+            ["#OAR -n sweep", "#OAR -q default", "#OAR --project proj42",
+             "#OAR -l /nodes=1/core=4,walltime=02:00:00"]),
+    "htcondor": (dict(disk="2GB", job_extra_directives={"+ProjectName": '"proj42"'}),
+                 ["MY.DaskWorkerCores = 4", "MY.DaskWorkerMemory = 8000000000",
+                  "MY.DaskWorkerDisk = 2000000000", '+ProjectName = "proj42"',
+                  f"LogDirectory = {LOGS}", "Output = $(LogDirectory)/worker-$F(MY.JobId).out",
+                  "Error = $(LogDirectory)/worker-$F(MY.JobId).err"]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SCRIPTS))
+@pytest.mark.filterwarnings("ignore:OAR Job memory")  # dask-jobqueue's note on OAR's memory
+def test_job_script_of_every_batch_system(kind, tmp_path):
+    overrides, lines = SCRIPTS[kind]
+    cfg = conf(kind, **COMMON, **overrides)
+    cl.validate(cfg)
+    script = cl.job_script(cfg)
+    for line in lines:
+        assert line in script.splitlines() or line in script, (line, script)
+    # 2 h walltime - 5 min margin, ± 1 min; what `dask worker` runs in the job
+    assert "--lifetime 115m --lifetime-stagger 1m" in script
+    assert "--nworkers 2" in script and "--nthreads 2" in script
+    assert "--interface lo" in script and "--resources MEM=1" in script
+    assert "--death-timeout 60" in script
+    assert "module load python/3.11" in script
+    assert not Path(LOGS).exists()  # building the script created no directory
+
+
+def test_walltime_forms_and_lifetime_arithmetic():
+    assert cl.parse_walltime("04:00:00") == 4 * 3600
+    assert cl.parse_walltime("1-12:30:00") == 36 * 3600 + 1800
+    assert cl.parse_walltime("90m") == 5400 and cl.parse_walltime("2h") == 7200
+    for bad in ("forever", "10", "01:61:00", "00:00:00", "-1"):
+        with pytest.raises(cl.ClusterConfigError, match="cluster.walltime"):
+            cl.parse_walltime(bad)
+    assert cl.format_walltime(36 * 3600 + 1800, "hms") == "36:30:00"
+    assert cl.format_walltime(36 * 3600 + 1800, "hm") == "36:30"  # LSF's -W
+    base = conf("slurm")
+    assert cl.lifetime(base) == (4 * 3600 - 300, 60)
+    assert cl.lifetime({**base, "walltime": "00:02:00", "lifetime_margin": "50s",
+                        "lifetime_stagger": "10s"}) == (70, 10)
+    assert cl.lifetime({**base, "walltime": None}) is None
+    with pytest.raises(cl.ClusterConfigError, match="lifetime_margin .* shorter than cluster.walltime"):
+        cl.validate({**base, "walltime": "00:04:00"})
+    with pytest.raises(cl.ClusterConfigError, match="lifetime_stagger .* shorter than"):
+        cl.validate({**base, "lifetime_stagger": "5m"})
+    # a --lifetime the user gives wins; ours is not added beside it
+    own = cl.job_kwargs({**base, "worker_extra_args": ["--lifetime", "1h"]})
+    assert own["worker_extra_args"] == ["--lifetime", "1h"]
+    # LSF takes HH:MM; HTCondor has no walltime directive, but still gets the lifetime
+    assert cl.job_kwargs(conf("lsf"))["walltime"] == "04:00"
+    condor = cl.job_kwargs(conf("htcondor", walltime="12:00:00"))
+    assert "walltime" not in condor and "--lifetime" in condor["worker_extra_args"]
+
+
+def test_dry_run_prints_job_script_and_submits_nothing(tmp_path):
+    # no qsub here: a dry run needs none, submits nothing and writes nothing
+    before = snapshot(tmp_path)
+    proc = run_cli("experiment=calibration", f"results_dir={tmp_path / 'res'}", "dry_run=true",
+                   "cluster=pbs", "cluster.walltime=01:00:00", "cluster.lifetime_margin=10m",
+                   f"cluster.log_directory={tmp_path / 'logs'}",
+                   env={"PATH": str(tmp_path / "empty-path")})
+    assert proc.returncode == 0, proc.stderr
+    assert "--lifetime 50m --lifetime-stagger 1m" in proc.stdout
+    assert "workers retire after --lifetime 50m ± --lifetime-stagger 1m" in proc.stdout
+    assert "#PBS -l walltime=01:00:00" in proc.stdout
+    assert f"#PBS -o {tmp_path / 'logs'}/" in proc.stdout
+    assert snapshot(tmp_path) == before
+
+
+# ---------------------------------------------------------------------------- bad keys
+BAD_KEYS = [
+    ({"kind": "local", "memory_limit": "lots"}, "cluster.memory_limit"),
+    ({"kind": "local", "dashboard_address": "notaport"}, "cluster.dashboard_address"),
+    ({"kind": "local", "dashboard_address": "host:99999"}, "port 0-65535"),
+    ({"kind": "local", "n_workers": 0}, "cluster.n_workers"),
+    ({"kind": "address", "address": "tcp://h:8786", "timeout": "forever"}, "cluster.timeout"),
+    ({"kind": "address", "address": "h:8786"}, "cluster.address must be a scheduler address"),
+    ({"kind": "nosuch"}, "slurm, pbs, sge, lsf, htcondor"),
+    ({"kind": "slurm", "memory": "lots"}, "cluster.memory must be a byte size"),
+    ({"kind": "slurm", "walltime": "forever"}, "cluster.walltime"),
+    ({"kind": "slurm", "worker_start_timeout": "soon"}, "cluster.worker_start_timeout"),
+    ({"kind": "slurm", "death_timeout": -1}, "cluster.death_timeout"),
+    ({"kind": "slurm", "cores": 2, "processes": 4}, "cluster.processes (4) must be <= cluster.cores"),
+    ({"kind": "slurm", "minimum_jobs": 5, "maximum_jobs": 2}, "cluster.minimum_jobs"),
+    ({"kind": "slurm", "maximum_jobs": 1.5}, "cluster.maximum_jobs must be an integer"),
+    ({"kind": "slurm", "max_submit_failures": 0}, "cluster.max_submit_failures"),
+    ({"kind": "slurm", "job_extra_directives": "--qos=long"}, "cluster.job_extra_directives must be a list"),
+    ({"kind": "slurm", "interface": "nosuch0"}, "no network interface 'nosuch0'"),
+    ({"kind": "slurm", "project": "p"}, "unknown key(s) for cluster=slurm: cluster.project"),
+    ({"kind": "sge", "account": "p"}, "cluster.account"),
+    ({"kind": "htcondor", "queue": "q", "disk": "1GB"}, "cluster.queue"),
+    ({"kind": "htcondor"}, "cluster=htcondor needs cluster.disk"),
+    ({"kind": "htcondor", "disk": "1GB", "job_extra_directives": ["a"]}, "must be a mapping"),
+    ({"kind": "lsf", "use_stdin": "yes"}, "cluster.use_stdin must be true or false"),
+]
+
+
+@pytest.mark.parametrize("cfg,message", BAD_KEYS)
+def test_every_cluster_key_is_validated(cfg, message):
+    with pytest.raises(cl.ClusterConfigError) as info:
+        cl.validate(cfg)
+    assert message in str(info.value)
+
+
+def test_shipped_cluster_configs_validate():
+    for path in CONF.glob("*.yaml"):
+        cfg = conf(path.stem)
+        if cfg["kind"] == "address":
+            cfg["address"] = "tcp://127.0.0.1:8786"
+        cl.validate(cfg)
+    assert {p.stem for p in CONF.glob("*.yaml")} == set(cl.KINDS)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["cluster.memory_limit=lots"], "cluster.memory_limit"),
+    (["cluster.dashboard_address=notaport"], "cluster.dashboard_address"),
+    (["cluster=address", "cluster.address=tcp://127.0.0.1:9", "cluster.timeout=forever"],
+     "cluster.timeout"),
+    (["cluster=slurm", "cluster.walltime=00:03:00"], "cluster.lifetime_margin"),
+    # no sbatch/qsub on PATH: exit 2 naming the command and the kind, before anything
+    (["cluster=slurm"], "cluster=slurm needs the SLURM command(s) sbatch, scancel on PATH"),
+    (["cluster=lsf"], "cluster=lsf needs the LSF command(s) bsub, bkill"),
+    (["cluster=htcondor"], "cluster=htcondor needs the HTCondor command(s) condor_submit, condor_rm"),
+])
+def test_bad_cluster_input_exits_2_and_writes_nothing(tmp_path, args, message):
+    results = tmp_path / "results"
+    before = snapshot(tmp_path)
+    proc = run_cli("experiment=calibration", f"results_dir={results}", *args,
+                   env={"PATH": str(tmp_path / "empty-path")}, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert snapshot(tmp_path) == before
+
+
+# ---------------------------------------------------------------------------- fail fast
+def fake_batch_commands(bindir: Path, sbatch_body: str) -> None:
+    """Stand-in sbatch/scancel executables: the real-SLURM runs are in test_slurm.py; these
+    run everywhere, so the fail-fast paths are tested in every CI run."""
+    bindir.mkdir()
+    for name, body in (("sbatch", sbatch_body), ("scancel", "exit 0")):
+        (bindir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bindir / name).chmod(0o755)
+
+
+def _manifest_status(results):
+    runs = json.loads((results / "calibration" / "_manifest.json").read_text())["runs"]
+    return runs[-1]["status"], runs[-1].get("error", "")
+
+
+@pytest.mark.timeout(120)
+def test_refused_submissions_stop_the_sweep_with_the_batch_systems_words(tmp_path):
+    error = "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified"
+    fake_batch_commands(tmp_path / "bin", f'echo "{error}" >&2\nexit 1')
+    results = tmp_path / "results"
+    proc = run_cli("experiment=calibration", f"results_dir={results}", "grid.x=[1,2,3]",
+                   "cluster=slurm", "cluster.cores=1", "cluster.processes=1",
+                   "cluster.dashboard_address=:0", "progress=false",
+                   env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}, timeout=100)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "SLURM refused 3 job submissions in a row" in proc.stderr
+    assert "Invalid account or account/partition combination specified" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    status, recorded = _manifest_status(results)
+    assert status == "crashed" and "Invalid account" in recorded
+
+
+@pytest.mark.timeout(120)
+def test_no_worker_within_worker_start_timeout_stops_the_sweep(tmp_path):
+    # the batch system accepts the job, but it never starts (a full queue, a held job)
+    fake_batch_commands(tmp_path / "bin", 'echo "Submitted batch job 4242"')
+    results = tmp_path / "results"
+    proc = run_cli("experiment=calibration", f"results_dir={results}", "grid.x=[1,2,3]",
+                   "cluster=slurm", "cluster.cores=1", "cluster.processes=1",
+                   "cluster.worker_start_timeout=4s", "cluster.dashboard_address=:0",
+                   "progress=false",
+                   env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}, timeout=100)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "no Dask worker joined within cluster.worker_start_timeout=4s" in proc.stderr
+    assert "4242" in proc.stderr  # which jobs to look at
+    assert _manifest_status(results)[0] == "crashed"
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_waiting_for_batch_workers_records_interrupted(tmp_path):
+    # importing dask_jobqueue replaces the SIGINT handler with sys.exit() (exit 0, the run
+    # left "running"); the driver must keep its own Ctrl-C handling
+    fake_batch_commands(tmp_path / "bin", 'echo "Submitted batch job 4243"')
+    results = tmp_path / "results"
+    driver = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), "experiment=calibration", f"results_dir={results}",
+         "grid.x=[1,2,3]", "cluster=slurm", "cluster.cores=1", "cluster.processes=1",
+         "cluster.dashboard_address=:0", "progress=false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
+    try:
+        deadline = time.monotonic() + 60
+        manifest = results / "calibration" / "_manifest.json"
+        while not manifest.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)  # the cluster is up and the job "submitted"
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 130, out + err
+    assert "interrupted" in err
+    assert _manifest_status(results)[0] == "interrupted"
+
+
+@pytest.mark.timeout(60)
+def test_batch_cluster_dashboard_link_is_where_it_listens():
+    import urllib.request
+
+    cluster = cl.make_batch_cluster(conf("slurm", dashboard_address="127.0.0.1:0", cores=1,
+                                         processes=1, memory="1GB"))
+    try:
+        assert cluster.dashboard_link.startswith("http://127.0.0.1:")
+        assert urllib.request.urlopen(cluster.dashboard_link, timeout=10).status == 200
+        assert cluster.pipeline_max_threads == 10  # maximum_jobs x processes x threads
+    finally:
+        cluster.close(timeout=20)
