@@ -40,7 +40,7 @@ CASES = [
     (["experiment=calibration", "results_dir=RESULTS/afile/deeper"],
      ["afile is a file, not a directory"]),
     (["experiment=calibration", "cluster=nosuch"],
-     ["unknown cluster 'nosuch'; available kinds: address, local, slurm"]),
+     ["unknown cluster 'nosuch'; available kinds: address, htcondor, local, lsf, moab, oar, pbs, sge, slurm"]),
     (["experiment=calibration", "grid.x={linspace:[0,1,2.5]}"],
      ["parameter 'x'", "num must be a whole number of points, got 2.5"]),
     (["experiment=lattice", "grid.L1=[4]"],
