@@ -10,6 +10,7 @@ unreachable, a worker running other code, ...): what finished is stored, the man
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 import os
 import platform
@@ -236,7 +237,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
     except KeyError:
         raise ConfigError(f"unknown experiment '{name}'") from None
     allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
-                   "grid", "params", "cluster"}
+                   "grid", "params", "cluster", "task_timeout", "watchdog"}
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
@@ -250,6 +251,12 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         raise ConfigError(f"batch_size must be 'auto' or an integer >= 1, got {batch_size!r}")
     if not conf.get("results_dir"):
         raise ConfigError("results_dir must be a directory path")
+    from pipeline.engine.watchdog import validate_options as validate_watchdog
+
+    try:
+        validate_watchdog(conf)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         validate_cluster(conf.get("cluster") or {})
     except ClusterConfigError as exc:
@@ -294,8 +301,12 @@ def dry_run(grid, options: dict) -> int:
 def sweep(grid, conf: dict, options: dict) -> int:
     from pipeline.engine.cluster import connect
     from pipeline.engine.runner import plan_sweep, run_sweep
+    from pipeline.engine.progress import Progress, run_log, runlog
+    from pipeline.engine.watchdog import (Terminated, Watchdog, termination_signals,
+                                          watchdog_options)
     from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
-                                        experiment_dir, new_run_id, update_manifest)
+                                        experiment_dir, mark_dead_runs, new_run_id,
+                                        update_manifest)
 
     path = experiment_dir(options["results_dir"], grid.name)
     run_id = new_run_id()
@@ -307,55 +318,81 @@ def sweep(grid, conf: dict, options: dict) -> int:
         "packages": _versions(), "git": _git_info(), "argv": _ORIGINAL_ARGV or sys.argv[1:], "config": conf,
     }
     try:
-        lock = SweepLock(path).__enter__()
+        lock = SweepLock(path, run_id).__enter__()
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    try:
-        removed = clean_temp_files(path)
-        if removed:
-            log.info("removed %d unfinished temp file(s) left by a killed run", removed)
-        plan = plan_sweep(grid, path, options["retry_failed"])
-        record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
-                            "already_failed_skipped": plan.done_failed,
-                            "to_run": int(plan.pending.size)}
-        update_manifest(path, record)
-        log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
-                 plan.done_ok + plan.done_failed, plan.pending.size, path)
-        writer = PartWriter(path, run_id)
-        stats = None
+    # 15b: SIGTERM/SIGHUP take Ctrl-C's path; every line also goes to _logs/RUN_ID.log
+    with termination_signals(), run_log(path, run_id) as log_file:
         try:
-            if plan.pending.size:
-                with connect(conf.get("cluster") or {}, log) as client:
-                    record["cluster"] = {"kind": (conf.get("cluster") or {}).get("kind", "local"),
-                                         "dashboard": client.dashboard_link,
-                                         "threads": sum(client.nthreads().values())}
-                    stats = run_sweep(grid, client, writer, plan.pending,
-                                      batch_size=options["batch_size"],
-                                      progress=options["progress"])
-        except KeyboardInterrupt:
-            record.update(status="interrupted", finished_at=_now(),
-                          written={"rows": writer.rows, "parts": writer.seq})
+            for dead in mark_dead_runs(path, lock_held=True):
+                log.warning("run %s (host %s, pid %s) was left 'running' by a driver that died; "
+                            "marked '%s'", dead["run_id"], dead.get("host"), dead.get("pid"),
+                            dead["status"])
+            record["log"] = str(log_file)
+            runlog.info("run %s of %s on host %s, pid %d; argv: %s", run_id, grid.name,
+                        record["host"], record["pid"], " ".join(record["argv"]))
+            runlog.info("config: %s", json.dumps(conf, default=str, sort_keys=True))
+            removed = clean_temp_files(path)
+            if removed:
+                log.info("removed %d unfinished temp file(s) left by a killed run", removed)
+            plan = plan_sweep(grid, path, options["retry_failed"])
+            record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
+                                "already_failed_skipped": plan.done_failed,
+                                "to_run": int(plan.pending.size)}
+            record["heartbeat_at"] = _now()
             update_manifest(path, record)
-            print(f"\ninterrupted: {writer.seq} part file(s) kept; rerun the same command to "
-                  "resume", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
-            error = f"{type(exc).__name__}: {exc}"
-            record.update(status="crashed", finished_at=_now(), error=error,
-                          written={"rows": writer.rows, "parts": writer.seq})
+            log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
+                     plan.done_ok + plan.done_failed, plan.pending.size, path)
+            writer = PartWriter(path, run_id)
+            stats = None
+
+            def heartbeat(snapshot: dict) -> None:  # for `python -m pipeline status`
+                record.update(progress=snapshot, heartbeat_at=_now())
+                update_manifest(path, record)
+
+            try:
+                if plan.pending.size:
+                    with connect(conf.get("cluster") or {}, log) as client:
+                        record["cluster"] = {"kind": (conf.get("cluster") or {}).get("kind", "local"),
+                                             "dashboard": client.dashboard_link,
+                                             "threads": sum(client.nthreads().values())}
+                        runlog.info("cluster: %s", json.dumps(record["cluster"]))
+                        bar = Progress(grid.name, int(plan.pending.size), options["progress"],
+                                       heartbeat=heartbeat)
+                        stats = run_sweep(grid, client, writer, plan.pending,
+                                          batch_size=options["batch_size"],
+                                          progress=options["progress"], bar=bar,
+                                          task_timeout=options["task_timeout"],
+                                          checks=[Watchdog(client, **watchdog_options(conf))])
+            except KeyboardInterrupt as exc:
+                signame = str(exc) if isinstance(exc, Terminated) else "SIGINT"
+                record.update(status="interrupted", finished_at=_now(), signal=signame,
+                              written={"rows": writer.rows, "parts": writer.seq})
+                update_manifest(path, record)
+                log.info("interrupted (%s): %d part file(s) kept", signame, writer.seq)
+                print(f"\ninterrupted ({signame}): {writer.seq} part file(s) kept; rerun the same "
+                      "command to resume", file=sys.stderr)
+                return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+            except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
+                error = f"{type(exc).__name__}: {exc}"
+                record.update(status="crashed", finished_at=_now(), error=error,
+                              written={"rows": writer.rows, "parts": writer.seq})
+                update_manifest(path, record)
+                log.info("crashed: %s", error)
+                print(f"\nerror: the sweep crashed: {error}\n{writer.seq} part file(s) kept; fix the "
+                      "cause and rerun the same command to resume", file=sys.stderr)
+                return EXIT_CRASHED
+            if stats is not None:
+                record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
+                                        rows=stats.rows, parts=stats.parts, batches=stats.batches,
+                                        elapsed_s=round(stats.elapsed_s, 3))
+            record.update(status="finished", finished_at=_now())
             update_manifest(path, record)
-            print(f"\nerror: the sweep crashed: {error}\n{writer.seq} part file(s) kept; fix the "
-                  "cause and rerun the same command to resume", file=sys.stderr)
-            return EXIT_CRASHED
-        if stats is not None:
-            record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
-                                    rows=stats.rows, parts=stats.parts, batches=stats.batches,
-                                    elapsed_s=round(stats.elapsed_s, 3))
-        record.update(status="finished", finished_at=_now())
-        update_manifest(path, record)
-    finally:
-        lock.__exit__(None, None, None)
+            runlog.info("summary: finished; %s; first error: %s", json.dumps(record["counts"]),
+                        (stats.first_errors[0] if stats and stats.first_errors else None))
+        finally:
+            lock.__exit__(None, None, None)
     return _summarise(grid, path, plan, stats)
 
 

@@ -11,11 +11,12 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow.compute as pc
 
-from pipeline.engine.batch import failed_batch_table, run_batch
+from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table, run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.progress import Progress
 from pipeline.store.parquet import PartWriter, contains, stored_ids
@@ -157,13 +158,22 @@ def _total_threads(client) -> int:
 
 def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
               batch_size: int | str = "auto", progress: bool = True,
-              target_batch_seconds: float = TARGET_BATCH_SECONDS) -> SweepStats:
-    """Run ``pending`` grid indices on ``client``; each finished batch becomes a part file."""
+              target_batch_seconds: float = TARGET_BATCH_SECONDS,
+              checks: Sequence[Callable[[], None]] = (), task_timeout: float | None = None,
+              bar: Progress | None = None) -> SweepStats:
+    """Run ``pending`` grid indices on ``client``; each finished batch becomes a part file.
+
+    ``checks`` are called at least once a second whatever the cluster does; one that raises
+    ends the sweep (finished batches are already written). ``task_timeout``: seconds per point
+    (see ``batch.run_batch``); a point over it is stored as failed and not retried. ``bar``:
+    a ready-made :class:`Progress` (with its heartbeat), else one is made here."""
     from distributed import as_completed
+
+    from pipeline.engine.watchdog import TimeoutEvents, completed
 
     stats = SweepStats()
     todo = int(pending.size)
-    bar = Progress(grid.name, todo, progress)
+    bar = bar or Progress(grid.name, todo, progress)
     if todo == 0:
         bar.update(stats, force=True)
         return stats
@@ -181,7 +191,12 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
     # that kills its worker would take the innocent ones queued beside it down every time.
     suspects: deque = deque()
     suspect_key = None
-    queue = as_completed()
+    # 15b: results are gathered in the background (with_results), so the loop below never
+    # blocks in fut.result() on a result whose worker died; see watchdog.completed.
+    queue = as_completed(with_results=True, raise_errors=False)
+    futures: dict = {}  # key -> future in flight (to cancel a batch whose point timed out)
+    timed_out: dict[int, str] = {}  # grid index -> timeout error, not yet stored
+    events = TimeoutEvents(client, TIMEOUT_TOPIC) if task_timeout else None
 
     def next_size(threads: int) -> int:
         nonlocal largest
@@ -198,14 +213,64 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
         largest = max(largest, size)
         return size
 
-    def submit(chunk) -> str:
+    def submit(chunk) -> str | None:
         # The grid pickles to its small spec; workers rebuild it once and cache it.
         # No Dask retries: run_batch turns every task exception into a row, so a Dask-level
         # failure is a dead worker, which the scheduler already retries (allowed-failures).
-        fut = client.submit(run_batch, grid, chunk, pure=False)
+        if timed_out:  # 15b: a point known to hang is stored as failed, never re-run
+            hung = [int(i) for i in chunk if int(i) in timed_out]
+            if hung:
+                store(failed_batch_table(grid, hung, timed_out[hung[0]]), len(hung))
+                for i in hung:
+                    timed_out.pop(i)
+                chunk = np.array([i for i in chunk if int(i) not in set(hung)], dtype=np.int64)
+                if not len(chunk):
+                    return None
+        fut = client.submit(run_batch, grid, chunk, pure=False,
+                            **({"task_timeout": float(task_timeout)} if task_timeout else {}))
         in_flight[fut.key] = chunk
+        futures[fut.key] = fut
         queue.add(fut)
         return fut.key
+
+    def store(table, n_tasks: int) -> None:
+        writer.write(table)
+        failed_mask = pc.equal(table["status"], "failed")
+        n_failed = len(pc.unique(table.filter(failed_mask)["task_id"]))
+        if n_failed and len(stats.first_errors) < 3:
+            stats.first_errors.append(table.filter(failed_mask)["error"][0].as_py())
+        stats.ran += n_tasks
+        stats.failed += n_failed
+        stats.ok += n_tasks - n_failed
+        stats.rows += table.num_rows
+        stats.batches += 1
+        stats.parts = writer.seq
+
+    def handle_timeouts() -> None:
+        # 15b: a worker reported a point over task_timeout and is exiting. Its batch is
+        # cancelled and resubmitted without that point; the point is stored as failed.
+        nonlocal suspect_key
+        for event in events.drain() if events is not None else ():
+            index = int(event["index"])
+            error = (f"TaskTimeout: point ran longer than task_timeout={event['timeout_s']:g} s "
+                     f"and was stopped (worker {event.get('worker')} recycled)")
+            key = event.get("key")
+            log.warning("task %s (grid index %d) timed out after %g s; stored as failed",
+                        event.get("task_id"), index, event["timeout_s"])
+            if index in timed_out:
+                continue
+            timed_out[index] = error
+            if key in in_flight and index in set(int(i) for i in in_flight[key]):
+                chunk = in_flight.pop(key)
+                fut = futures.pop(key)
+                if key == suspect_key:
+                    suspect_key = None
+                client.cancel(fut)
+                submit(chunk)  # without the hung point: submit() filters it out
+
+    def tick() -> None:
+        handle_timeouts()
+        bar.update(stats)
 
     def submit_more() -> None:
         nonlocal cursor, suspect_key
@@ -219,12 +284,16 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
             submit(chunk)
 
     submit_more()
-    for fut in queue:
-        chunk = in_flight.pop(fut.key)
+    # 15b: wake every second (checks, heartbeat, timeouts) instead of blocking in `for fut in queue`
+    for fut, result in completed(queue, checks, tick):
+        chunk = in_flight.pop(fut.key, None)
+        futures.pop(fut.key, None)
+        if chunk is None:  # cancelled after its point timed out; already resubmitted
+            continue
         if fut.key == suspect_key:
             suspect_key = None
         if fut.status == "finished":
-            table, seconds = fut.result()
+            table, seconds = result
             sample = seconds / len(chunk)
             # A cheaper sample is believed at once (warm-up is over); a dearer one is averaged.
             per_task = sample if per_task is None or sample < per_task else 0.5 * (per_task + sample)
@@ -246,24 +315,16 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
                 suspects.append(chunk)
                 submit_more()
                 continue
-            error = (f"lost on the cluster {LOST_ATTEMPTS} times: "
-                     f"{type(fut.exception()).__name__}: {fut.exception()}")
+            exc = result[1] if isinstance(result, tuple) else result
+            error = f"lost on the cluster {LOST_ATTEMPTS} times: {type(exc).__name__}: {exc}"
             table = failed_batch_table(grid, chunk, error)
         fut.release()
-        writer.write(table)
-        failed_mask = pc.equal(table["status"], "failed")
-        n_failed = len(pc.unique(table.filter(failed_mask)["task_id"]))
-        if n_failed and len(stats.first_errors) < 3:
-            stats.first_errors.append(table.filter(failed_mask)["error"][0].as_py())
-        stats.ran += len(chunk)
-        stats.failed += n_failed
-        stats.ok += len(chunk) - n_failed
-        stats.rows += table.num_rows
-        stats.batches += 1
-        stats.parts = writer.seq
-        del table
+        store(table, len(chunk))
+        del table, result
         submit_more()
         bar.update(stats)
+    if events is not None:
+        events.close()
     stats.elapsed_s = time.perf_counter() - t_start
     bar.update(stats, force=True)
     return stats
