@@ -64,6 +64,7 @@ def _describe(argv: list[str]) -> int:
 COMMANDS = {
     "list": ("list the experiments", "pipeline.__main__:_list"),
     "describe": ("parameters and columns of one experiment", "pipeline.__main__:_describe"),
+    "status": ("stored counts and the state of each sweep, running or not", "pipeline.status:main"),
 }
 
 

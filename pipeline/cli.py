@@ -375,6 +375,7 @@ def sweep(grid, conf: dict, options: dict) -> int:
                       "command to resume", file=sys.stderr)
                 return getattr(exc, "exit_code", EXIT_INTERRUPTED)
             except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
+                import traceback; traceback.print_exc()  # TEMPDEBUG
                 error = f"{type(exc).__name__}: {exc}"
                 record.update(status="crashed", finished_at=_now(), error=error,
                               written={"rows": writer.rows, "parts": writer.seq})

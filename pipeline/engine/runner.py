@@ -156,6 +156,39 @@ def _total_threads(client) -> int:
         return 1
 
 
+_NOT_YET = object()
+RESULT_WAIT_S = 5.0
+
+
+def _fetch(fut):
+    """(result, None) for a finished batch, (None, exception) for one lost on the cluster, or
+    (_NOT_YET, None) if its result is not back within RESULT_WAIT_S: a result whose worker
+    died after finishing is recomputed, which must not block the loop (15b: the unbounded
+    fut.result() here hung the driver when no worker was left to recompute it)."""
+    from distributed import TimeoutError as DaskTimeout
+
+    if fut.status == "finished":
+        try:
+            result = fut.result(timeout=RESULT_WAIT_S)
+            if isinstance(result, tuple) and len(result) == 2:
+                return result, None
+            # seen when its worker died during the fetch: run it again, as a lost batch
+            return None, RuntimeError(f"no result came back for {fut.key} (got {result!r})")
+        except (TimeoutError, DaskTimeout):
+            return _NOT_YET, None
+        except Exception as exc:  # recomputing it killed its workers too
+            return None, exc
+    if fut.status == "error":
+        try:
+            exc = fut.exception(timeout=RESULT_WAIT_S)
+        except Exception as err:
+            exc = err
+        return None, exc or RuntimeError(f"{fut.key} failed on the cluster")
+    if fut.status == "cancelled":
+        return None, RuntimeError(f"{fut.key} was cancelled on the cluster")
+    return _NOT_YET, None  # pending again: its result was lost with a worker and is recomputed
+
+
 def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
               batch_size: int | str = "auto", progress: bool = True,
               target_batch_seconds: float = TARGET_BATCH_SECONDS,
@@ -191,9 +224,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
     # that kills its worker would take the innocent ones queued beside it down every time.
     suspects: deque = deque()
     suspect_key = None
-    # 15b: results are gathered in the background (with_results), so the loop below never
-    # blocks in fut.result() on a result whose worker died; see watchdog.completed.
-    queue = as_completed(with_results=True, raise_errors=False)
+    queue = as_completed()
     futures: dict = {}  # key -> future in flight (to cancel a batch whose point timed out)
     timed_out: dict[int, str] = {}  # grid index -> timeout error, not yet stored
     events = TimeoutEvents(client, TIMEOUT_TOPIC) if task_timeout else None
@@ -285,14 +316,18 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
 
     submit_more()
     # 15b: wake every second (checks, heartbeat, timeouts) instead of blocking in `for fut in queue`
-    for fut, result in completed(queue, checks, tick):
-        chunk = in_flight.pop(fut.key, None)
-        futures.pop(fut.key, None)
-        if chunk is None:  # cancelled after its point timed out; already resubmitted
+    for fut in completed(queue, checks, tick):
+        if fut.key not in in_flight:  # cancelled after its point timed out; already resubmitted
             continue
+        result, lost = _fetch(fut)
+        if result is _NOT_YET:  # its worker died before we fetched it: being recomputed
+            queue.add(fut)
+            continue
+        chunk = in_flight.pop(fut.key)
+        futures.pop(fut.key, None)
         if fut.key == suspect_key:
             suspect_key = None
-        if fut.status == "finished":
+        if lost is None:
             table, seconds = result
             sample = seconds / len(chunk)
             # A cheaper sample is believed at once (warm-up is over); a dearer one is averaged.
@@ -315,8 +350,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
                 suspects.append(chunk)
                 submit_more()
                 continue
-            exc = result[1] if isinstance(result, tuple) else result
-            error = f"lost on the cluster {LOST_ATTEMPTS} times: {type(exc).__name__}: {exc}"
+            error = f"lost on the cluster {LOST_ATTEMPTS} times: {type(lost).__name__}: {lost}"
             table = failed_batch_table(grid, chunk, error)
         fut.release()
         store(table, len(chunk))

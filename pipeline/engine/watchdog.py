@@ -37,6 +37,7 @@ NO_PROGRESS_TIMEOUT = 3600.0
 SCHEDULER_TIMEOUT = 60.0
 WATCHDOG_KEYS = ("no_workers_timeout", "no_progress_timeout", "scheduler_timeout")
 LOCAL_RESTARTS = 3  # LocalCluster restarts without a finished task in between, then give up
+LOCAL_START_GRACE = 30.0  # after a restart, time for the new worker processes to join
 SCHEDULER_CALL_TIMEOUT = 5.0
 
 
@@ -115,6 +116,7 @@ class Watchdog:
         self.scheduler_ok_at = now
         self.restarts = 0  # LocalCluster restarts since the last finished task
         self.n_local = self._local_size()
+        self.grace_until = float("-inf")
 
     def __call__(self) -> None:
         self.check()
@@ -198,6 +200,8 @@ class Watchdog:
 
     def _recover_or_raise(self, problem: SweepAborted) -> None:
         cluster = getattr(self.client, "cluster", None)
+        if self.clock() < self.grace_until:
+            return
         if self.n_local is None or self.restarts >= LOCAL_RESTARTS:
             if self.restarts:
                 raise type(problem)(f"{problem}; {self.restarts} worker restart(s) did not help")
@@ -211,6 +215,7 @@ class Watchdog:
         cluster.scale(self.n_local)
         now = self.clock()
         self.workers_seen_at = self.progress_at = now
+        self.grace_until = now + LOCAL_START_GRACE
 
     def _scheduler_address(self) -> str:
         try:
