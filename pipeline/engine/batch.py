@@ -75,13 +75,14 @@ class _PointClock:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.running: dict[int, tuple[float, dict]] = {}  # thread id -> (deadline, report)
+        # thread id -> (deadline, report, the Dask worker or None)
+        self.running: dict[int, tuple[float, dict, object]] = {}
         self.thread = threading.Thread(target=self._watch, name="pipeline-task-timeout",
                                        daemon=True)
         self.thread.start()
 
-    def arm(self, seconds: float, report: dict) -> None:
-        self.running[threading.get_ident()] = (time.monotonic() + seconds, report)
+    def arm(self, seconds: float, report: dict, worker) -> None:
+        self.running[threading.get_ident()] = (time.monotonic() + seconds, report, worker)
 
     def disarm(self) -> None:
         self.running.pop(threading.get_ident(), None)
@@ -90,20 +91,12 @@ class _PointClock:
         while True:
             time.sleep(0.1)
             now = time.monotonic()
-            for deadline, report in list(self.running.values()):
+            for deadline, report, worker in list(self.running.values()):
                 if now > deadline:
-                    _report_timeout(report)
+                    if worker is not None:
+                        worker.log_event(TIMEOUT_TOPIC, report)
                     time.sleep(EVENT_FLUSH_SECONDS)
                     os._exit(TIMEOUT_EXIT_CODE)
-
-
-def _report_timeout(report: dict) -> None:
-    try:
-        from distributed import get_worker
-
-        get_worker().log_event(TIMEOUT_TOPIC, report)
-    except Exception:  # not on a Dask worker (a direct call): nothing to tell
-        pass
 
 
 _CLOCK: _PointClock | None = None
@@ -118,12 +111,14 @@ def _point_clock() -> _PointClock:
         return _CLOCK
 
 
-def _current_key() -> str | None:
+def _current_worker():
+    """The Dask worker running this task, or None (a direct call). Looked up here, in the
+    task's thread: ``get_worker`` is a context variable the watcher thread cannot see."""
     try:
         from distributed import get_worker
 
-        return str(get_worker().get_current_task())
-    except Exception:
+        return get_worker()
+    except (ImportError, ValueError):
         return None
 
 
@@ -136,7 +131,8 @@ def run_batch(grid: Grid, indices: Sequence[int],
     exits (see the module docstring)."""
     t_batch = time.perf_counter()
     clock = _point_clock() if task_timeout else None
-    key = _current_key() if task_timeout else None
+    worker = _current_worker() if task_timeout else None
+    key = str(worker.get_current_task()) if worker is not None else None
     where = _worker_name() if task_timeout else None
     exp = grid.experiment
     schema = result_schema(grid)
@@ -157,7 +153,7 @@ def run_batch(grid: Grid, indices: Sequence[int],
         t0 = time.perf_counter()
         if clock is not None:
             clock.arm(task_timeout, {"key": key, "index": index, "task_id": tid,
-                                     "timeout_s": task_timeout, "worker": where})
+                                     "timeout_s": task_timeout, "worker": where}, worker)
         try:
             rows = _as_rows(run(point, seed))
             for row in rows:
