@@ -55,7 +55,8 @@ def describe(path: Path) -> list[str]:
     run = runs[-1]
     state = run.get("status", "?")
     when = run.get("finished_at") or run.get("started_at")
-    lines.append(f"  last run {run.get('run_id')}: {state} ({'since' if state == 'running' else 'at'} "
+    shown = f"{state} ({run['signal']})" if run.get("signal") else state
+    lines.append(f"  last run {run.get('run_id')}: {shown} ({'since' if state == 'running' else 'at'} "
                  f"{when}) on {run.get('host')}, pid {run.get('pid')}")
     if state == "running":
         prog = run.get("progress")

@@ -174,6 +174,29 @@ def test_watchdog_raises_without_workers_on_a_remote_scheduler():
         del future
 
 
+def test_watchdog_raises_when_queued_tasks_stop_finishing():
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine.watchdog import NoProgress, Watchdog
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0",
+                      silence_logs=50) as cluster, Client(cluster.scheduler_address) as client:
+        client.wait_for_workers(1, timeout=60)
+        dog = Watchdog(client, no_progress_timeout=2.0)
+        quick = client.submit(sum, [1, 2], pure=False)
+        quick.result(timeout=30)
+        dog.check()  # a finished task: progress
+        stuck = client.submit(time.sleep, 60, pure=False)
+        t0 = time.time()
+        with pytest.raises(NoProgress, match=r"no task finished for \d+ s \(watchdog.no_progress"
+                                             r"_timeout=2\) with 1 batch\(es\) queued on 1 worker"):
+            while time.time() - t0 < 30:
+                dog.check()
+                time.sleep(0.2)
+        assert 2.0 <= time.time() - t0 < 6
+        client.cancel(stuck)
+
+
 # --------------------------------------------------------------------------- through the CLI
 @pytest.mark.slow
 @pytest.mark.timeout(420)
@@ -224,7 +247,7 @@ def test_bad_task_timeout_and_watchdog_keys_exit_2(tmp_path):
 @pytest.mark.timeout(300)
 def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     folder = tmp_path / "calibration"
-    args = ["experiment=calibration", "grid.x={range:[0,400]}", "params.work_us=30000",
+    args = ["experiment=calibration", "grid.x={range:[0,800]}", "params.work_us=30000",
             "batch_size=5", "cluster.n_workers=2", f"results_dir={tmp_path}", *FAST]
     driver = cli(*args)
     wait_for(lambda: (last_run(folder).get("progress") or {}).get("done", 0) >= 10
@@ -233,7 +256,7 @@ def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     run = last_run(folder)
     assert f"last run {run['run_id']}: running" in out
     assert f"on {socket.gethostname()}, pid {driver.pid}" in out
-    assert "/400 done," in out and "tasks/s, ETA" in out
+    assert "/800 done," in out and "tasks/s, ETA" in out
     assert f"dashboard: {run['cluster']['dashboard']}" in out and run["cluster"]["dashboard"]
     assert "calibration: " in out.splitlines()[0]
     driver.send_signal(signal.SIGTERM)
@@ -243,7 +266,7 @@ def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     assert run["status"] == "interrupted" and run["signal"] == "SIGTERM"
     assert "interrupted (SIGTERM)" in status(tmp_path, "calibration").stdout
     stored = len(pd.read_parquet(folder))
-    assert 0 < stored < 400
+    assert 0 < stored < 800
 
     driver = cli(*args)
     wait_for(lambda: len(parts(folder)) > run["written"]["parts"] + 2, 120, "new parts", driver)
@@ -255,7 +278,7 @@ def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     proc = run_cli(*args, timeout=200)
     assert proc.returncode == 0, proc.stderr
     df = pd.read_parquet(folder)  # the _logs folder is invisible to Parquet readers
-    assert len(df) == 400 and df.task_id.is_unique and set(df.status) == {"ok"}
+    assert len(df) == 800 and df.task_id.is_unique and set(df.status) == {"ok"}
     logs = sorted((folder / "_logs").glob("*.log"))
     assert len(logs) == 3
     text = logs[-1].read_text()
@@ -264,7 +287,7 @@ def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
         assert needle in text, (needle, text)
     assert "interrupted (SIGTERM)" in logs[0].read_text()
     out = status(tmp_path, "calibration").stdout
-    assert "calibration: 400 ok, 0 failed stored" in out and ": finished" in out
+    assert "calibration: 800 ok, 0 failed stored" in out and ": finished" in out
 
 
 @pytest.fixture

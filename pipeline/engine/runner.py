@@ -316,47 +316,54 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
 
     submit_more()
     # 15b: wake every second (checks, heartbeat, timeouts) instead of blocking in `for fut in queue`
-    for fut in completed(queue, checks, tick):
-        if fut.key not in in_flight:  # cancelled after its point timed out; already resubmitted
-            continue
-        result, lost = _fetch(fut)
-        if result is _NOT_YET:  # its worker died before we fetched it: being recomputed
-            queue.add(fut)
-            continue
-        chunk = in_flight.pop(fut.key)
-        futures.pop(fut.key, None)
-        if fut.key == suspect_key:
-            suspect_key = None
-        if lost is None:
-            table, seconds = result
-            sample = seconds / len(chunk)
-            # A cheaper sample is believed at once (warm-up is over); a dearer one is averaged.
-            per_task = sample if per_task is None or sample < per_task else 0.5 * (per_task + sample)
-        elif len(chunk) > 1:
-            # Lost with its workers (a crash, the OOM killer): bisect, so that only the point
-            # that kills workers ends up failed, not the 10^4 innocent ones batched with it.
-            fut.release()
-            half = len(chunk) // 2
-            submit(chunk[:half])
-            submit(chunk[half:])
-            submit_more()
-            continue
-        else:
-            index = int(chunk[0])
-            lost_attempts[index] = lost_attempts.get(index, 0) + 1
-            if lost_attempts[index] < LOST_ATTEMPTS:
-                # Tasks merely queued on a dying worker die with it: give the point another go
+    try:
+        for fut in completed(queue, checks, tick):
+            if fut.key not in in_flight:  # cancelled after its point timed out; already resubmitted
+                continue
+            result, lost = _fetch(fut)
+            if result is _NOT_YET:  # its worker died before we fetched it: being recomputed
+                queue.add(fut)
+                continue
+            chunk = in_flight.pop(fut.key)
+            futures.pop(fut.key, None)
+            if fut.key == suspect_key:
+                suspect_key = None
+            if lost is None:
+                table, seconds = result
+                sample = seconds / len(chunk)
+                # A cheaper sample is believed at once (warm-up is over); a dearer one is averaged.
+                per_task = sample if per_task is None or sample < per_task else 0.5 * (per_task + sample)
+            elif len(chunk) > 1:
+                # Lost with its workers (a crash, the OOM killer): bisect, so that only the point
+                # that kills workers ends up failed, not the 10^4 innocent ones batched with it.
                 fut.release()
-                suspects.append(chunk)
+                half = len(chunk) // 2
+                submit(chunk[:half])
+                submit(chunk[half:])
                 submit_more()
                 continue
-            error = f"lost on the cluster {LOST_ATTEMPTS} times: {type(lost).__name__}: {lost}"
-            table = failed_batch_table(grid, chunk, error)
-        fut.release()
-        store(table, len(chunk))
-        del table, result
-        submit_more()
-        bar.update(stats)
+            else:
+                index = int(chunk[0])
+                lost_attempts[index] = lost_attempts.get(index, 0) + 1
+                if lost_attempts[index] < LOST_ATTEMPTS:
+                    # Tasks merely queued on a dying worker die with it: give the point another go
+                    fut.release()
+                    suspects.append(chunk)
+                    submit_more()
+                    continue
+                error = f"lost on the cluster {LOST_ATTEMPTS} times: {type(lost).__name__}: {lost}"
+                table = failed_batch_table(grid, chunk, error)
+            fut.release()
+            store(table, len(chunk))
+            del table, result
+            submit_more()
+            bar.update(stats)
+    except Exception:
+        # 15b: a failure in the loop (the client closed under us, say) is reported by the
+        # check that names its cause (SchedulerLost) when one fires
+        for check in checks:
+            check()
+        raise
     if events is not None:
         events.close()
     stats.elapsed_s = time.perf_counter() - t_start
