@@ -4,11 +4,13 @@ Exit codes: 0 every task ok; 1 some task failed (rows are stored with their erro
 2 invalid configuration, rejected before any task ran and before anything was written
 (also: another sweep holds the results folder); 3 the sweep itself crashed (cluster
 unreachable, a worker running other code, ...): what finished is stored, the manifest says
-"crashed" with the error; 130 interrupted (what finished is stored; rerun to resume).
+"crashed" with the error; 130 interrupted, 143 SIGTERM, 129 SIGHUP (what finished is stored,
+the manifest says "interrupted"; rerun to resume).
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import logging
@@ -300,10 +302,9 @@ def dry_run(grid, options: dict) -> int:
 
 def sweep(grid, conf: dict, options: dict) -> int:
     from pipeline.engine.cluster import connect
-    from pipeline.engine.runner import plan_sweep, run_sweep
     from pipeline.engine.progress import Progress, run_log, runlog
-    from pipeline.engine.watchdog import (Terminated, Watchdog, termination_signals,
-                                          watchdog_options)
+    from pipeline.engine.runner import plan_sweep, run_sweep
+    from pipeline.engine.watchdog import Watchdog, termination_signals, watchdog_options
     from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
                                         experiment_dir, mark_dead_runs, new_run_id,
                                         update_manifest)
@@ -322,79 +323,84 @@ def sweep(grid, conf: dict, options: dict) -> int:
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    # 15b: SIGTERM/SIGHUP take Ctrl-C's path; every line also goes to _logs/RUN_ID.log
-    with termination_signals(), run_log(path, run_id) as log_file:
+    scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
+    scope.enter_context(termination_signals())
+    record["log"] = str(scope.enter_context(run_log(path, run_id)))
+    try:
+        _start_run_log(record, mark_dead_runs(path, lock_held=True))
+        removed = clean_temp_files(path)
+        if removed:
+            log.info("removed %d unfinished temp file(s) left by a killed run", removed)
+        plan = plan_sweep(grid, path, options["retry_failed"])
+        record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
+                            "already_failed_skipped": plan.done_failed,
+                            "to_run": int(plan.pending.size)}
+        record["heartbeat_at"] = _now()
+        update_manifest(path, record)
+        log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
+                 plan.done_ok + plan.done_failed, plan.pending.size, path)
+        writer = PartWriter(path, run_id)
+        stats = None
+
+        def heartbeat(snapshot: dict) -> None:  # 15b: read by `python -m pipeline status`
+            record.update(progress=snapshot, heartbeat_at=_now())
+            update_manifest(path, record)
         try:
-            for dead in mark_dead_runs(path, lock_held=True):
-                log.warning("run %s (host %s, pid %s) was left 'running' by a driver that died; "
-                            "marked '%s'", dead["run_id"], dead.get("host"), dead.get("pid"),
-                            dead["status"])
-            record["log"] = str(log_file)
-            runlog.info("run %s of %s on host %s, pid %d; argv: %s", run_id, grid.name,
-                        record["host"], record["pid"], " ".join(record["argv"]))
-            runlog.info("config: %s", json.dumps(conf, default=str, sort_keys=True))
-            removed = clean_temp_files(path)
-            if removed:
-                log.info("removed %d unfinished temp file(s) left by a killed run", removed)
-            plan = plan_sweep(grid, path, options["retry_failed"])
-            record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
-                                "already_failed_skipped": plan.done_failed,
-                                "to_run": int(plan.pending.size)}
-            record["heartbeat_at"] = _now()
+            if plan.pending.size:
+                with connect(conf.get("cluster") or {}, log) as client:
+                    record["cluster"] = {"kind": (conf.get("cluster") or {}).get("kind", "local"),
+                                         "dashboard": client.dashboard_link,
+                                         "threads": sum(client.nthreads().values())}
+                    runlog.info("cluster: %s", json.dumps(record["cluster"]))
+                    bar = Progress(grid.name, int(plan.pending.size), options["progress"],
+                                   heartbeat=heartbeat)
+                    stats = run_sweep(grid, client, writer, plan.pending,
+                                      batch_size=options["batch_size"],
+                                      progress=options["progress"], bar=bar,
+                                      task_timeout=options["task_timeout"],
+                                      checks=[Watchdog(client, **watchdog_options(conf))])
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
+            signame = getattr(exc, "signame", "SIGINT")
+            record.update(status="interrupted", finished_at=_now(), signal=signame,
+                          written={"rows": writer.rows, "parts": writer.seq})
             update_manifest(path, record)
-            log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
-                     plan.done_ok + plan.done_failed, plan.pending.size, path)
-            writer = PartWriter(path, run_id)
-            stats = None
-
-            def heartbeat(snapshot: dict) -> None:  # for `python -m pipeline status`
-                record.update(progress=snapshot, heartbeat_at=_now())
-                update_manifest(path, record)
-
-            try:
-                if plan.pending.size:
-                    with connect(conf.get("cluster") or {}, log) as client:
-                        record["cluster"] = {"kind": (conf.get("cluster") or {}).get("kind", "local"),
-                                             "dashboard": client.dashboard_link,
-                                             "threads": sum(client.nthreads().values())}
-                        runlog.info("cluster: %s", json.dumps(record["cluster"]))
-                        bar = Progress(grid.name, int(plan.pending.size), options["progress"],
-                                       heartbeat=heartbeat)
-                        stats = run_sweep(grid, client, writer, plan.pending,
-                                          batch_size=options["batch_size"],
-                                          progress=options["progress"], bar=bar,
-                                          task_timeout=options["task_timeout"],
-                                          checks=[Watchdog(client, **watchdog_options(conf))])
-            except KeyboardInterrupt as exc:
-                signame = str(exc) if isinstance(exc, Terminated) else "SIGINT"
-                record.update(status="interrupted", finished_at=_now(), signal=signame,
-                              written={"rows": writer.rows, "parts": writer.seq})
-                update_manifest(path, record)
-                log.info("interrupted (%s): %d part file(s) kept", signame, writer.seq)
-                print(f"\ninterrupted ({signame}): {writer.seq} part file(s) kept; rerun the same "
-                      "command to resume", file=sys.stderr)
-                return getattr(exc, "exit_code", EXIT_INTERRUPTED)
-            except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
-                import traceback; traceback.print_exc()  # TEMPDEBUG
-                error = f"{type(exc).__name__}: {exc}"
-                record.update(status="crashed", finished_at=_now(), error=error,
-                              written={"rows": writer.rows, "parts": writer.seq})
-                update_manifest(path, record)
-                log.info("crashed: %s", error)
-                print(f"\nerror: the sweep crashed: {error}\n{writer.seq} part file(s) kept; fix the "
-                      "cause and rerun the same command to resume", file=sys.stderr)
-                return EXIT_CRASHED
-            if stats is not None:
-                record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
-                                        rows=stats.rows, parts=stats.parts, batches=stats.batches,
-                                        elapsed_s=round(stats.elapsed_s, 3))
-            record.update(status="finished", finished_at=_now())
+            runlog.info("interrupted (%s): %d part file(s) kept", signame, writer.seq)
+            print(f"\ninterrupted ({signame}): {writer.seq} part file(s) kept; rerun the same "
+                  "command to resume", file=sys.stderr)
+            return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+        except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
+            error = f"{type(exc).__name__}: {exc}"
+            record.update(status="crashed", finished_at=_now(), error=error,
+                          written={"rows": writer.rows, "parts": writer.seq})
             update_manifest(path, record)
-            runlog.info("summary: finished; %s; first error: %s", json.dumps(record["counts"]),
-                        (stats.first_errors[0] if stats and stats.first_errors else None))
-        finally:
-            lock.__exit__(None, None, None)
+            runlog.info("crashed: %s", error)
+            print(f"\nerror: the sweep crashed: {error}\n{writer.seq} part file(s) kept; fix the "
+                  "cause and rerun the same command to resume", file=sys.stderr)
+            return EXIT_CRASHED
+        if stats is not None:
+            record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
+                                    rows=stats.rows, parts=stats.parts, batches=stats.batches,
+                                    elapsed_s=round(stats.elapsed_s, 3))
+        record.update(status="finished", finished_at=_now())
+        update_manifest(path, record)
+        runlog.info("summary: finished; %s; first error: %s", json.dumps(record["counts"]),
+                    stats.first_errors[0] if stats and stats.first_errors else None)
+    finally:
+        lock.__exit__(None, None, None)
+        scope.close()
     return _summarise(grid, path, plan, stats)
+
+
+def _start_run_log(record: dict, dead_runs: list[dict]) -> None:
+    """15b: the run log's opening lines; runs left 'running' by dead drivers (just marked)."""
+    from pipeline.engine.progress import runlog
+
+    for dead in dead_runs:
+        log.warning("run %s (host %s, pid %s) was left 'running' by a driver that died; marked "
+                    "'%s'", dead["run_id"], dead.get("host"), dead.get("pid"), dead["status"])
+    runlog.info("run %s of %s on host %s, pid %d; argv: %s", record["run_id"], record["experiment"],
+                record["host"], record["pid"], " ".join(map(str, record["argv"])))
+    runlog.info("config: %s", json.dumps(record["config"], default=str, sort_keys=True))
 
 
 def _summarise(grid, path, plan, stats) -> int:

@@ -32,11 +32,11 @@ from pipeline.engine.progress import runlog
 log = logging.getLogger("pipeline")
 
 NO_WORKERS_TIMEOUT = 600.0
-LOCAL_NO_WORKERS_TIMEOUT = 15.0  # LocalCluster workers start in seconds: restart them soon
+LOCAL_NO_WORKERS_TIMEOUT = 10.0  # LocalCluster workers start in seconds: restart them soon
 NO_PROGRESS_TIMEOUT = 3600.0
 SCHEDULER_TIMEOUT = 60.0
 WATCHDOG_KEYS = ("no_workers_timeout", "no_progress_timeout", "scheduler_timeout")
-LOCAL_RESTARTS = 3  # LocalCluster restarts without a finished task in between, then give up
+LOCAL_RESTARTS = 3  # LocalCluster restarts after which no worker joined, then give up
 LOCAL_START_GRACE = 30.0  # after a restart, time for the new worker processes to join
 SCHEDULER_CALL_TIMEOUT = 5.0
 
@@ -82,7 +82,7 @@ def validate_options(conf: dict) -> None:
 
 def watchdog_options(conf: dict) -> dict:
     """Keyword arguments of :class:`Watchdog` from a validated sweep config. An unset
-    ``no_workers_timeout`` is 30 s on a LocalCluster (whose workers are then restarted) and
+    ``no_workers_timeout`` is 10 s on a LocalCluster (whose workers are then restarted) and
     600 s elsewhere (batch jobs may wait in a queue; a longer gap is an error)."""
     node = dict(conf.get("watchdog") or {})
     kind = (conf.get("cluster") or {}).get("kind", "local")
@@ -186,6 +186,7 @@ class Watchdog:
     def _log_membership(self, workers: set[str]) -> None:
         for w in sorted(workers - self.workers):
             runlog.info("worker joined: %s (%d now)", w, len(workers))
+            self.restarts = 0  # a restart that brings workers back did help
         for w in sorted(self.workers - workers):
             runlog.info("worker left: %s (%d now)", w, len(workers))
         if self.workers and not workers:
@@ -275,7 +276,8 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM/SIGHUP, handled like Ctrl-C; ``exit_code`` is 128 + the signal number."""
 
     def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
+        self.signame = signal.Signals(signum).name
+        super().__init__(self.signame)
         self.signum = signum
         self.exit_code = 128 + signum
 
