@@ -174,6 +174,25 @@ def test_watchdog_raises_without_workers_on_a_remote_scheduler():
         del future
 
 
+def test_watchdog_defaults_per_cluster_kind_and_overrides():
+    from pipeline.engine.watchdog import validate_options, watchdog_options
+
+    def opts(**conf):
+        validate_options(conf)
+        return watchdog_options(conf)
+
+    assert opts() == {"no_workers_timeout": 10.0, "no_progress_timeout": 3600.0,
+                      "scheduler_timeout": 60.0}
+    assert opts(cluster={"kind": "address"})["no_workers_timeout"] == 600.0
+    assert opts(cluster={"kind": "slurm"})["no_workers_timeout"] == 3600.0
+    assert opts(watchdog={"no_workers_timeout": 42, "no_progress_timeout": None}) == {
+        "no_workers_timeout": 42.0, "no_progress_timeout": None, "scheduler_timeout": 60.0}
+    for bad in ({"task_timeout": "5m"}, {"task_timeout": True}, {"watchdog": [1]},
+                {"watchdog": {"scheduler_timeout": 0}}):
+        with pytest.raises(ValueError):
+            validate_options(bad)
+
+
 def test_watchdog_raises_when_queued_tasks_stop_finishing():
     from distributed import Client, LocalCluster
 
@@ -202,15 +221,17 @@ def test_watchdog_raises_when_queued_tasks_stop_finishing():
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("workers", [1, 2])
 def test_poison_point_run_finishes_with_exactly_that_point_failed(tmp_path, workers):
-    # The run (there 3000 points, crash_at=1234), smaller: the same mechanics.
+    # The run (there 3000 points, crash_at=1234, auto batches), smaller: the same
+    # mechanics (batches lost with their workers, nannies giving up, the LocalCluster left
+    # without a worker process) at fewer worker deaths, each costing a process start.
     t0 = time.time()
-    proc = run_cli("experiment=calibration", "grid.x={range:[0,600]}", "params.work_us=1000",
-                   "params.crash_at=234", f"cluster.n_workers={workers}",
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,100]}", "params.work_us=1000",
+                   "params.crash_at=34", "batch_size=5", f"cluster.n_workers={workers}",
                    f"results_dir={tmp_path}", *FAST, timeout=400)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
     df = pipeline.load(tmp_path, "calibration")
-    assert len(df) == 600 and df.task_id.is_unique
-    assert df[df.status == "failed"].x.tolist() == [234]
+    assert len(df) == 100 and df.task_id.is_unique
+    assert df[df.status == "failed"].x.tolist() == [34]
     assert last_run(tmp_path / "calibration")["status"] == "finished"
     print(f"poison run on {workers} worker(s): {time.time() - t0:.0f} s")
 

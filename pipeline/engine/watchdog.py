@@ -32,6 +32,9 @@ from pipeline.engine.progress import runlog
 log = logging.getLogger("pipeline")
 
 NO_WORKERS_TIMEOUT = 600.0
+# Batch systems: jobs may wait in the queue for long; the start-up wait is bounded by the
+# cluster's own worker_start_timeout, and this one counts only once a worker has been seen.
+BATCH_NO_WORKERS_TIMEOUT = 3600.0
 LOCAL_NO_WORKERS_TIMEOUT = 10.0  # LocalCluster workers start in seconds: restart them soon
 NO_PROGRESS_TIMEOUT = 3600.0
 SCHEDULER_TIMEOUT = 60.0
@@ -82,12 +85,13 @@ def validate_options(conf: dict) -> None:
 
 def watchdog_options(conf: dict) -> dict:
     """Keyword arguments of :class:`Watchdog` from a validated sweep config. An unset
-    ``no_workers_timeout`` is 10 s on a LocalCluster (whose workers are then restarted) and
-    600 s elsewhere (batch jobs may wait in a queue; a longer gap is an error)."""
+    ``no_workers_timeout`` is 10 s on a LocalCluster (whose workers are then restarted), 600 s
+    on an external scheduler and 3600 s on a batch system (jobs may wait in a queue)."""
     node = dict(conf.get("watchdog") or {})
     kind = (conf.get("cluster") or {}).get("kind", "local")
-    out = {"no_workers_timeout": node.get("no_workers_timeout") or
-           (LOCAL_NO_WORKERS_TIMEOUT if kind == "local" else NO_WORKERS_TIMEOUT),
+    default = {"local": LOCAL_NO_WORKERS_TIMEOUT, "address": NO_WORKERS_TIMEOUT}.get(
+        kind, BATCH_NO_WORKERS_TIMEOUT)
+    out = {"no_workers_timeout": node.get("no_workers_timeout") or default,
            "no_progress_timeout": node.get("no_progress_timeout", NO_PROGRESS_TIMEOUT),
            "scheduler_timeout": node.get("scheduler_timeout") or SCHEDULER_TIMEOUT}
     return {k: (float(v) if v is not None else None) for k, v in out.items()}
@@ -117,6 +121,10 @@ class Watchdog:
         self.restarts = 0  # LocalCluster restarts since the last finished task
         self.n_local = self._local_size()
         self.grace_until = float("-inf")
+        self.ever_had_workers = False
+        # A batch-system cluster starts with no worker while its jobs queue: that wait is the
+        # cluster's worker_start_timeout, so the no-worker clock starts at the first worker.
+        self.batch_system = self.n_local is None and getattr(client, "cluster", None) is not None
 
     def __call__(self) -> None:
         self.check()
@@ -130,8 +138,11 @@ class Watchdog:
             self._log_membership(workers)
             if workers:
                 self.workers_seen_at = now
+                self.ever_had_workers = True
         self._check_progress(now)
-        if self.no_workers_timeout is not None and now - self.workers_seen_at > self.no_workers_timeout:
+        waiting_for_first = self.batch_system and not self.ever_had_workers
+        if (self.no_workers_timeout is not None and not waiting_for_first
+                and now - self.workers_seen_at > self.no_workers_timeout):
             self._recover_or_raise(NoWorkers(
                 f"no Dask worker for {now - self.workers_seen_at:.0f} s "
                 f"(watchdog.no_workers_timeout={self.no_workers_timeout:g}); "
