@@ -140,19 +140,23 @@ def test_watchdog_restarts_a_local_cluster_left_without_workers():
 
     from pipeline.engine.watchdog import Watchdog
 
+    now = [0.0]
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0",
                       silence_logs=50) as cluster, Client(cluster) as client:
         client.wait_for_workers(1, timeout=60)
-        dog = Watchdog(client, no_workers_timeout=1.0)
+        dog = Watchdog(client, no_workers_timeout=5.0, clock=lambda: now[0])
         dog.check()
-        old = set(cluster.scheduler.workers)
-        client.sync(cluster.workers[0].close)  # the nanny itself gone: nothing restarts it
+        client.sync(cluster.workers[0].close)  # the nanny itself gone, as when it gives up
         wait_for(lambda: not cluster.scheduler.workers, 30, "the worker to leave")
-        deadline = time.time() + 60
-        while time.time() < deadline and not (set(cluster.scheduler.workers) - old):
-            dog.check()
-            time.sleep(0.2)
-        assert dog.restarts == 1 and len(cluster.scheduler.workers) == 1
+        now[0] = 4.0
+        dog.check()
+        assert dog.restarts == 0  # not yet: under the timeout
+        time.sleep(5)
+        assert not cluster.scheduler.workers  # nothing else brings a worker back
+        now[0] = 6.0
+        dog.check()  # still no worker, 6 s > 5 s: the LocalCluster's workers are restarted
+        assert dog.restarts == 1
+        client.wait_for_workers(1, timeout=60)
         assert client.submit(sum, [1, 2], pure=False).result(timeout=30) == 3
 
 

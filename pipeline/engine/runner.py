@@ -157,7 +157,7 @@ def _total_threads(client) -> int:
 
 
 _NOT_YET = object()
-RESULT_WAIT_S = 5.0
+RESULT_WAIT_S = 2.0
 
 
 def _fetch(fut):

@@ -221,9 +221,12 @@ class Watchdog:
         self.restarts += 1
         log.warning("%s: restarting the LocalCluster's %d worker(s) (attempt %d of %d)",
                     problem, self.n_local, self.restarts, LOCAL_RESTARTS)
-        # New worker specs replace every old one, dead nannies included (a nanny that gave up
-        # stays in the spec, so scale(n) alone would do nothing). Queued batches move to them.
+        # Every old worker (dead nannies included: a nanny that gave up stays in the spec, so
+        # scale(n) alone would do nothing) is closed and removed first, then fresh ones start.
+        # Queued batches move to them.
         cluster.scale(0)
+        with contextlib.suppress(Exception):
+            cluster.sync(cluster._correct_state, callback_timeout=SCHEDULER_CALL_TIMEOUT * 6)
         cluster.scale(self.n_local)
         now = self.clock()
         self.workers_seen_at = self.progress_at = now
