@@ -43,11 +43,16 @@ def _age(stamp: str | None) -> str:
 
 def describe(path: Path) -> list[str]:
     """The status lines of one experiment folder."""
-    from pipeline.store.parquet import mark_dead_runs, read_manifest
+    from pipeline.store.parquet import dead_run_state, mark_dead_runs, read_manifest
 
-    mark_dead_runs(path)
+    try:
+        mark_dead_runs(path)
+    except OSError:  # a folder we may read but not write: show the verdict, record nothing
+        pass
     ok, failed = stored_counts(path)
     runs = read_manifest(path).get("runs", [])
+    for run in runs:
+        run["status"] = dead_run_state(run) or run.get("status")
     lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"]
     if not runs:
         lines.append("  no run recorded")

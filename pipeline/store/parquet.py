@@ -5,7 +5,8 @@ Layout of ``results_dir/NAME/``::
     part-<run_id>-<seq>.parquet   result rows (each file written to a hidden temp name, then renamed)
     _manifest.json                one record per run: config, versions, commit, host, times, counts
     _report/                      written by the report step
-    .lock                         held while a sweep writes here
+    _logs/RUN_ID.log              one timestamped log per run (engine/progress.py)
+    .lock                         held while a sweep writes here; says who holds it
 
 Names starting with ``_`` or ``.`` are skipped by pyarrow's dataset discovery, so
 ``pandas.read_parquet(results_dir/NAME)`` reads exactly the result rows.
