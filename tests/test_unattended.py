@@ -262,6 +262,16 @@ def test_task_timeout_fails_the_hung_point_only(tmp_path):
     assert "timed out after 3 s" in log_text
 
 
+def test_task_timeout_never_ends_a_process_that_is_not_a_dask_worker():
+    from pipeline.engine.batch import run_batch
+    from pipeline.engine.grid import Grid
+    from pipeline.experiments.base import get_experiment
+
+    grid = Grid(get_experiment("calibration"), {"x": [0, 1]}, {"work_us": 300_000})
+    table, seconds = run_batch(grid, [0, 1], task_timeout=0.05)  # would os._exit on a worker
+    assert table.column("status").to_pylist() == ["ok", "ok"] and seconds >= 0.6
+
+
 def test_bad_task_timeout_and_watchdog_keys_exit_2(tmp_path):
     for arg, message in [("task_timeout=0", "task_timeout must be a number of seconds > 0"),
                          ("+watchdog.nap=1", "unknown key(s) watchdog.nap"),

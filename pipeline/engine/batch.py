@@ -74,8 +74,7 @@ class _PointClock:
     thread; arming and disarming are two dict operations, cheap even for microsecond points."""
 
     def __init__(self):
-        self.lock = threading.Lock()
-        # thread id -> (deadline, report, the Dask worker or None)
+        # thread id -> (deadline, report, the Dask worker)
         self.running: dict[int, tuple[float, dict, object]] = {}
         self.thread = threading.Thread(target=self._watch, name="pipeline-task-timeout",
                                        daemon=True)
@@ -93,8 +92,7 @@ class _PointClock:
             now = time.monotonic()
             for deadline, report, worker in list(self.running.values()):
                 if now > deadline:
-                    if worker is not None:
-                        worker.log_event(TIMEOUT_TOPIC, report)
+                    worker.log_event(TIMEOUT_TOPIC, report)
                     time.sleep(EVENT_FLUSH_SECONDS)
                     os._exit(TIMEOUT_EXIT_CODE)
 
@@ -130,10 +128,11 @@ def run_batch(grid: Grid, indices: Sequence[int],
     ``TIMEOUT_TOPIC`` with its grid index and this batch's Dask key, and the worker process
     exits (see the module docstring)."""
     t_batch = time.perf_counter()
-    clock = _point_clock() if task_timeout else None
     worker = _current_worker() if task_timeout else None
+    # Only on a Dask worker: ending the process is the nanny's cue, never a caller's.
+    clock = _point_clock() if worker is not None else None
     key = str(worker.get_current_task()) if worker is not None else None
-    where = _worker_name() if task_timeout else None
+    where = str(worker.address) if worker is not None else None
     exp = grid.experiment
     schema = result_schema(grid)
     out_columns = list(exp.columns)

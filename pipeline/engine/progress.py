@@ -25,6 +25,8 @@ LOGS_DIR = "_logs"  # starts with "_": Parquet dataset discovery skips it
 # File-only messages (the config, workers joining/leaving, periodic progress): too chatty for
 # the terminal, exactly what one wants in the log the next morning.
 runlog = logging.getLogger("pipeline.runlog")
+runlog.propagate = False  # never to the terminal; only to a run log's file handler
+runlog.setLevel(logging.INFO)
 
 
 def utc_stamp(t: float | None = None) -> str:
@@ -131,9 +133,6 @@ def run_log(folder: str | Path, run_id: str) -> Iterator[Path]:
     handler.setFormatter(_UTCFormatter("%(asctime)s %(levelname)s %(message)s"))
     handler.setLevel(logging.INFO)
     pipeline_log, dask_log = logging.getLogger("pipeline"), logging.getLogger("distributed")
-    saved = runlog.level, runlog.propagate
-    runlog.setLevel(logging.INFO)
-    runlog.propagate = False  # file only
     runlog.addHandler(handler)
     pipeline_log.addHandler(handler)
     dask_handler = logging.FileHandler(path, mode="a", encoding="utf-8")
@@ -147,5 +146,3 @@ def run_log(folder: str | Path, run_id: str) -> Iterator[Path]:
             logger.removeHandler(h)
         handler.close()
         dask_handler.close()
-        runlog.setLevel(saved[0])
-        runlog.propagate = saved[1]
