@@ -85,7 +85,7 @@ def test_runs_left_running_by_dead_drivers_are_marked(tmp_path):
     here = socket.gethostname()
     runs = {
         "dead_here": {"host": here, "pid": _dead_pid(), "heartbeat_at": stamp(now)},
-        "alive_here": {"host": here, "pid": os.getpid(), "heartbeat_at": stamp(now)},
+        "alive_here": {"host": here, "pid": os.getpid(), "heartbeat_at": stamp(now - 3600)},
         "old_elsewhere": {"host": "node-x", "pid": 1, "heartbeat_at": stamp(now - 3600)},
         "fresh_elsewhere": {"host": "node-x", "pid": 1, "heartbeat_at": stamp(now - 20)},
         "done": {"host": here, "pid": _dead_pid(), "status": "finished"},

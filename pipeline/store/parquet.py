@@ -312,15 +312,17 @@ def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False)
     """``"killed"`` or ``"stale"`` if this ``running`` record's driver is gone, else None.
 
     ``lock_held``: the caller holds the folder's lock, so no other driver is alive ("killed").
-    Otherwise, on this host a record whose pid no longer exists is "killed"; a record whose
-    heartbeat (``heartbeat_at``, else ``started_at``) is older than ``STALE_HEARTBEAT_S`` is
-    "stale" (another host, or a reused pid)."""
+    Otherwise, on this host a record whose pid no longer exists is "killed"; on another host a
+    record whose heartbeat (``heartbeat_at``, else ``started_at``) is older than
+    ``STALE_HEARTBEAT_S`` is "stale"."""
     if run.get("status") != "running":
         return None
     if lock_held:
         return "killed"
-    if run.get("host") == socket.gethostname() and run.get("pid") and not _pid_alive(int(run["pid"])):
-        return "killed"
+    if run.get("host") == socket.gethostname() and run.get("pid"):
+        # on this host the pid decides (a live driver may be silent a while, e.g. waiting for
+        # its first batch jobs)
+        return None if _pid_alive(int(run["pid"])) else "killed"
     beat = run.get("heartbeat_at") or run.get("started_at")
     try:
         age = (time.time() if now is None else now) - _parse_utc(beat)
