@@ -70,6 +70,7 @@ COMMANDS = {
     "describe": ("parameters and columns of one experiment", "pipeline.__main__:_describe"),
     "export": ("a results folder as a Frictionless Data Package", "pipeline.export_command:main"),
     "verify": ("check a results folder's part files; --repair quarantines bad ones", "pipeline.verify:main"),
+    "status": ("stored counts and the state of each sweep, running or not", "pipeline.status:main"),
 }
 
 

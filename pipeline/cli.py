@@ -6,12 +6,15 @@ Exit codes: 0 every task ok; 1 some task failed (rows are stored with their erro
 unreachable, a worker running other code, ...): what finished is stored, the manifest says
 "crashed" with the error; 4 a part file in the results folder is damaged (the message names
 it; ``python -m pipeline verify RESULTS_DIR/NAME --repair`` moves it aside, and a rerun
-recomputes its tasks); 130 interrupted (what finished is stored; rerun to resume).
+recomputes its tasks); 130 interrupted, 143 SIGTERM, 129 SIGHUP (what finished is stored, the
+manifest says "interrupted"; rerun to resume).
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import json
 import logging
 import os
 import platform
@@ -284,7 +287,8 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         raise ConfigError(f"unknown experiment '{name}'") from None
     allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
                    "report_style", "report_sig_digits", "grid", "params", "cluster",
-                   "rerun_changed", "report_scope", "run_id", "code_id", "version", "max_tasks"}
+                   "rerun_changed", "report_scope", "run_id", "code_id", "version", "max_tasks",
+                   "task_timeout", "watchdog"}
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
@@ -314,6 +318,12 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
     max_tasks = conf.get("max_tasks", DEFAULT_MAX_TASKS)
     if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
         raise ConfigError(f"max_tasks must be an integer >= 1, got {max_tasks!r}")
+    from pipeline.engine.watchdog import validate_options as validate_watchdog
+
+    try:
+        validate_watchdog(conf)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         validate_cluster(conf.get("cluster") or {})
         if not conf.get("dry_run") and not conf.get("report"):
@@ -384,10 +394,13 @@ def dry_run(grid, options: dict) -> int:
 
 def sweep(grid, conf: dict, options: dict) -> int:
     from pipeline.engine.cluster import cluster_checks, connect
+    from pipeline.engine.progress import Progress, run_log, runlog
     from pipeline.engine.provenance import check_code_changes, code_id, provenance_stamp
     from pipeline.engine.runner import plan_sweep, run_sweep
+    from pipeline.engine.watchdog import Watchdog, termination_signals, watchdog_options
     from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
-                                        experiment_dir, new_run_id, update_manifest)
+                                        experiment_dir, mark_dead_runs, new_run_id,
+                                        update_manifest)
 
     path = experiment_dir(options["results_dir"], grid.name)
     run_id = new_run_id()
@@ -399,11 +412,15 @@ def sweep(grid, conf: dict, options: dict) -> int:
         "packages": _versions(), "git": _git_info(), "argv": _ORIGINAL_ARGV or sys.argv[1:], "config": conf,
     }
     try:
-        lock = SweepLock(path).__enter__()
+        lock = SweepLock(path, run_id).__enter__()
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
+    scope.enter_context(termination_signals())
+    record["log"] = str(scope.enter_context(run_log(path, run_id)))
     try:
+        _start_run_log(record, mark_dead_runs(path, lock_held=True))
         removed = clean_temp_files(path)
         if removed:
             log.info("removed %d unfinished temp file(s) left by a killed run", removed)
@@ -413,28 +430,40 @@ def sweep(grid, conf: dict, options: dict) -> int:
                             "already_failed_skipped": plan.done_failed,
                             "to_run": int(plan.pending.size), "other_code": stale}
         record["code_id"] = code_id(grid.experiment)
+        record["heartbeat_at"] = _now()
         update_manifest(path, record)
         log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
                  plan.done_ok + plan.done_failed, plan.pending.size, path)
         writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id))
         stats = None
+
+        def heartbeat(snapshot: dict) -> None:  # 15b: read by `python -m pipeline status`
+            record.update(progress=snapshot, heartbeat_at=_now())
+            update_manifest(path, record)
         try:
             if plan.pending.size:
                 with connect(conf.get("cluster") or {}, log) as client:
                     record["cluster"] = {"kind": (conf.get("cluster") or {}).get("kind", "local"),
                                          "dashboard": client.dashboard_link,
                                          "threads": sum(client.nthreads().values())}
+                    runlog.info("cluster: %s", json.dumps(record["cluster"]))
+                    bar = Progress(grid.name, int(plan.pending.size), options["progress"],
+                                   heartbeat=heartbeat)
                     stats = run_sweep(grid, client, writer, plan.pending,
                                       batch_size=options["batch_size"],
-                                      progress=options["progress"],
-                                      checks=cluster_checks(client))
-        except KeyboardInterrupt:
-            record.update(status="interrupted", finished_at=_now(),
+                                      progress=options["progress"], bar=bar,
+                                      task_timeout=options["task_timeout"],
+                                      checks=[*cluster_checks(client),
+                                              Watchdog(client, **watchdog_options(conf))])
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
+            signame = getattr(exc, "signame", "SIGINT")
+            record.update(status="interrupted", finished_at=_now(), signal=signame,
                           written={"rows": writer.rows, "parts": writer.seq})
             update_manifest(path, record)
-            print(f"\ninterrupted: {writer.seq} part file(s) kept; rerun the same command to "
-                  "resume", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            runlog.info("interrupted (%s): %d part file(s) kept", signame, writer.seq)
+            print(f"\ninterrupted ({signame}): {writer.seq} part file(s) kept; rerun the same "
+                  "command to resume", file=sys.stderr)
+            return getattr(exc, "exit_code", EXIT_INTERRUPTED)
         except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
             from pipeline.store.redact import redact
 
@@ -442,6 +471,7 @@ def sweep(grid, conf: dict, options: dict) -> int:
             record.update(status="crashed", finished_at=_now(), error=error,
                           written={"rows": writer.rows, "parts": writer.seq})
             update_manifest(path, record)
+            runlog.info("crashed: %s", error)
             print(f"\nerror: the sweep crashed: {error}\n{writer.seq} part file(s) kept; fix the "
                   "cause and rerun the same command to resume", file=sys.stderr)
             return EXIT_CRASHED
@@ -451,9 +481,24 @@ def sweep(grid, conf: dict, options: dict) -> int:
                                     elapsed_s=round(stats.elapsed_s, 3))
         record.update(status="finished", finished_at=_now())
         update_manifest(path, record)
+        runlog.info("summary: finished; %s; first error: %s", json.dumps(record["counts"]),
+                    stats.first_errors[0] if stats and stats.first_errors else None)
     finally:
         lock.__exit__(None, None, None)
+        scope.close()
     return _summarise(grid, path, plan, stats)
+
+
+def _start_run_log(record: dict, dead_runs: list[dict]) -> None:
+    """15b: the run log's opening lines; runs left 'running' by dead drivers (just marked)."""
+    from pipeline.engine.progress import runlog
+
+    for dead in dead_runs:
+        log.warning("run %s (host %s, pid %s) was left 'running' by a driver that died; marked "
+                    "'%s'", dead["run_id"], dead.get("host"), dead.get("pid"), dead["status"])
+    runlog.info("run %s of %s on host %s, pid %d; argv: %s", record["run_id"], record["experiment"],
+                record["host"], record["pid"], " ".join(map(str, record["argv"])))
+    runlog.info("config: %s", json.dumps(record["config"], default=str, sort_keys=True))
 
 
 def _summarise(grid, path, plan, stats) -> int:

@@ -3,12 +3,18 @@
 A batch is (grid, indices). Every point becomes one or more rows; an exception inside the
 experiment becomes a single ``status=failed`` row carrying the error text, so one bad point
 never loses the batch.
+
+With ``task_timeout`` set, a watcher thread per worker process times every point; a point over
+its limit cannot be interrupted safely (it may be inside C code), so the watcher reports it on
+the event topic ``TIMEOUT_TOPIC`` and ends the worker process (``os._exit``): the nanny starts a
+fresh one and the driver stores the point as failed (see ``runner.py``).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import traceback
 from typing import Any, Mapping, Sequence
@@ -62,9 +68,75 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-def run_batch(grid: Grid, indices: Sequence[int]) -> tuple[pa.Table, float]:
-    """Run the points ``indices`` of ``grid``; return (rows as a table, wall seconds)."""
+TIMEOUT_TOPIC = "pipeline-task-timeout"
+TIMEOUT_EXIT_CODE = 71
+EVENT_FLUSH_SECONDS = 1.0  # the event reaches the scheduler before the process ends
+
+
+class _PointClock:
+    """Deadlines of the points running in this process (one per thread), checked by one daemon
+    thread; arming and disarming are two dict operations, cheap even for microsecond points."""
+
+    def __init__(self):
+        # thread id -> (deadline, report, the Dask worker)
+        self.running: dict[int, tuple[float, dict, object]] = {}
+        self.thread = threading.Thread(target=self._watch, name="pipeline-task-timeout",
+                                       daemon=True)
+        self.thread.start()
+
+    def arm(self, seconds: float, report: dict, worker) -> None:
+        self.running[threading.get_ident()] = (time.monotonic() + seconds, report, worker)
+
+    def disarm(self) -> None:
+        self.running.pop(threading.get_ident(), None)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.1)
+            now = time.monotonic()
+            for deadline, report, worker in list(self.running.values()):
+                if now > deadline:
+                    worker.log_event(TIMEOUT_TOPIC, report)
+                    time.sleep(EVENT_FLUSH_SECONDS)
+                    os._exit(TIMEOUT_EXIT_CODE)
+
+
+_CLOCK: _PointClock | None = None
+_CLOCK_LOCK = threading.Lock()
+
+
+def _point_clock() -> _PointClock:
+    global _CLOCK
+    with _CLOCK_LOCK:
+        if _CLOCK is None:
+            _CLOCK = _PointClock()
+        return _CLOCK
+
+
+def _current_worker():
+    """The Dask worker running this task, or None (a direct call). Looked up here, in the
+    task's thread: ``get_worker`` is a context variable the watcher thread cannot see."""
+    try:
+        from distributed import get_worker
+
+        return get_worker()
+    except (ImportError, ValueError):
+        return None
+
+
+def run_batch(grid: Grid, indices: Sequence[int],
+              task_timeout: float | None = None) -> tuple[pa.Table, float]:
+    """Run the points ``indices`` of ``grid``; return (rows as a table, wall seconds).
+
+    ``task_timeout`` (seconds): a point still running after that long is reported on
+    ``TIMEOUT_TOPIC`` with its grid index and this batch's Dask key, and the worker process
+    exits (see the module docstring)."""
     t_batch = time.perf_counter()
+    worker = _current_worker() if task_timeout else None
+    # Only on a Dask worker: ending the process is the nanny's cue, never a caller's.
+    clock = _point_clock() if worker is not None else None
+    key = str(worker.get_current_task()) if worker is not None else None
+    where = str(worker.address) if worker is not None else None
     exp = grid.experiment
     schema = result_schema(grid)
     out_columns = list(exp.columns)
@@ -82,6 +154,9 @@ def run_batch(grid: Grid, indices: Sequence[int]) -> tuple[pa.Table, float]:
         seed = seed_of(tid)
         t_start = time.time_ns() // 1000
         t0 = time.perf_counter()
+        if clock is not None:
+            clock.arm(task_timeout, {"key": key, "index": index, "task_id": tid,
+                                     "timeout_s": task_timeout, "worker": where}, worker)
         try:
             rows = _as_rows(run(point, seed))
             for row in rows:
@@ -90,6 +165,9 @@ def run_batch(grid: Grid, indices: Sequence[int]) -> tuple[pa.Table, float]:
             status, error = "ok", None
         except Exception as exc:  # a failing point is data, not a crash
             rows, status, error = [{}], "failed", _error_text(exc)
+        finally:
+            if clock is not None:
+                clock.disarm()
         elapsed.append(time.perf_counter() - t0)
         finished.append(time.time_ns() // 1000)
         started.append(t_start)

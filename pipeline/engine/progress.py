@@ -1,54 +1,106 @@
-"""The sweep's status line: done, failed, remaining, rate and ETA.
+"""What a running sweep shows and records: the status line, the run log, the manifest heartbeat.
 
 Kept apart from the driver loop (``runner.py``) so that what is shown or recorded about a
 running sweep can change without touching how work is scheduled.
+
+- The status line (done, failed, remaining, rate, ETA) is redrawn in place on a terminal and
+  printed with a UTC timestamp every 10 s otherwise (a batch log, ``nohup``).
+- ``heartbeat``: called with a :meth:`Progress.snapshot` every ``heartbeat_every`` seconds, even
+  with the status line off; the CLI writes it into the manifest so ``python -m pipeline status``
+  can follow the sweep from another process or machine.
+- The run log (``RESULTS_DIR/NAME/_logs/RUN_ID.log``, see :func:`run_log`) gets a progress line
+  every 30 s and a line for every batch that brought new failures.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+LOGS_DIR = "_logs"  # starts with "_": Parquet dataset discovery skips it
+# File-only messages (the config, workers joining/leaving, periodic progress): too chatty for
+# the terminal, exactly what one wants in the log the next morning.
+runlog = logging.getLogger("pipeline.runlog")
+runlog.propagate = False  # never to the terminal; only to a run log's file handler
+runlog.setLevel(logging.INFO)
+
+
+def utc_stamp(t: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
 
 
 class Progress:
     """One status line: done, failed, remaining, rate and ETA (redrawn in place on a TTY)."""
 
-    def __init__(self, name: str, todo: int, enabled: bool = True, stream=None):
+    def __init__(self, name: str, todo: int, enabled: bool = True, stream=None, *,
+                 heartbeat: Callable[[dict], None] | None = None, heartbeat_every: float = 5.0,
+                 log_every: float = 30.0):
         self.name, self.todo, self.enabled = name, todo, enabled
         self.stream = stream or sys.stderr
         self.tty = getattr(self.stream, "isatty", lambda: False)()
         self.t0 = time.perf_counter()
         self.first = None  # (time, done) at the first result: the rate excludes start-up
-        self.last = 0.0
+        self.last = float("-inf")
         self.interval = 0.5 if self.tty else 10.0
+        self.heartbeat, self.heartbeat_every = heartbeat, heartbeat_every
+        self.last_beat = float("-inf")
+        self.log_every, self.last_log = log_every, time.perf_counter()
+        self.failed_logged = 0
 
-    def update(self, stats: SweepStats, force: bool = False) -> None:
-        if not self.enabled:
-            return
+    def snapshot(self, stats, final: bool = False) -> dict:
+        """done/total, failed, rate (tasks/s since the first result), ETA (s) and first error."""
         now = time.perf_counter()
-        if not force and now - self.last < self.interval:
-            return
-        self.last = now
         done = stats.ok + stats.failed
         if self.first is None and done:
             self.first = (now, done)
         t1, d1 = self.first or (now, 0)
         rate = (done - d1) / (now - t1) if now - t1 > 0.5 else 0.0
-        if force and done:
-            rate = done / (now - self.t0)
+        if final and done:
+            rate = done / max(now - self.t0, 1e-9)
         remaining = self.todo - done
-        eta = 0.0 if remaining == 0 else (remaining / rate if rate > 0 else float("nan"))
-        frac = done / self.todo if self.todo else 1.0
-        bar = "#" * int(frac * 24)
-        line = (f"[{self.name}] |{bar:<24}| {done}/{self.todo} done, {stats.failed} failed, "
-                f"{remaining} remaining, {rate:,.0f} tasks/s, ETA {_hms(eta)}")
+        eta = 0.0 if remaining == 0 else (remaining / rate if rate > 0 else None)
+        return {"done": done, "total": self.todo, "failed": stats.failed, "remaining": remaining,
+                "rate_per_s": round(rate, 3), "eta_s": None if eta is None else round(eta, 1),
+                "first_error": stats.first_errors[0] if stats.first_errors else None,
+                "updated_at": utc_stamp()}
+
+    def update(self, stats, force: bool = False) -> None:
+        """Called on every result and, by the driver loop, about once a second otherwise."""
+        now = time.perf_counter()
+        if self.heartbeat is not None and (force or now - self.last_beat >= self.heartbeat_every):
+            self.last_beat = now
+            self.heartbeat(self.snapshot(stats, final=force))
+        if stats.failed > self.failed_logged:
+            runlog.info("failures: %d so far (+%d); first error: %s", stats.failed,
+                        stats.failed - self.failed_logged,
+                        stats.first_errors[0] if stats.first_errors else "?")
+            self.failed_logged = stats.failed
+        if force or now - self.last_log >= self.log_every:
+            self.last_log = now
+            runlog.info("progress: %s", self._line(self.snapshot(stats, final=force)))
+        if not self.enabled or (not force and now - self.last < self.interval):
+            return
+        self.last = now
+        line = self._line(self.snapshot(stats, final=force))
         if self.tty:
             self.stream.write("\r" + line + "\x1b[K")
             if force:
                 self.stream.write("\n")
         else:
-            self.stream.write(line + "\n")
+            self.stream.write(f"{utc_stamp()} {line}\n")
         self.stream.flush()
+
+    def _line(self, snap: dict) -> str:
+        frac = snap["done"] / self.todo if self.todo else 1.0
+        bar = "#" * int(frac * 24)
+        eta = snap["eta_s"]
+        return (f"[{self.name}] |{bar:<24}| {snap['done']}/{self.todo} done, {snap['failed']} failed, "
+                f"{snap['remaining']} remaining, {snap['rate_per_s']:,.0f} tasks/s, "
+                f"ETA {_hms(float('nan') if eta is None else eta)}")
 
 
 def _hms(seconds: float) -> str:
@@ -56,3 +108,41 @@ def _hms(seconds: float) -> str:
         return "--:--:--"
     seconds = int(round(seconds))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class _UTCFormatter(logging.Formatter):
+    converter = time.gmtime
+
+    def formatTime(self, record, datefmt=None):  # noqa: N802 (logging's name)
+        return time.strftime("%Y-%m-%dT%H:%M:%S", self.converter(record.created)) + \
+            f".{int(record.msecs):03d}Z"
+
+
+def log_path(folder: str | Path, run_id: str) -> Path:
+    return Path(folder) / LOGS_DIR / f"{run_id}.log"
+
+
+@contextlib.contextmanager
+def run_log(folder: str | Path, run_id: str) -> Iterator[Path]:
+    """Append every ``pipeline`` log line (and distributed's warnings) to
+    ``folder/_logs/RUN_ID.log`` with a UTC timestamp, for the duration of the block; the
+    file-only ``pipeline.runlog`` lines go there too."""
+    path = log_path(folder, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    handler.setFormatter(_UTCFormatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.setLevel(logging.INFO)
+    pipeline_log, dask_log = logging.getLogger("pipeline"), logging.getLogger("distributed")
+    runlog.addHandler(handler)
+    pipeline_log.addHandler(handler)
+    dask_handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    dask_handler.setFormatter(handler.formatter)
+    dask_handler.setLevel(logging.WARNING)
+    dask_log.addHandler(dask_handler)
+    try:
+        yield path
+    finally:
+        for logger, h in ((runlog, handler), (pipeline_log, handler), (dask_log, dask_handler)):
+            logger.removeHandler(h)
+        handler.close()
+        dask_handler.close()

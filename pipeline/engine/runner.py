@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow.compute as pc
 
-from pipeline.engine.batch import failed_batch_table, run_batch
+from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table, run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.progress import Progress
 from pipeline.store.parquet import PartWriter, contains, stored_ids
@@ -163,39 +163,59 @@ def _total_threads(client) -> int:
     return max(1, threads, planned)
 
 
-# --- 15a: minimal `checks` hook until engineer 14's driver loop lands (keep its semantics) ---
-def _completed(queue, checks: Sequence[Callable[[], None]], poll_s: float = 0.05):
-    """Yield futures as they finish, calling every check at least once per second even while
-    nothing finishes (``for fut in as_completed`` alone would block without bound)."""
-    last_check = float("-inf")
-    while True:
-        if checks and time.monotonic() - last_check >= 0.5:
-            for check in checks:
-                check()
-            last_check = time.monotonic()
-        ready = queue.next_batch(block=False)
-        if ready:
-            yield from ready
-        elif queue.is_empty():
-            return
-        else:
-            time.sleep(poll_s)
-# --- end 15a ---
+
+
+_NOT_YET = object()
+RESULT_WAIT_S = 2.0
+
+
+def _fetch(fut):
+    """(result, None) for a finished batch, (None, exception) for one lost on the cluster, or
+    (_NOT_YET, None) if its result is not back within RESULT_WAIT_S: a result whose worker
+    died after finishing is recomputed, which must not block the loop (15b: the unbounded
+    fut.result() here hung the driver when no worker was left to recompute it)."""
+    from distributed import TimeoutError as DaskTimeout
+
+    if fut.status == "finished":
+        try:
+            result = fut.result(timeout=RESULT_WAIT_S)
+            if isinstance(result, tuple) and len(result) == 2:
+                return result, None
+            # seen when its worker died during the fetch: run it again, as a lost batch
+            return None, RuntimeError(f"no result came back for {fut.key} (got {result!r})")
+        except (TimeoutError, DaskTimeout):
+            return _NOT_YET, None
+        except Exception as exc:  # recomputing it killed its workers too
+            return None, exc
+    if fut.status == "error":
+        try:
+            exc = fut.exception(timeout=RESULT_WAIT_S)
+        except Exception as err:
+            exc = err
+        return None, exc or RuntimeError(f"{fut.key} failed on the cluster")
+    if fut.status == "cancelled":
+        return None, RuntimeError(f"{fut.key} was cancelled on the cluster")
+    return _NOT_YET, None  # pending again: its result was lost with a worker and is recomputed
 
 
 def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
               batch_size: int | str = "auto", progress: bool = True,
               target_batch_seconds: float = TARGET_BATCH_SECONDS,
-              checks: Sequence[Callable[[], None]] = ()) -> SweepStats:
+              checks: Sequence[Callable[[], None]] = (), task_timeout: float | None = None,
+              bar: Progress | None = None) -> SweepStats:
     """Run ``pending`` grid indices on ``client``; each finished batch becomes a part file.
 
-    ``checks`` are called at least once per second whatever the cluster does; one that raises
-    aborts the sweep (what finished is already written) and the exception propagates."""
+    ``checks`` are called at least once a second whatever the cluster does; one that raises
+    ends the sweep (finished batches are already written). ``task_timeout``: seconds per point
+    (see ``batch.run_batch``); a point over it is stored as failed and not retried. ``bar``:
+    a ready-made :class:`Progress` (with its heartbeat), else one is made here."""
     from distributed import as_completed
+
+    from pipeline.engine.watchdog import TimeoutEvents, completed
 
     stats = SweepStats()
     todo = int(pending.size)
-    bar = Progress(grid.name, todo, progress)
+    bar = bar or Progress(grid.name, todo, progress)
     if todo == 0:
         bar.update(stats, force=True)
         return stats
@@ -214,6 +234,9 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
     suspects: deque = deque()
     suspect_key = None
     queue = as_completed()
+    futures: dict = {}  # key -> future in flight (to cancel a batch whose point timed out)
+    timed_out: dict[int, str] = {}  # grid index -> timeout error, not yet stored
+    events = TimeoutEvents(client, TIMEOUT_TOPIC) if task_timeout else None
 
     def next_size(threads: int) -> int:
         nonlocal largest
@@ -230,14 +253,64 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
         largest = max(largest, size)
         return size
 
-    def submit(chunk) -> str:
+    def submit(chunk) -> str | None:
         # The grid pickles to its small spec; workers rebuild it once and cache it.
         # No Dask retries: run_batch turns every task exception into a row, so a Dask-level
         # failure is a dead worker, which the scheduler already retries (allowed-failures).
-        fut = client.submit(run_batch, grid, chunk, pure=False)
+        if timed_out:  # 15b: a point known to hang is stored as failed, never re-run
+            hung = [int(i) for i in chunk if int(i) in timed_out]
+            if hung:
+                store(failed_batch_table(grid, hung, timed_out[hung[0]]), len(hung))
+                for i in hung:
+                    timed_out.pop(i)
+                chunk = np.array([i for i in chunk if int(i) not in set(hung)], dtype=np.int64)
+                if not len(chunk):
+                    return None
+        fut = client.submit(run_batch, grid, chunk, pure=False,
+                            **({"task_timeout": float(task_timeout)} if task_timeout else {}))
         in_flight[fut.key] = chunk
+        futures[fut.key] = fut
         queue.add(fut)
         return fut.key
+
+    def store(table, n_tasks: int) -> None:
+        writer.write(table)
+        failed_mask = pc.equal(table["status"], "failed")
+        n_failed = len(pc.unique(table.filter(failed_mask)["task_id"]))
+        if n_failed and len(stats.first_errors) < 3:
+            stats.first_errors.append(table.filter(failed_mask)["error"][0].as_py())
+        stats.ran += n_tasks
+        stats.failed += n_failed
+        stats.ok += n_tasks - n_failed
+        stats.rows += table.num_rows
+        stats.batches += 1
+        stats.parts = writer.seq
+
+    def handle_timeouts() -> None:
+        # 15b: a worker reported a point over task_timeout and is exiting. Its batch is
+        # cancelled and resubmitted without that point; the point is stored as failed.
+        nonlocal suspect_key
+        for event in events.drain() if events is not None else ():
+            index = int(event["index"])
+            error = (f"TaskTimeout: point ran longer than task_timeout={event['timeout_s']:g} s "
+                     f"and was stopped (worker {event.get('worker')} recycled)")
+            key = event.get("key")
+            log.warning("task %s (grid index %d) timed out after %g s; stored as failed",
+                        event.get("task_id"), index, event["timeout_s"])
+            if index in timed_out:
+                continue
+            timed_out[index] = error
+            if key in in_flight and index in set(int(i) for i in in_flight[key]):
+                chunk = in_flight.pop(key)
+                fut = futures.pop(key)
+                if key == suspect_key:
+                    suspect_key = None
+                client.cancel(fut)
+                submit(chunk)  # without the hung point: submit() filters it out
+
+    def tick() -> None:
+        handle_timeouts()
+        bar.update(stats)
 
     def submit_more() -> None:
         nonlocal cursor, suspect_key
@@ -251,51 +324,57 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
             submit(chunk)
 
     submit_more()
-    for fut in _completed(queue, checks):
-        chunk = in_flight.pop(fut.key)
-        if fut.key == suspect_key:
-            suspect_key = None
-        if fut.status == "finished":
-            table, seconds = fut.result()
-            sample = seconds / len(chunk)
-            # A cheaper sample is believed at once (warm-up is over); a dearer one is averaged.
-            per_task = sample if per_task is None or sample < per_task else 0.5 * (per_task + sample)
-        elif len(chunk) > 1:
-            # Lost with its workers (a crash, the OOM killer): bisect, so that only the point
-            # that kills workers ends up failed, not the 10^4 innocent ones batched with it.
-            fut.release()
-            half = len(chunk) // 2
-            submit(chunk[:half])
-            submit(chunk[half:])
-            submit_more()
-            continue
-        else:
-            index = int(chunk[0])
-            lost_attempts[index] = lost_attempts.get(index, 0) + 1
-            if lost_attempts[index] < LOST_ATTEMPTS:
-                # Tasks merely queued on a dying worker die with it: give the point another go
+    # 15b: wake every second (checks, heartbeat, timeouts) instead of blocking in `for fut in queue`
+    try:
+        for fut in completed(queue, checks, tick):
+            if fut.key not in in_flight:  # cancelled after its point timed out; already resubmitted
+                continue
+            result, lost = _fetch(fut)
+            if result is _NOT_YET:  # its worker died before we fetched it: being recomputed
+                queue.add(fut)
+                continue
+            chunk = in_flight.pop(fut.key)
+            futures.pop(fut.key, None)
+            if fut.key == suspect_key:
+                suspect_key = None
+            if lost is None:
+                table, seconds = result
+                sample = seconds / len(chunk)
+                # A cheaper sample is believed at once (warm-up is over); a dearer one is averaged.
+                per_task = sample if per_task is None or sample < per_task else 0.5 * (per_task + sample)
+            elif len(chunk) > 1:
+                # Lost with its workers (a crash, the OOM killer): bisect, so that only the point
+                # that kills workers ends up failed, not the 10^4 innocent ones batched with it.
                 fut.release()
-                suspects.append(chunk)
+                half = len(chunk) // 2
+                submit(chunk[:half])
+                submit(chunk[half:])
                 submit_more()
                 continue
-            error = (f"lost on the cluster {LOST_ATTEMPTS} times: "
-                     f"{type(fut.exception()).__name__}: {fut.exception()}")
-            table = failed_batch_table(grid, chunk, error)
-        fut.release()
-        writer.write(table)
-        failed_mask = pc.equal(table["status"], "failed")
-        n_failed = len(pc.unique(table.filter(failed_mask)["task_id"]))
-        if n_failed and len(stats.first_errors) < 3:
-            stats.first_errors.append(table.filter(failed_mask)["error"][0].as_py())
-        stats.ran += len(chunk)
-        stats.failed += n_failed
-        stats.ok += len(chunk) - n_failed
-        stats.rows += table.num_rows
-        stats.batches += 1
-        stats.parts = writer.seq
-        del table
-        submit_more()
-        bar.update(stats)
+            else:
+                index = int(chunk[0])
+                lost_attempts[index] = lost_attempts.get(index, 0) + 1
+                if lost_attempts[index] < LOST_ATTEMPTS:
+                    # Tasks merely queued on a dying worker die with it: give the point another go
+                    fut.release()
+                    suspects.append(chunk)
+                    submit_more()
+                    continue
+                error = f"lost on the cluster {LOST_ATTEMPTS} times: {type(lost).__name__}: {lost}"
+                table = failed_batch_table(grid, chunk, error)
+            fut.release()
+            store(table, len(chunk))
+            del table, result
+            submit_more()
+            bar.update(stats)
+    except Exception:
+        # 15b: a failure in the loop (the client closed under us, say) is reported by the
+        # check that names its cause (SchedulerLost) when one fires
+        for check in checks:
+            check()
+        raise
+    if events is not None:
+        events.close()
     stats.elapsed_s = time.perf_counter() - t_start
     bar.update(stats, force=True)
     return stats

@@ -2,7 +2,7 @@
 
 Each point busy-waits ``work_us`` microseconds (a stand-in kernel of known cost), takes one
 uniform number from the task seed (``draw``: the seed's leading 53 bits, so the harness adds no
-RNG set-up cost to the kernel), and optionally fails (``fail_every``), kills its worker (``crash_at``) or
+RNG set-up cost to the kernel), and optionally fails (``fail_every``), kills its worker (``crash_at``), hangs (``hang_at``) or
 emits several rows (``rows``). Use it to calibrate a cluster (``python run.py experiment=calibration``) and in the
 engine's tests and benchmarks; it carries no science.
 """
@@ -27,6 +27,9 @@ def spin(seconds: float) -> None:
 def run(p: dict, seed: int) -> list[dict]:
     if p["x"] == p["crash_at"]:
         os._exit(70)  # the whole worker process dies, as on a segfault or the OOM killer
+    if p["x"] == p["hang_at"]:
+        while True:  # a point that never returns (a deadlock, a solver that never converges)
+            time.sleep(3600)
     if p["work_us"] > 0:
         spin(p["work_us"] * 1e-6)
     if p["fail_every"] and p["x"] % p["fail_every"] == 0:
@@ -50,6 +53,8 @@ EXPERIMENT = register(Experiment(
               "raise at points where x % fail_every == 0 (0: never)"),
         Param("crash_at", int, -1, Interval(-1, None),
               "kill the worker process at the point x == crash_at (-1: never)"),
+        Param("hang_at", int, -1, Interval(-1, None),
+              "the point x == hang_at sleeps forever (-1: never); for testing task_timeout"),
     ],
     columns={"value": pa.float64(), "draw": pa.float64(), "label": pa.string()},
     run=run,

@@ -1,0 +1,316 @@
+"""Keep an unattended sweep from hanging: watch the cluster from the driver loop.
+
+- :class:`Watchdog` is a *check* for ``run_sweep(checks=...)``: the driver loop calls it at least
+  once a second. It never blocks for long (every call to the scheduler has a bound) and
+    * logs workers joining and leaving (to the run log);
+    * with no worker for ``no_workers_timeout`` s, or no task finishing for
+      ``no_progress_timeout`` s while tasks are queued, restarts the workers of a
+      ``LocalCluster`` (whose nannies can give up under load, leaving no worker process at all)
+      and otherwise raises :class:`NoWorkers` / :class:`NoProgress`;
+    * raises :class:`SchedulerLost` once the client has lost its scheduler for
+      ``scheduler_timeout`` s (or has given up reconnecting).
+  An exception raised by a check ends the sweep with exit 3, its finished batches kept.
+- :func:`completed` iterates a ``distributed.as_completed`` but wakes every 0.1 s, so the
+  checks run (and Ctrl-C is seen) whatever the cluster does.
+- :class:`TimeoutEvents` collects the points the workers report as over ``task_timeout``
+  (see ``batch.py``), so the driver can store them as failed without retrying them.
+- :func:`termination_signals`: SIGTERM and SIGHUP raise :class:`Terminated`, a
+  ``KeyboardInterrupt``, so they take Ctrl-C's path (flush, ``interrupted``) and exit 128 + signum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from typing import Callable, Iterator, Sequence
+
+from pipeline.engine.progress import runlog
+
+log = logging.getLogger("pipeline")
+
+NO_WORKERS_TIMEOUT = 600.0
+# Batch systems: jobs may wait in the queue for long; the start-up wait is bounded by the
+# cluster's own worker_start_timeout, and this one counts only once a worker has been seen.
+BATCH_NO_WORKERS_TIMEOUT = 3600.0
+LOCAL_NO_WORKERS_TIMEOUT = 10.0  # LocalCluster workers start in seconds: restart them soon
+NO_PROGRESS_TIMEOUT = 3600.0
+SCHEDULER_TIMEOUT = 60.0
+WATCHDOG_KEYS = ("no_workers_timeout", "no_progress_timeout", "scheduler_timeout")
+LOCAL_RESTARTS = 3  # LocalCluster restarts after which no worker joined, then give up
+LOCAL_START_GRACE = 30.0  # after a restart, time for the new worker processes to join
+SCHEDULER_CALL_TIMEOUT = 5.0
+
+
+class SweepAborted(RuntimeError):
+    """The cluster can no longer run the sweep; finished batches are kept (exit 3)."""
+
+
+class NoWorkers(SweepAborted):
+    pass
+
+
+class NoProgress(SweepAborted):
+    pass
+
+
+class SchedulerLost(SweepAborted):
+    pass
+
+
+def _positive_or_none(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                             and value > 0)
+
+
+def validate_options(conf: dict) -> None:
+    """Check ``task_timeout`` and the ``watchdog`` node of a sweep config (ValueError)."""
+    if not _positive_or_none(conf.get("task_timeout")):
+        raise ValueError(f"task_timeout must be a number of seconds > 0 or null (no limit), got "
+                         f"{conf.get('task_timeout')!r}")
+    node = conf.get("watchdog") or {}
+    if not isinstance(node, dict):
+        raise ValueError(f"watchdog must be a mapping with keys {', '.join(WATCHDOG_KEYS)}")
+    unknown = sorted(set(node) - set(WATCHDOG_KEYS))
+    if unknown:
+        raise ValueError(f"unknown key(s) watchdog.{', watchdog.'.join(unknown)}; allowed: "
+                         + ", ".join(f"watchdog.{k}" for k in WATCHDOG_KEYS))
+    for key in WATCHDOG_KEYS:
+        if not _positive_or_none(node.get(key)):
+            raise ValueError(f"watchdog.{key} must be a number of seconds > 0 or null, got "
+                             f"{node.get(key)!r}")
+
+
+def watchdog_options(conf: dict) -> dict:
+    """Keyword arguments of :class:`Watchdog` from a validated sweep config. An unset
+    ``no_workers_timeout`` is 10 s on a LocalCluster (whose workers are then restarted), 600 s
+    on an external scheduler and 3600 s on a batch system (jobs may wait in a queue)."""
+    node = dict(conf.get("watchdog") or {})
+    kind = (conf.get("cluster") or {}).get("kind", "local")
+    default = {"local": LOCAL_NO_WORKERS_TIMEOUT, "address": NO_WORKERS_TIMEOUT}.get(
+        kind, BATCH_NO_WORKERS_TIMEOUT)
+    out = {"no_workers_timeout": node.get("no_workers_timeout") or default,
+           "no_progress_timeout": node.get("no_progress_timeout", NO_PROGRESS_TIMEOUT),
+           "scheduler_timeout": node.get("scheduler_timeout") or SCHEDULER_TIMEOUT}
+    return {k: (float(v) if v is not None else None) for k, v in out.items()}
+
+
+class Watchdog:
+    """A check for ``run_sweep(checks=[watchdog])``; see the module docstring.
+
+    Timeouts are in seconds; ``None`` disables one. ``clock`` is injectable for tests.
+    """
+
+    def __init__(self, client, *, no_workers_timeout: float | None = NO_WORKERS_TIMEOUT,
+                 no_progress_timeout: float | None = NO_PROGRESS_TIMEOUT,
+                 scheduler_timeout: float = SCHEDULER_TIMEOUT,
+                 clock: Callable[[], float] = time.monotonic):
+        self.client = client
+        self.no_workers_timeout = no_workers_timeout
+        self.no_progress_timeout = no_progress_timeout
+        self.scheduler_timeout = scheduler_timeout
+        self.clock = clock
+        now = clock()
+        self.workers: set[str] = set()
+        self.workers_seen_at = now  # last time the cluster had a worker (or we started)
+        self.progress_at = now  # last time a task finished (or nothing was queued)
+        self.pending: set = set()
+        self.scheduler_ok_at = now
+        self.restarts = 0  # LocalCluster restarts since the last finished task
+        self.n_local = self._local_size()
+        self.grace_until = float("-inf")
+        self.ever_had_workers = False
+        # A batch-system cluster starts with no worker while its jobs queue: that wait is the
+        # cluster's worker_start_timeout, so the no-worker clock starts at the first worker.
+        self.batch_system = self.n_local is None and getattr(client, "cluster", None) is not None
+
+    def __call__(self) -> None:
+        self.check()
+
+    # ------------------------------------------------------------------ the check
+    def check(self) -> None:
+        now = self.clock()
+        self._check_scheduler(now)
+        workers = self._current_workers()
+        if workers is not None:
+            self._log_membership(workers)
+            if workers:
+                self.workers_seen_at = now
+                self.ever_had_workers = True
+        self._check_progress(now)
+        waiting_for_first = self.batch_system and not self.ever_had_workers
+        if (self.no_workers_timeout is not None and not waiting_for_first
+                and now - self.workers_seen_at > self.no_workers_timeout):
+            self._recover_or_raise(NoWorkers(
+                f"no Dask worker for {now - self.workers_seen_at:.0f} s "
+                f"(watchdog.no_workers_timeout={self.no_workers_timeout:g}); "
+                f"{len(self.pending)} batch(es) waiting"))
+        if (self.no_progress_timeout is not None and self.pending
+                and now - self.progress_at > self.no_progress_timeout):
+            self._recover_or_raise(NoProgress(
+                f"no task finished for {now - self.progress_at:.0f} s "
+                f"(watchdog.no_progress_timeout={self.no_progress_timeout:g}) with "
+                f"{len(self.pending)} batch(es) queued on {len(self.workers)} worker(s)"))
+
+    def _check_scheduler(self, now: float) -> None:
+        status = str(getattr(self.client, "status", "running"))
+        if status == "running":
+            self.scheduler_ok_at = now
+            return
+        if status in ("closed", "closing", "failed") or now - self.scheduler_ok_at > self.scheduler_timeout:
+            raise SchedulerLost(
+                f"lost the Dask scheduler {self._scheduler_address()} (client {status} for "
+                f"{now - self.scheduler_ok_at:.0f} s); the sweep cannot go on")
+
+    def _check_progress(self, now: float) -> None:
+        # Client-side future states only (no scheduler round trip): a batch that left the
+        # pending state since the last check finished, failed or was consumed by the driver.
+        try:
+            pending = {k for k, st in list(self.client.futures.items()) if st.status == "pending"}
+        except (AttributeError, RuntimeError):
+            return
+        if not pending or (self.pending - pending):
+            if self.pending - pending:
+                self.restarts = 0
+            self.progress_at = now
+        self.pending = pending
+
+    # ------------------------------------------------------------------ workers
+    def _current_workers(self) -> set[str] | None:
+        """Worker addresses, or None if unknown right now. The scheduler object of an
+        embedded cluster (LocalCluster, dask-jobqueue) is read in place; a remote one is asked
+        with a bound."""
+        scheduler = getattr(getattr(self.client, "cluster", None), "scheduler", None)
+        if scheduler is not None and hasattr(scheduler, "workers"):
+            try:
+                return set(list(scheduler.workers))
+            except RuntimeError:  # changed while we read it
+                return None
+        try:
+            return set(self.client.sync(self.client.scheduler.ncores,
+                                        callback_timeout=SCHEDULER_CALL_TIMEOUT))
+        except Exception:
+            return None
+
+    def _log_membership(self, workers: set[str]) -> None:
+        for w in sorted(workers - self.workers):
+            runlog.info("worker joined: %s (%d now)", w, len(workers))
+            self.restarts = 0  # a restart that brings workers back did help
+        for w in sorted(self.workers - workers):
+            runlog.info("worker left: %s (%d now)", w, len(workers))
+        if self.workers and not workers:
+            log.warning("no Dask workers left; waiting for workers to (re)join")
+        self.workers = workers
+
+    def _local_size(self) -> int | None:
+        from distributed import LocalCluster
+
+        cluster = getattr(self.client, "cluster", None)
+        return len(cluster.worker_spec) if isinstance(cluster, LocalCluster) else None
+
+    def _recover_or_raise(self, problem: SweepAborted) -> None:
+        cluster = getattr(self.client, "cluster", None)
+        if self.clock() < self.grace_until:
+            return
+        if self.n_local is None or self.restarts >= LOCAL_RESTARTS:
+            if self.restarts:
+                raise type(problem)(f"{problem}; {self.restarts} worker restart(s) did not help")
+            raise problem
+        self.restarts += 1
+        log.warning("%s: restarting the LocalCluster's %d worker(s) (attempt %d of %d)",
+                    problem, self.n_local, self.restarts, LOCAL_RESTARTS)
+        # Every old worker (dead nannies included: a nanny that gave up stays in the spec, so
+        # scale(n) alone would do nothing) is closed and removed first, then fresh ones start.
+        # Queued batches move to them.
+        cluster.scale(0)
+        with contextlib.suppress(Exception):
+            cluster.sync(cluster._correct_state, callback_timeout=SCHEDULER_CALL_TIMEOUT * 6)
+        cluster.scale(self.n_local)
+        now = self.clock()
+        self.workers_seen_at = self.progress_at = now
+        self.grace_until = now + LOCAL_START_GRACE
+
+    def _scheduler_address(self) -> str:
+        try:
+            return str(self.client.scheduler.address)
+        except Exception:
+            return "?"
+
+
+def completed(queue, checks: Sequence[Callable[[], None]] = (), tick: Callable[[], None] | None = None,
+              interval: float = 1.0) -> Iterator:
+    """Yield from ``queue`` (a ``distributed.as_completed``) as results arrive, calling every
+    check and ``tick`` at least every ``interval`` seconds meanwhile. Never blocks more than
+    0.1 s at a time, so a check that raises, or a Ctrl-C, ends the wait promptly."""
+    last = float("-inf")
+    while not queue.is_empty():
+        now = time.monotonic()
+        if now - last >= interval:
+            last = now
+            for check in checks:
+                check()
+            if tick is not None:
+                tick()
+        if queue.has_ready():
+            yield next(queue)
+        else:
+            with queue.thread_condition:
+                queue.thread_condition.wait(timeout=0.1)
+
+
+class TimeoutEvents:
+    """Points reported by the workers as running over ``task_timeout`` (a distributed event
+    topic; the worker then exits and its nanny starts a fresh one). Thread-safe: the handler runs
+    on the client's event loop, :meth:`drain` on the driver loop."""
+
+    def __init__(self, client, topic: str):
+        self.client, self.topic = client, topic
+        self.lock = threading.Lock()
+        self.events: list[dict] = []
+        client.subscribe_topic(topic, self._handle)
+
+    def _handle(self, event) -> None:
+        _, msg = event
+        with self.lock:
+            self.events.append(dict(msg))
+
+    def drain(self) -> list[dict]:
+        with self.lock:
+            out, self.events = self.events, []
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.unsubscribe_topic(self.topic)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM/SIGHUP, handled like Ctrl-C; ``exit_code`` is 128 + the signal number."""
+
+    def __init__(self, signum: int):
+        self.signame = signal.Signals(signum).name
+        super().__init__(self.signame)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+@contextlib.contextmanager
+def termination_signals() -> Iterator[None]:
+    """Turn SIGTERM (``scancel``, ``timeout``, ``kill``) and SIGHUP (the terminal closed) into
+    :class:`Terminated` in the main thread for the duration of the block."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum, _frame):
+        raise Terminated(signum)
+
+    wanted = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    saved = {s: signal.signal(s, raise_terminated) for s in wanted}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)

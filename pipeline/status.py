@@ -1,0 +1,113 @@
+"""``python -m pipeline status [RESULTS_DIR [NAME]]``: the state of every experiment folder.
+
+Per experiment: tasks stored ok and failed, and the last run's state; for a running sweep also
+done/total, rate, ETA, failures and the first error, the dashboard link, host and pid, read from
+the manifest that the driver rewrites atomically every few seconds (so this works from another
+process, or another machine on the shared filesystem). A run left ``running`` by a driver that
+died is marked ``killed`` (same host, pid gone) or ``stale`` (heartbeat too old) here.
+
+Cheap on a big store: only the ``task_id`` and ``status`` columns of the part files are read.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+USAGE = "usage: python -m pipeline status [RESULTS_DIR [NAME]]"
+
+
+def stored_counts(path) -> tuple[int, int]:
+    """(tasks stored ok, tasks stored only as failed), from the task_id/status columns."""
+    from pipeline.store.parquet import stored_ids
+
+    ok, failed = stored_ids(path)
+    return int(ok.size), int(failed.size)
+
+
+def _hms(seconds) -> str:
+    from pipeline.engine.progress import _hms as hms
+
+    return hms(float("nan") if seconds is None else float(seconds))
+
+
+def _age(stamp: str | None) -> str:
+    from pipeline.store.parquet import _parse_utc
+
+    try:
+        return f"{time.time() - _parse_utc(stamp):.0f} s ago"
+    except (TypeError, ValueError):
+        return "?"
+
+
+def describe(path: Path) -> list[str]:
+    """The status lines of one experiment folder."""
+    from pipeline.store.parquet import dead_run_state, mark_dead_runs, read_manifest
+
+    try:
+        mark_dead_runs(path)
+    except OSError:  # a folder we may read but not write: show the verdict, record nothing
+        pass
+    ok, failed = stored_counts(path)
+    runs = read_manifest(path).get("runs", [])
+    for run in runs:
+        run["status"] = dead_run_state(run) or run.get("status")
+    lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"]
+    if not runs:
+        lines.append("  no run recorded")
+        return lines
+    run = runs[-1]
+    state = run.get("status", "?")
+    when = run.get("finished_at") or run.get("started_at")
+    shown = f"{state} ({run['signal']})" if run.get("signal") else state
+    lines.append(f"  last run {run.get('run_id')}: {shown} ({'since' if state == 'running' else 'at'} "
+                 f"{when}) on {run.get('host')}, pid {run.get('pid')}")
+    if state == "running":
+        prog = run.get("progress")
+        if prog:
+            lines.append(f"  progress: {prog['done']:,}/{prog['total']:,} done, {prog['failed']:,} "
+                         f"failed, {prog['rate_per_s']:,.1f} tasks/s, ETA {_hms(prog['eta_s'])} "
+                         f"(heartbeat {_age(run.get('heartbeat_at'))})")
+            if prog.get("first_error"):
+                lines.append(f"  first error: {prog['first_error']}")
+        else:
+            counts = run.get("counts") or {}
+            lines.append(f"  starting: {counts.get('to_run', '?')} task(s) to run "
+                         f"(heartbeat {_age(run.get('heartbeat_at'))})")
+        dashboard = (run.get("cluster") or {}).get("dashboard")
+        if dashboard:
+            lines.append(f"  dashboard: {dashboard}")
+    elif run.get("error"):
+        lines.append(f"  error: {run['error']}")
+    counts = run.get("counts") or {}
+    if state != "running" and "ran" in counts:
+        lines.append(f"  ran {counts['ran']:,} task(s): {counts.get('ok', 0):,} ok, "
+                     f"{counts.get('failed', 0):,} failed in {counts.get('elapsed_s', 0):.1f} s")
+    if run.get("log"):
+        lines.append(f"  log: {run['log']}")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 2 or any(a.startswith("-") for a in argv):
+        print(USAGE, file=sys.stderr)
+        return 2
+    results = Path(argv[0] if argv else "results")
+    if not results.is_dir():
+        print(f"error: no results directory {results}", file=sys.stderr)
+        return 2
+    if len(argv) == 2:
+        folders = [results / argv[1]]
+        if not folders[0].is_dir():
+            known = sorted(p.name for p in results.iterdir() if p.is_dir() and p.name[0] not in "._")
+            print(f"error: no experiment folder {folders[0]}; present: {', '.join(known) or 'none'}",
+                  file=sys.stderr)
+            return 2
+    else:
+        folders = sorted(p for p in results.iterdir() if p.is_dir() and p.name[0] not in "._")
+    for folder in folders:
+        print("\n".join(describe(folder)))
+    if not folders:
+        print(f"no experiment folders under {results}")
+    return 0
