@@ -41,7 +41,7 @@ def run(p: dict, seed: int) -> list[dict]:
 
 EXPERIMENT = register(Experiment(
     name="calibration",
-    version=1,
+    version=2,  # 2: hang_at added; every parameter is part of the task id, so ids changed
     doc=__doc__,
     stochastic=True,
     params=[
