@@ -416,6 +416,11 @@ def sweep(grid, conf: dict, options: dict) -> int:
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    try:  # first, as it reads every part: a damaged one stops the sweep before anything is written
+        plan = plan_sweep(grid, path, options["retry_failed"])
+    except BaseException:
+        lock.__exit__(None, None, None)
+        raise
     scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
     scope.enter_context(termination_signals())
     record["log"] = str(scope.enter_context(run_log(path, run_id)))
@@ -424,7 +429,6 @@ def sweep(grid, conf: dict, options: dict) -> int:
         removed = clean_temp_files(path)
         if removed:
             log.info("removed %d unfinished temp file(s) left by a killed run", removed)
-        plan = plan_sweep(grid, path, options["retry_failed"])
         stale = check_code_changes(grid, path, plan, options["rerun_changed"], log)
         record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
                             "already_failed_skipped": plan.done_failed,
