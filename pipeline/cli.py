@@ -236,7 +236,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
     except KeyError:
         raise ConfigError(f"unknown experiment '{name}'") from None
     allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
-                   "grid", "params", "cluster"}
+                   "grid", "params", "cluster", *ENGINE_KEYS}
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
@@ -250,6 +250,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         raise ConfigError(f"batch_size must be 'auto' or an integer >= 1, got {batch_size!r}")
     if not conf.get("results_dir"):
         raise ConfigError("results_dir must be a directory path")
+    check_engine_keys(conf)
     try:
         validate_cluster(conf.get("cluster") or {})
     except ClusterConfigError as exc:
@@ -262,8 +263,31 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
     except ParamError as exc:
         raise ConfigError(str(exc)) from None
     options = {k: conf.get(k) for k in allowed_top - {"grid", "params"}}
+    options.update({k: conf.get(k, default) for k, (_, default, _) in ENGINE_KEYS.items()})
     options["results_dir"] = str(options["results_dir"])
     return grid, options
+
+
+# Engine tuning keys (top level): name -> (type, default, what it means). Defaults are
+# measured (BENCHMARKS.md, engine at cluster scale).
+ENGINE_KEYS = {
+    "max_tasks_per_second": (float, 50.0, "cap on Dask tasks per second for the whole cluster"),
+    "max_batch_seconds": (float, 60.0, "bound on each batch's predicted duration, seconds"),
+    "flush_rows": (int, 1_000_000, "buffered result rows that trigger a part file"),
+    "flush_mib": (float, 128.0, "buffered MiB (in memory) that trigger a part file"),
+    "flush_seconds": (float, 60.0, "age of the oldest buffered result that triggers a part file"),
+}
+
+
+def check_engine_keys(conf: dict) -> None:
+    """Each engine key is a positive number (an integer for flush_rows)."""
+    for key, (typ, default, meaning) in ENGINE_KEYS.items():
+        value = conf.get(key, default)
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and value > 0 and value != float("inf") and (typ is float or isinstance(value, int)))
+        if not ok:
+            kind = "an integer >= 1" if typ is int else "a number > 0"
+            raise ConfigError(f"{key} ({meaning}) must be {kind}, got {value!r}")
 
 
 def dry_run(grid, options: dict) -> int:
@@ -322,7 +346,9 @@ def sweep(grid, conf: dict, options: dict) -> int:
         update_manifest(path, record)
         log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
                  plan.done_ok + plan.done_failed, plan.pending.size, path)
-        writer = PartWriter(path, run_id)
+        writer = PartWriter(path, run_id, flush_rows=options.get("flush_rows", 1_000_000),
+                            flush_mib=options.get("flush_mib", 128.0),
+                            flush_seconds=options.get("flush_seconds", 60.0))
         stats = None
         try:
             if plan.pending.size:
@@ -332,10 +358,11 @@ def sweep(grid, conf: dict, options: dict) -> int:
                                          "threads": sum(client.nthreads().values())}
                     stats = run_sweep(grid, client, writer, plan.pending,
                                       batch_size=options["batch_size"],
-                                      progress=options["progress"])
+                                      progress=options["progress"],
+                                      max_tasks_per_second=options.get("max_tasks_per_second", 50.0),
+                                      max_batch_seconds=options.get("max_batch_seconds", 60.0))
         except KeyboardInterrupt:
-            record.update(status="interrupted", finished_at=_now(),
-                          written={"rows": writer.rows, "parts": writer.seq})
+            record.update(status="interrupted", finished_at=_now(), written=_flushed(writer))
             update_manifest(path, record)
             print(f"\ninterrupted: {writer.seq} part file(s) kept; rerun the same command to "
                   "resume", file=sys.stderr)
@@ -343,7 +370,7 @@ def sweep(grid, conf: dict, options: dict) -> int:
         except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
             error = f"{type(exc).__name__}: {exc}"
             record.update(status="crashed", finished_at=_now(), error=error,
-                          written={"rows": writer.rows, "parts": writer.seq})
+                          written=_flushed(writer))
             update_manifest(path, record)
             print(f"\nerror: the sweep crashed: {error}\n{writer.seq} part file(s) kept; fix the "
                   "cause and rerun the same command to resume", file=sys.stderr)
@@ -357,6 +384,16 @@ def sweep(grid, conf: dict, options: dict) -> int:
     finally:
         lock.__exit__(None, None, None)
     return _summarise(grid, path, plan, stats)
+
+
+def _flushed(writer) -> dict:
+    """What is on disk after a sweep stopped early; ``flushed`` says the buffer was emptied."""
+    try:
+        writer.close()  # run_sweep already did; a second close is a no-op
+        flushed = writer.buffered_rows == 0
+    except Exception:  # the disk refused: say so, keep what is there
+        flushed = False
+    return {"rows": writer.rows, "parts": writer.seq, "flushed": flushed}
 
 
 def _summarise(grid, path, plan, stats) -> int:

@@ -1,63 +1,63 @@
 """Driver side: plan a sweep against the store, fan batches out on Dask, stream parts to disk.
 
-The driver never holds more than the batches in flight: each finished batch is written as a
-part file and released. Batches are sized adaptively (``batch_size="auto"``) so each Dask task
-carries about ``target_batch_seconds`` of work, measured on the workers as the sweep runs.
+The driver holds the batches in flight and the writer's buffer, never the grid. The loop wakes
+at least once a second whatever the cluster does, runs the caller's ``checks``, flushes aged
+buffers, takes every finished batch and submits new ones; part files are written by the
+writer's background thread. Batches are sized by :class:`pipeline.engine.planning.BatchSizer`
+(cost model along the grid, a cap on the cluster's task rate, a bound on each batch's duration).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow.compute as pc
 
 from pipeline.engine.batch import failed_batch_table, run_batch
 from pipeline.engine.grid import Grid
+from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
 from pipeline.engine.progress import Progress
-from pipeline.store.parquet import PartWriter, contains, stored_ids
+from pipeline.store.parquet import PartWriter, stored_ids
 
 log = logging.getLogger("pipeline")
-TARGET_BATCH_SECONDS = 0.2
+TARGET_BATCH_SECONDS = 0.2  # the per-task floor: a batch carries at least this much work
+MAX_TASKS_PER_SECOND = 50.0  # Dask tasks per second for the whole cluster (BENCHMARKS.md)
+MAX_BATCH_SECONDS = 60.0  # bound on a batch's predicted duration
 LOST_ATTEMPTS = 3  # a single point lost with its worker is tried this often before it fails
-MAX_BATCH = 50_000
+WAKE_SECONDS = 1.0  # the driver loop wakes at least this often, whatever the cluster does
 
 
 @dataclass
 class Plan:
     total: int
-    pending: np.ndarray  # grid indices still to run, ascending
+    pending: PendingPlan  # grid indices still to run, handed out lazily in ascending order
     done_ok: int
     done_failed: int  # stored as failed and not retried this time
-
-
-PLAN_CHUNK = 65_536
 
 
 def plan_sweep(grid: Grid, path, retry_failed: bool = False) -> Plan:
     """Which grid points still need running, given what the store already holds.
 
-    A fresh store costs nothing; otherwise every point's id is hashed (in chunks) and looked
-    up in the stored id prefixes by binary search.
+    Nothing is materialised per point: a fresh store plans a range; on a non-empty store the
+    counts come from matching stored parameters (:func:`count_done`, linear in what is
+    stored), and the pending points are found lazily, chunk by chunk, by hashing only the
+    chunk about to be submitted. Driver memory is bounded by the store's id set and one chunk.
     """
     ok_ids, failed_ids = stored_ids(path)
     if ok_ids.size == 0 and failed_ids.size == 0:
-        return Plan(grid.total, np.arange(grid.total, dtype=np.int64), 0, 0)
-    pending, done_ok, done_failed = [], 0, 0
-    for start in range(0, grid.total, PLAN_CHUNK):
-        stop = min(grid.total, start + PLAN_CHUNK)
-        ids = np.fromiter((int(grid.task_id(i)[:16], 16) for i in range(start, stop)),
-                          dtype=np.uint64, count=stop - start)
-        is_ok = contains(ok_ids, ids)
-        is_failed = contains(failed_ids, ids) & ~is_ok
-        skip = is_ok | (is_failed & (not retry_failed))
-        done_ok += int(is_ok.sum())
-        done_failed += int((is_failed & (not retry_failed)).sum())
-        pending.append(np.nonzero(~skip)[0].astype(np.int64) + start)
-    return Plan(grid.total, np.concatenate(pending), done_ok, done_failed)
+        return Plan(grid.total, PendingPlan(grid, grid.total), 0, 0)
+    done_ok, done_failed = count_done(grid, path)
+    skipped = 0 if retry_failed else done_failed
+    pending = PendingPlan(grid, grid.total, ok_ids=ok_ids, failed_ids=failed_ids,
+                          retry_failed=retry_failed, to_run=grid.total - done_ok - skipped,
+                          done_ok=done_ok, done_failed=skipped)
+    return Plan(grid.total, pending, done_ok, skipped)
 
 
 def count_done(grid: Grid, path) -> tuple[int, int]:
@@ -155,79 +155,94 @@ def _total_threads(client) -> int:
         return 1
 
 
-def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
-              batch_size: int | str = "auto", progress: bool = True,
-              target_batch_seconds: float = TARGET_BATCH_SECONDS) -> SweepStats:
-    """Run ``pending`` grid indices on ``client``; each finished batch becomes a part file."""
-    from distributed import as_completed
+def _task_costs(table, n: int, seconds: float) -> np.ndarray:
+    """Seconds per task of a finished batch, in batch order (one row per task has row_index 0)."""
+    first = table.filter(pc.equal(table["row_index"], 0))["elapsed_s"]
+    if len(first) == n and first.null_count == 0:
+        return first.to_numpy()
+    return np.full(n, seconds / max(1, n))
 
+
+def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
+              batch_size: int | str = "auto", progress: bool = True,
+              target_batch_seconds: float = TARGET_BATCH_SECONDS,
+              max_tasks_per_second: float = MAX_TASKS_PER_SECOND,
+              max_batch_seconds: float = MAX_BATCH_SECONDS,
+              checks: Sequence[Callable[[], None]] = ()) -> SweepStats:
+    """Run the ``pending`` grid points (a :class:`PendingPlan`, or an index array) on ``client``.
+
+    Finished batches go to ``writer`` (buffered part files when it is). The loop wakes at
+    least every :data:`WAKE_SECONDS` and calls every one of ``checks``; any exception (from a
+    check, Ctrl-C, the cluster) first flushes every finished result to disk, then propagates.
+    """
     stats = SweepStats()
-    todo = int(pending.size)
+    plan = pending if isinstance(pending, PendingPlan) else \
+        PendingPlan(grid, grid.total, explicit=np.asarray(pending, dtype=np.int64))
+    todo = plan.to_run
     bar = Progress(grid.name, todo, progress)
-    if todo == 0:
+    if todo == 0 or plan.exhausted:
         bar.update(stats, force=True)
         return stats
     fixed = None if batch_size in (None, "auto") else int(batch_size)
     t_start = time.perf_counter()
-    check_workers(client, grid)
-    if not client.nthreads():
-        log.info("no workers yet: batches wait in the scheduler until workers join")
-    per_task = None  # seconds of worker time per task, exponentially weighted (forgets warm-up)
-    largest = 1
-    cursor = 0
-    in_flight: dict = {}
+    try:
+        check_workers(client, grid)
+        if not client.nthreads():
+            log.info("no workers yet: batches wait in the scheduler until workers join")
+        sizer = BatchSizer(plan, max_tasks_per_second=max_tasks_per_second,
+                           max_batch_seconds=max_batch_seconds,
+                           min_batch_seconds=target_batch_seconds, fixed=fixed)
+        _drive(grid, client, writer, plan, sizer, stats, bar, checks)
+    finally:
+        writer.close()  # whatever happened, every finished result is on disk before we leave
+        stats.parts = writer.seq
+        stats.elapsed_s = time.perf_counter() - t_start
+    bar.update(stats, force=True)
+    return stats
+
+
+def _drive(grid, client, writer, plan: PendingPlan, sizer: BatchSizer, stats: SweepStats,
+           bar: Progress, checks) -> None:
+    finished: queue.SimpleQueue = queue.SimpleQueue()  # filled by Dask's callback thread
+    in_flight: dict = {}  # key -> (future, chunk)
     lost_attempts: dict[int, int] = {}  # grid index -> times lost alone with a dead worker
     # Single points lost with a worker are retried one at a time: retried together, a point
     # that kills its worker would take the innocent ones queued beside it down every time.
     suspects: deque = deque()
     suspect_key = None
-    queue = as_completed()
+    known_threads = [0, -1e9]  # (count, when): asked of the scheduler at most once a second
 
-    def next_size(threads: int) -> int:
-        nonlocal largest
-        if fixed is not None:
-            return fixed
-        if per_task is None:
-            return 1  # first wave: measure before committing work to a batch
-        ideal = max(1, int(target_batch_seconds / max(per_task, 1e-7)))
-        size = min(ideal, 8 * largest, MAX_BATCH)  # grow fast, but not on one lucky sample
-        remaining = todo - cursor
-        if remaining < 2 * threads * size:  # the tail: spread it over every worker...
-            floor = max(1, ideal // 4)  # ...without batches too small to be worth a task
-            size = max(floor, -(-remaining // (2 * threads)))
-        largest = max(largest, size)
-        return size
+    def threads() -> int:
+        # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
+        now = time.monotonic()
+        if now - known_threads[1] >= 1.0:
+            known_threads[:] = [_total_threads(client), now]
+        return known_threads[0]
 
     def submit(chunk) -> str:
         # The grid pickles to its small spec; workers rebuild it once and cache it.
         # No Dask retries: run_batch turns every task exception into a row, so a Dask-level
         # failure is a dead worker, which the scheduler already retries (allowed-failures).
         fut = client.submit(run_batch, grid, chunk, pure=False)
-        in_flight[fut.key] = chunk
-        queue.add(fut)
+        in_flight[fut.key] = (fut, chunk)
+        fut.add_done_callback(finished.put)
         return fut.key
 
     def submit_more() -> None:
-        nonlocal cursor, suspect_key
+        nonlocal suspect_key
         if suspect_key is None and suspects:
             suspect_key = submit(suspects.popleft())
-        threads = _total_threads(client)
-        while cursor < todo and len(in_flight) < 2 * threads + 2:
-            size = next_size(threads)
-            chunk = pending[cursor:cursor + size]
-            cursor += len(chunk)
+        for chunk in sizer.next_batches(threads(), len(in_flight)):
             submit(chunk)
 
-    submit_more()
-    for fut in queue:
-        chunk = in_flight.pop(fut.key)
+    def handle(fut) -> None:
+        nonlocal suspect_key
+        fut, chunk = in_flight.pop(fut.key)
         if fut.key == suspect_key:
             suspect_key = None
         if fut.status == "finished":
             table, seconds = fut.result()
-            sample = seconds / len(chunk)
-            # A cheaper sample is believed at once (warm-up is over); a dearer one is averaged.
-            per_task = sample if per_task is None or sample < per_task else 0.5 * (per_task + sample)
+            sizer.observe(chunk, _task_costs(table, len(chunk), seconds), seconds)
         elif len(chunk) > 1:
             # Lost with its workers (a crash, the OOM killer): bisect, so that only the point
             # that kills workers ends up failed, not the 10^4 innocent ones batched with it.
@@ -235,8 +250,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
             half = len(chunk) // 2
             submit(chunk[:half])
             submit(chunk[half:])
-            submit_more()
-            continue
+            return
         else:
             index = int(chunk[0])
             lost_attempts[index] = lost_attempts.get(index, 0) + 1
@@ -244,8 +258,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
                 # Tasks merely queued on a dying worker die with it: give the point another go
                 fut.release()
                 suspects.append(chunk)
-                submit_more()
-                continue
+                return
             error = (f"lost on the cluster {LOST_ATTEMPTS} times: "
                      f"{type(fut.exception()).__name__}: {fut.exception()}")
             table = failed_batch_table(grid, chunk, error)
@@ -260,10 +273,23 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending: np.ndarray, *,
         stats.ok += len(chunk) - n_failed
         stats.rows += table.num_rows
         stats.batches += 1
-        stats.parts = writer.seq
-        del table
+
+    submit_more()
+    while in_flight or suspects or not plan.exhausted:
+        for check in checks:
+            check()
+        writer.poll()
+        wait = min(WAKE_SECONDS, max(0.005, sizer.wait_time()))
+        done = []
+        try:
+            done.append(finished.get(timeout=wait))
+            while True:
+                done.append(finished.get_nowait())
+        except queue.Empty:
+            pass
+        for fut in done:
+            if fut.key in in_flight:
+                handle(fut)
         submit_more()
+        stats.parts = writer.seq
         bar.update(stats)
-    stats.elapsed_s = time.perf_counter() - t_start
-    bar.update(stats, force=True)
-    return stats
