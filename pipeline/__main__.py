@@ -64,6 +64,7 @@ def _describe(argv: list[str]) -> int:
 COMMANDS = {
     "list": ("list the experiments", "pipeline.__main__:_list"),
     "describe": ("parameters and columns of one experiment", "pipeline.__main__:_describe"),
+    "compact": ("rewrite RESULTS_DIR/NAME into few large part files", "pipeline.compact:main"),
 }
 
 

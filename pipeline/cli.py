@@ -336,6 +336,11 @@ def sweep(grid, conf: dict, options: dict) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     try:
+        from pipeline.store.compaction import recover
+
+        recovered = recover(path)  # a compaction killed mid-way: finish or undo it first
+        if recovered:
+            log.info("an interrupted compaction of %s was %s", path, recovered)
         removed = clean_temp_files(path)
         if removed:
             log.info("removed %d unfinished temp file(s) left by a killed run", removed)

@@ -127,7 +127,7 @@ def _parts(path):
 def test_sigkill_driver_then_resume(tmp_path):
     args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
             f"results_dir={tmp_path}", "cluster.n_workers=2", "grid.x={range:[0,600]}",
-            "params.work_us=20000", "batch_size=10", *FAST]
+            "params.work_us=20000", "batch_size=10", "flush_rows=10", *FAST]  # a part per batch
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 120
@@ -190,7 +190,8 @@ def test_external_scheduler_and_a_worker_killed_mid_run(tmp_path, external_clust
     address, workers = external_cluster
     args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
             f"results_dir={tmp_path}", "cluster=address", f"cluster.address={address}",
-            "grid.x={range:[0,400]}", "params.work_us=20000", "batch_size=10", "progress=false"]
+            "grid.x={range:[0,400]}", "params.work_us=20000", "batch_size=10", "flush_rows=10",
+            "progress=false"]
     driver = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     deadline = time.time() + 120

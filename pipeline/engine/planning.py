@@ -174,6 +174,14 @@ class PendingPlan:
         return min(1.0, self.remaining / span)
 
 
+def compact_chunk(chunk: np.ndarray):
+    """A run of consecutive indices as a ``range`` (a few bytes in flight and on the wire,
+    whatever the batch size), anything else as it is."""
+    if chunk.size > 1 and int(chunk[-1]) - int(chunk[0]) + 1 == chunk.size:
+        return range(int(chunk[0]), int(chunk[-1]) + 1)
+    return chunk
+
+
 class CostModel:
     """Seconds per point as a function of grid index.
 
@@ -201,7 +209,8 @@ class CostModel:
     def bucket_of(self, indices: np.ndarray) -> np.ndarray:
         return np.minimum((np.asarray(indices) / self.width).astype(np.int64), self.buckets - 1)
 
-    def observe(self, indices: np.ndarray, costs: np.ndarray, batch_seconds: float | None = None) -> None:
+    def observe(self, indices, costs: np.ndarray, batch_seconds: float | None = None) -> None:
+        indices = np.asarray(indices)
         costs = np.maximum(np.asarray(costs, dtype=float), 1e-7)
         np.add.at(self._sum, self.bucket_of(indices), costs)
         np.add.at(self._count, self.bucket_of(indices), 1.0)
@@ -367,7 +376,7 @@ class BatchSizer:
             if not self.limiter.try_take():
                 self.rate_limited = True
                 break
-            out.append(self.plan.take(self._size(threads)))
+            out.append(compact_chunk(self.plan.take(self._size(threads))))
         self.submitted += len(out)
         return out
 

@@ -40,9 +40,16 @@ def experiment_dir(results_dir: str | os.PathLike, name: str) -> Path:
 
 
 def part_files(path: str | os.PathLike) -> list[Path]:
+    """The folder's result files; while a committed compaction is still swapping files, its
+    new set (see :mod:`pipeline.store.compaction`), so readers never see both sets."""
+    from pipeline.store.compaction import committed_part_files
+
     path = Path(path)
     if not path.is_dir():
         return []
+    committed = committed_part_files(path)
+    if committed is not None:
+        return sorted(committed)
     return sorted(p for p in path.glob("part-*.parquet") if p.is_file())
 
 
