@@ -274,7 +274,7 @@ ENGINE_KEYS = {
     "max_tasks_per_second": (float, 50.0, "cap on Dask tasks per second for the whole cluster"),
     "max_batch_seconds": (float, 60.0, "bound on each batch's predicted duration, seconds"),
     "flush_rows": (int, 1_000_000, "buffered result rows that trigger a part file"),
-    "flush_mib": (float, 128.0, "buffered MiB (in memory) that trigger a part file"),
+    "flush_mib": (float, 64.0, "buffered MiB (in memory) that trigger a part file"),
     "flush_seconds": (float, 60.0, "age of the oldest buffered result that triggers a part file"),
 }
 
@@ -352,7 +352,7 @@ def sweep(grid, conf: dict, options: dict) -> int:
         log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
                  plan.done_ok + plan.done_failed, plan.pending.size, path)
         writer = PartWriter(path, run_id, flush_rows=options.get("flush_rows", 1_000_000),
-                            flush_mib=options.get("flush_mib", 128.0),
+                            flush_mib=options.get("flush_mib", 64.0),
                             flush_seconds=options.get("flush_seconds", 60.0))
         stats = None
         try:

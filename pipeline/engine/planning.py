@@ -26,6 +26,7 @@ import numpy as np
 PLAN_CHUNK = 65_536  # grid indices hashed at a time when the store is not empty
 MAX_BATCH = 50_000  # tasks per batch: bounds the rows a worker returns in one table
 COST_BUCKETS = 2_048
+MAX_PROBES = 128  # enough to follow the cost along the grid; more only add start-up latency
 
 
 class PendingPlan:
@@ -358,7 +359,7 @@ class BatchSizer:
         out: list[np.ndarray] = []
         if self.fixed is None and not self.probed:
             self.probed = True
-            count = min(threads, 4_096, bound - in_flight)
+            count = min(threads, MAX_PROBES, bound - in_flight)
             spread = self.plan.probes(count - 1)
             # The grid's start is always measured too; where points cannot be spread
             # (an explicit index list), the probes are simply the first points.

@@ -75,7 +75,7 @@ def write_part_file(folder: str | os.PathLike, name: str, table: pa.Table) -> Pa
 
 
 FLUSH_ROWS = 1_000_000  # buffered rows that trigger a part file (see PartWriter)
-FLUSH_MIB = 128  # buffered Arrow MiB that trigger a part file
+FLUSH_MIB = 64  # buffered Arrow MiB that trigger a part file (up to 3 buffers: 2 queued, 1 filling)
 FLUSH_SECONDS = 60.0  # oldest buffered row's age that triggers a part file: the most a kill -9 loses
 
 
