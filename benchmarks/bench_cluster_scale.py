@@ -64,7 +64,7 @@ def uneven_total_seconds(n: int) -> float:
 
 
 def run_pipeline(case: Case, tmp: Path) -> dict:
-    out = tmp / case.name.replace(" ", "_")
+    out = tmp / "".join(c if c.isalnum() else "_" for c in case.name)
     cmd = [sys.executable, "-c", DRIVER, "experiment=calibration", f"results_dir={out}",
            f"cluster.n_workers={case.workers}",
            f"cluster.threads_per_worker={case.threads_per_worker}",

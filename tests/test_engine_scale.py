@@ -20,7 +20,7 @@ import pytest
 
 from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
-from pipeline.engine.planning import BatchSizer, CostModel, PendingPlan, TokenBucket
+from pipeline.engine.planning import MAX_PROBES, BatchSizer, CostModel, PendingPlan, TokenBucket
 from pipeline.engine.runner import plan_sweep
 from pipeline.experiments.base import get_experiment
 from pipeline.store.parquet import PartWriter, load
@@ -167,7 +167,7 @@ def test_planning_a_billion_points_keeps_driver_memory_bounded(tmp_path):
         tracemalloc.stop()
     assert peak < 64 * 2**20, f"planning took {peak / 2**20:.0f} MiB"
     assert plan.total == 10**9 and plan.done_ok == 4 and plan.pending.size == 10**9 - 4
-    assert len(probes) == 1024 and first
+    assert len(probes) == MAX_PROBES and first
     handed = np.concatenate([np.asarray(b) for b in [*probes, *first]])
     assert not np.isin([0, 1, 2, 5], handed).any()  # stored points are skipped...
     assert 3 in handed and 4 in handed  # ...the others are not
