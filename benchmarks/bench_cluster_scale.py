@@ -165,7 +165,7 @@ def main() -> None:
             print(f"  {case.name}: wall {got['wall']:.1f} s, ideal {ideal:.1f} s, bare Dask "
                   f"{bare:.1f} s, {got['parts']} part(s)", flush=True)
     print(f"\nquick={args.quick}; {WORKERS} worker processes; calibration work_mode=sleep; "
-          "wall = run_sweep's time (cluster start-up excluded, for bare Dask too)")
+          "wall = the sweep's elapsed_s (cluster start-up and worker warm-up excluded, for bare Dask too)")
     head = ("case", "threads", "tasks", "ideal s", "wall s", "wall/ideal", "bare Dask s",
             "vs bare", "Dask tasks/s", "parts", "driver CPU s", "target", "pass")
     table = [head]

@@ -383,7 +383,8 @@ def sweep(grid, conf: dict, options: dict) -> int:
         if stats is not None:
             record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
                                     rows=stats.rows, parts=stats.parts, batches=stats.batches,
-                                    elapsed_s=round(stats.elapsed_s, 3))
+                                    elapsed_s=round(stats.elapsed_s, 3),
+                                    warmup_s=round(stats.warmup_s, 3))
         record.update(status="finished", finished_at=_now())
         update_manifest(path, record)
     finally:

@@ -124,6 +124,7 @@ class SweepStats:
     parts: int = 0
     batches: int = 0
     elapsed_s: float = 0.0
+    warmup_s: float = 0.0
     first_errors: list = field(default_factory=list)
 
 
@@ -186,7 +187,9 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
     fixed = None if batch_size in (None, "auto") else int(batch_size)
     t_start = time.perf_counter()
     try:
-        check_workers(client, grid)
+        check_workers(client, grid)  # also warms every worker up (imports, grid)
+        stats.warmup_s = time.perf_counter() - t_start
+        t_start = time.perf_counter()  # elapsed_s: the sweep proper, comparable across runs
         if not client.nthreads():
             log.info("no workers yet: batches wait in the scheduler until workers join")
         sizer = BatchSizer(plan, max_tasks_per_second=max_tasks_per_second,
