@@ -86,6 +86,10 @@ BAD_INPUTS = [
     (["experiment=calibration", "params.rows=5000"], "parameter 'rows'"),
     (["experiment=calibration", "cluster=address"], "cluster.address=tcp://HOST:PORT"),
     (["experiment=calibration", "batch_size=-3"], "batch_size must be 'auto'"),
+    (["experiment=calibration", "max_tasks_per_second=0"],
+     "max_tasks_per_second (cap on Dask tasks per second for the whole cluster) must be a number > 0"),
+    (["experiment=calibration", "flush_rows=2.5"], "flush_rows (buffered result rows that trigger"),
+    (["experiment=calibration", "params.work_mode=nap"], "allowed: one of {spin, sleep}"),
     (["experiment=calibration", "cluster=nosuchcluster"], "nosuchcluster"),
     # a family's declared exact-computation limit, checked on the whole grid before any task
     (["experiment=inferential", "grid.zip=[{graph:[complete,complete],n:[10,30]}]"],

@@ -294,7 +294,15 @@ def _drive(grid, client, writer, plan: PendingPlan, sizer: BatchSizer, stats: Sw
         ok = [f for f in done if f.status == "finished"]
         # One gather for everything that finished: a round trip per worker, not per batch
         # (1,024 probes fetched one by one took 10 s on a loaded driver).
-        results = dict(zip([f.key for f in ok], client.gather(ok))) if ok else {}
+        try:
+            results = dict(zip([f.key for f in ok], client.gather(ok))) if ok else {}
+        except Exception:  # a result lost with its worker since: fetch one by one
+            results = {}
+            for f in ok:
+                try:
+                    results[f.key] = f.result()
+                except Exception:
+                    pass  # handled as lost with its worker (bisected, retried)
         for fut in done:
             handle(fut, results.get(fut.key))
         submit_more()
