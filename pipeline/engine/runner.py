@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.engine.batch import failed_batch_table, run_batch
@@ -68,12 +69,20 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
     import pandas as pd
 
     from pipeline.engine.grid import _fragment
-    from pipeline.store.parquet import part_files, read_table
+    from pipeline.store.parquet import part_files
 
-    if not part_files(path):
+    files = part_files(path)
+    if not files:
         return 0, 0
-    table = read_table(path)
     names = [p.name for p in grid.experiment.params]
+    # only the columns matched here: a resume of a large store must not load its results
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+    wanted = [c for c in ("task_id", "status", "experiment_version", *names) if c in schema.names]
+    table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
+        columns=wanted)
     if any(n not in table.column_names for n in names):
         table = table.filter(pc.equal(table["experiment_version"], -1))  # an older schema
     df = table.select(["task_id", "status", "experiment_version",
