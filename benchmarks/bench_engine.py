@@ -52,7 +52,7 @@ def plain_loop(grid: Grid, n: int) -> float:
 
 
 def pipeline_sweep(client, grid: Grid, tmp: Path) -> tuple[float, float, int]:
-    writer = PartWriter(tmp, "bench")
+    writer = PartWriter(tmp, "bench", flush_seconds=60.0)  # buffered, as the CLI writes
     import numpy as np
 
     t0 = time.perf_counter()

@@ -71,6 +71,7 @@ COMMANDS = {
     "export": ("a results folder as a Frictionless Data Package", "pipeline.export_command:main"),
     "verify": ("check a results folder's part files; --repair quarantines bad ones", "pipeline.verify:main"),
     "status": ("stored counts and the state of each sweep, running or not", "pipeline.status:main"),
+    "compact": ("rewrite RESULTS_DIR/NAME into few large part files", "pipeline.compact:main"),
 }
 
 

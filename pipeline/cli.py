@@ -288,7 +288,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
     allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
                    "report_style", "report_sig_digits", "grid", "params", "cluster",
                    "rerun_changed", "report_scope", "run_id", "code_id", "version", "max_tasks",
-                   "task_timeout", "watchdog"}
+                   "task_timeout", "watchdog", *ENGINE_KEYS}
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
@@ -324,6 +324,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         validate_watchdog(conf)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    check_engine_keys(conf)
     try:
         validate_cluster(conf.get("cluster") or {})
         if not conf.get("dry_run") and not conf.get("report"):
@@ -342,6 +343,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
                           f"{max_tasks:,}; shrink the grid, or raise the limit with "
                           f"max_tasks={grid.total} (dry_run=true shows the grid at any size)")
     options = {k: conf.get(k) for k in allowed_top - {"grid", "params"}}
+    options.update({k: conf.get(k, default) for k, (_, default, _) in ENGINE_KEYS.items()})
     options["results_dir"] = str(options["results_dir"])
     return grid, options
 
@@ -354,6 +356,28 @@ def check_results_dir(results_dir: Path, name: str) -> None:
                 raise ConfigError(f"results_dir={results_dir}: {path} is a file, not a directory "
                                   f"(results go to results_dir/{name}/, created if missing)")
             return
+
+
+# Engine tuning keys (top level): name -> (type, default, what it means). Defaults are
+# measured (BENCHMARKS.md, engine at cluster scale).
+ENGINE_KEYS = {
+    "max_tasks_per_second": (float, 50.0, "cap on Dask tasks per second for the whole cluster"),
+    "max_batch_seconds": (float, 60.0, "bound on each batch's predicted duration, seconds"),
+    "flush_rows": (int, 1_000_000, "buffered result rows that trigger a part file"),
+    "flush_mib": (float, 64.0, "buffered MiB (in memory) that trigger a part file"),
+    "flush_seconds": (float, 60.0, "age of the oldest buffered result that triggers a part file"),
+}
+
+
+def check_engine_keys(conf: dict) -> None:
+    """Each engine key is a positive number (an integer for flush_rows)."""
+    for key, (typ, default, meaning) in ENGINE_KEYS.items():
+        value = conf.get(key, default)
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and value > 0 and value != float("inf") and (typ is float or isinstance(value, int)))
+        if not ok:
+            kind = "an integer >= 1" if typ is int else "a number > 0"
+            raise ConfigError(f"{key} ({meaning}) must be {kind}, got {value!r}")
 
 
 def dry_run(grid, options: dict) -> int:
@@ -417,6 +441,9 @@ def sweep(grid, conf: dict, options: dict) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     try:  # first, as it reads every part: a damaged one stops the sweep before anything is written
+        from pipeline.store.compaction import recover
+
+        recovered = recover(path)  # a compaction killed mid-way: finish or undo it first
         plan = plan_sweep(grid, path, options["retry_failed"])
     except BaseException:
         lock.__exit__(None, None, None)
@@ -426,6 +453,8 @@ def sweep(grid, conf: dict, options: dict) -> int:
     record["log"] = str(scope.enter_context(run_log(path, run_id)))
     try:
         _start_run_log(record, mark_dead_runs(path, lock_held=True))
+        if recovered:
+            log.info("an interrupted compaction of %s was %s", path, recovered)
         removed = clean_temp_files(path)
         if removed:
             log.info("removed %d unfinished temp file(s) left by a killed run", removed)
@@ -438,7 +467,10 @@ def sweep(grid, conf: dict, options: dict) -> int:
         update_manifest(path, record)
         log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
                  plan.done_ok + plan.done_failed, plan.pending.size, path)
-        writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id))
+        writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id),
+                            flush_rows=options.get("flush_rows", 1_000_000),
+                            flush_mib=options.get("flush_mib", 64.0),
+                            flush_seconds=options.get("flush_seconds", 60.0))
         stats = None
 
         def heartbeat(snapshot: dict) -> None:  # 15b: read by `python -m pipeline status`
@@ -457,12 +489,14 @@ def sweep(grid, conf: dict, options: dict) -> int:
                                       batch_size=options["batch_size"],
                                       progress=options["progress"], bar=bar,
                                       task_timeout=options["task_timeout"],
+                                      max_tasks_per_second=options.get("max_tasks_per_second", 50.0),
+                                      max_batch_seconds=options.get("max_batch_seconds", 60.0),
                                       checks=[*cluster_checks(client),
                                               Watchdog(client, **watchdog_options(conf))])
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
             signame = getattr(exc, "signame", "SIGINT")
             record.update(status="interrupted", finished_at=_now(), signal=signame,
-                          written={"rows": writer.rows, "parts": writer.seq})
+                          written=_flushed(writer))
             update_manifest(path, record)
             runlog.info("interrupted (%s): %d part file(s) kept", signame, writer.seq)
             print(f"\ninterrupted ({signame}): {writer.seq} part file(s) kept; rerun the same "
@@ -473,7 +507,7 @@ def sweep(grid, conf: dict, options: dict) -> int:
 
             error = redact(f"{type(exc).__name__}: {exc}")  # no password from an address
             record.update(status="crashed", finished_at=_now(), error=error,
-                          written={"rows": writer.rows, "parts": writer.seq})
+                          written=_flushed(writer))
             update_manifest(path, record)
             runlog.info("crashed: %s", error)
             print(f"\nerror: the sweep crashed: {error}\n{writer.seq} part file(s) kept; fix the "
@@ -482,7 +516,8 @@ def sweep(grid, conf: dict, options: dict) -> int:
         if stats is not None:
             record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
                                     rows=stats.rows, parts=stats.parts, batches=stats.batches,
-                                    elapsed_s=round(stats.elapsed_s, 3))
+                                    elapsed_s=round(stats.elapsed_s, 3),
+                                    warmup_s=round(stats.warmup_s, 3))
         record.update(status="finished", finished_at=_now())
         update_manifest(path, record)
         runlog.info("summary: finished; %s; first error: %s", json.dumps(record["counts"]),
@@ -503,6 +538,16 @@ def _start_run_log(record: dict, dead_runs: list[dict]) -> None:
     runlog.info("run %s of %s on host %s, pid %d; argv: %s", record["run_id"], record["experiment"],
                 record["host"], record["pid"], " ".join(map(str, record["argv"])))
     runlog.info("config: %s", json.dumps(record["config"], default=str, sort_keys=True))
+
+
+def _flushed(writer) -> dict:
+    """What is on disk after a sweep stopped early; ``flushed`` says the buffer was emptied."""
+    try:
+        writer.close()  # run_sweep already did; a second close is a no-op
+        flushed = writer.buffered_rows == 0
+    except Exception:  # the disk refused: say so, keep what is there
+        flushed = False
+    return {"rows": writer.rows, "parts": writer.seq, "flushed": flushed}
 
 
 def _summarise(grid, path, plan, stats) -> int:

@@ -86,6 +86,10 @@ BAD_INPUTS = [
     (["experiment=calibration", "params.rows=5000"], "parameter 'rows'"),
     (["experiment=calibration", "cluster=address"], "cluster.address=tcp://HOST:PORT"),
     (["experiment=calibration", "batch_size=-3"], "batch_size must be 'auto'"),
+    (["experiment=calibration", "max_tasks_per_second=0"],
+     "max_tasks_per_second (cap on Dask tasks per second for the whole cluster) must be a number > 0"),
+    (["experiment=calibration", "flush_rows=2.5"], "flush_rows (buffered result rows that trigger"),
+    (["experiment=calibration", "params.work_mode=nap"], "allowed: one of {spin, sleep}"),
     (["experiment=calibration", "cluster=nosuchcluster"], "nosuchcluster"),
     # a family's declared exact-computation limit, checked on the whole grid before any task
     (["experiment=inferential", "grid.zip=[{graph:[complete,complete],n:[10,30]}]"],
@@ -127,7 +131,7 @@ def _parts(path):
 def test_sigkill_driver_then_resume(tmp_path):
     args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
             f"results_dir={tmp_path}", "cluster.n_workers=2", "grid.x={range:[0,600]}",
-            "params.work_us=20000", "batch_size=10", *FAST]
+            "params.work_us=20000", "batch_size=10", "flush_rows=10", *FAST]  # a part per batch
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 120
@@ -190,7 +194,8 @@ def test_external_scheduler_and_a_worker_killed_mid_run(tmp_path, external_clust
     address, workers = external_cluster
     args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
             f"results_dir={tmp_path}", "cluster=address", f"cluster.address={address}",
-            "grid.x={range:[0,400]}", "params.work_us=20000", "batch_size=10", "progress=false"]
+            "grid.x={range:[0,400]}", "params.work_us=20000", "batch_size=10", "flush_rows=10",
+            "progress=false"]
     driver = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     deadline = time.time() + 120

@@ -164,7 +164,10 @@ def check_code_changes(grid, path, plan, rerun_changed: bool, log) -> int:
     if rerun_changed:
         log.warning("rerun_changed=true: recomputing %d stored point(s) computed by other code "
                     "(code_id %s; now %s)", indices.size, ", ".join(codes), current)
-        plan.pending = np.union1d(plan.pending, indices)
+        if isinstance(plan.pending, np.ndarray):
+            plan.pending = np.union1d(plan.pending, indices)
+        else:  # the lazy plan (engine/planning.py)
+            plan.pending.include(indices)
         plan.done_ok -= int(indices.size)
     else:
         log.warning("warning: %d stored point(s) of this grid were computed by other code "

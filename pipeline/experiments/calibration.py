@@ -5,6 +5,10 @@ uniform number from the task seed (``draw``: the seed's leading 53 bits, so the 
 RNG set-up cost to the kernel), and optionally fails (``fail_every``), kills its worker (``crash_at``), hangs (``hang_at``) or
 emits several rows (``rows``). Use it to calibrate a cluster (``python run.py experiment=calibration``) and in the
 engine's tests and benchmarks; it carries no science.
+
+``work_mode=sleep`` waits with ``time.sleep`` instead of spinning: sleep releases the GIL, so a few
+worker processes with hundreds of threads each behave like hundreds of busy cores. That is how
+to rehearse a cluster-sized sweep (scheduler load, batch sizing, part files) on a small machine.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 
 import pyarrow as pa
 
-from pipeline.experiments.base import Experiment, Interval, Param, register
+from pipeline.experiments.base import Choice, Experiment, Interval, Param, register
 
 
 def spin(seconds: float) -> None:
@@ -31,7 +35,10 @@ def run(p: dict, seed: int) -> list[dict]:
         while True:  # a point that never returns (a deadlock, a solver that never converges)
             time.sleep(3600)
     if p["work_us"] > 0:
-        spin(p["work_us"] * 1e-6)
+        if p["work_mode"] == "sleep":
+            time.sleep(p["work_us"] * 1e-6)  # releases the GIL: threads wait in parallel
+        else:
+            spin(p["work_us"] * 1e-6)
     if p["fail_every"] and p["x"] % p["fail_every"] == 0:
         raise ValueError(f"calibration failure requested at x={p['x']}")
     draw = (seed >> 10) * 2.0**-53
@@ -47,6 +54,8 @@ EXPERIMENT = register(Experiment(
     params=[
         Param("x", int, 0, Interval(0, None), "point label; the usual sweep axis"),
         Param("work_us", float, 10.0, Interval(0, 60e6), "busy-wait per point, microseconds"),
+        Param("work_mode", str, "spin", Choice("spin", "sleep"),
+              "spin: busy-wait (CPU work); sleep: time.sleep (no CPU, releases the GIL)"),
         Param("scale", float, 1.0, None, "value = x * scale + row"),
         Param("rows", int, 1, Interval(1, 1000), "rows emitted per point"),
         Param("fail_every", int, 0, Interval(0, None),

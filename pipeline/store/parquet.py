@@ -46,9 +46,16 @@ def experiment_dir(results_dir: str | os.PathLike, name: str) -> Path:
 
 
 def part_files(path: str | os.PathLike) -> list[Path]:
+    """The folder's result files; while a committed compaction is still swapping files, its
+    new set (see :mod:`pipeline.store.compaction`), so readers never see both sets."""
+    from pipeline.store.compaction import committed_part_files
+
     path = Path(path)
     if not path.is_dir():
         return []
+    committed = committed_part_files(path)
+    if committed is not None:
+        return sorted(committed)
     return sorted(p for p in path.glob("part-*.parquet") if p.is_file())
 
 
@@ -76,30 +83,159 @@ def write_part_file(folder: str | os.PathLike, name: str, table: pa.Table) -> Pa
     return final
 
 
-class PartWriter:
-    """Writes result tables as numbered part files, each atomically (temp file + rename)."""
+FLUSH_ROWS = 1_000_000  # buffered rows that trigger a part file (see PartWriter)
+FLUSH_MIB = 64  # buffered Arrow MiB that trigger a part file (up to 3 buffers: 2 queued, 1 filling)
+FLUSH_SECONDS = 60.0  # oldest buffered row's age that triggers a part file: the most a kill -9 loses
 
-    def __init__(self, path: str | os.PathLike, run_id: str, stamp: dict | None = None):
+
+class WriterFailed(RuntimeError):
+    """The background part writer could not write (disk full, permissions...)."""
+
+
+class PartWriter:
+    """Writes result tables as numbered part files ``part-<run_id>-<seq>.parquet``, each
+    through :func:`write_part_file` (temp file, fsync, rename).
+
+    Unbuffered by default: every :meth:`write` is one part file, written before it returns.
+    Buffered (any of ``flush_rows``, ``flush_mib``, ``flush_seconds`` given): tables collect in
+    memory and become one part file when the buffer holds ``flush_rows`` rows or ``flush_mib``
+    MiB, or its oldest table is ``flush_seconds`` old (checked by :meth:`poll`, which the driver
+    calls at least once a second). Part files are then written by one background thread fed
+    through a queue of at most two buffers, so the caller never waits on disk unless the disk
+    is slower than the sweep. :meth:`close` (or :meth:`flush`) writes whatever is buffered and
+    waits for it; ``rows``/``seq`` count what is on disk. Durability: a killed process loses
+    the buffered rows only (at most ``flush_seconds`` of finished work) and never half a file;
+    a row is buffered once, so nothing is written twice.
+    """
+
+    def __init__(self, path: str | os.PathLike, run_id: str, stamp: dict | None = None, *,
+                 flush_rows: int | None = None, flush_mib: float | None = None,
+                 flush_seconds: float | None = None, clock=time.monotonic):
         self.path = Path(path)
         self.run_id = run_id
-        self.seq = 0
-        self.rows = 0
+        self.seq = 0  # part files on disk
+        self.rows = 0  # rows on disk
         # Constant columns added to every row written (name -> (value, Arrow type)), e.g.
         # provenance known only to the driver.
         self.stamp = dict(stamp or {})
+        self.buffered = any(v is not None for v in (flush_rows, flush_mib, flush_seconds))
+        self.flush_rows = int(flush_rows if flush_rows is not None else FLUSH_ROWS)
+        self.flush_bytes = int((flush_mib if flush_mib is not None else FLUSH_MIB) * 2**20)
+        self.flush_seconds = float(flush_seconds if flush_seconds is not None else FLUSH_SECONDS)
+        self.clock = clock
+        self._tables: list[pa.Table] = []
+        self._buffer_rows = self._buffer_bytes = 0
+        self._oldest = None
+        self._queue = None
+        self._thread = None
+        self._error: BaseException | None = None
+        self._names = 0  # part names handed out (the thread may lag behind)
 
-    def write(self, table: pa.Table) -> Path | None:
-        if table.num_rows == 0:
-            return None
+    @property
+    def buffered_rows(self) -> int:
+        return self._buffer_rows
+
+    def _stamped(self, table: pa.Table) -> pa.Table:
         for name, (value, typ) in self.stamp.items():
             if name not in table.column_names:
                 # typ may be a pa.Field, to carry field metadata (description, unit)
                 fld = typ if isinstance(typ, pa.Field) else pa.field(name, typ)
                 table = table.append_column(fld, pa.array([value] * table.num_rows, fld.type))
-        final = write_part_file(self.path, f"part-{self.run_id}-{self.seq:06d}.parquet", table)
-        self.seq += 1
+        return table
+
+    def _next_name(self) -> str:
+        name = f"part-{self.run_id}-{self._names:06d}.parquet"
+        self._names += 1
+        return name
+
+    def _write_now(self, name: str, tables: list[pa.Table]) -> Path:
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+        final = write_part_file(self.path, name, table)
         self.rows += table.num_rows
+        self.seq += 1
         return final
+
+    def write(self, table: pa.Table) -> Path | None:
+        """Add a result table; returns the part file when one was written synchronously."""
+        if table.num_rows == 0:
+            return None
+        table = self._stamped(table)
+        if not self.buffered:
+            return self._write_now(self._next_name(), [table])
+        self._raise_if_failed()
+        if self._oldest is None:
+            self._oldest = self.clock()
+        self._tables.append(table)
+        self._buffer_rows += table.num_rows
+        self._buffer_bytes += table.nbytes
+        if self._buffer_rows >= self.flush_rows or self._buffer_bytes >= self.flush_bytes:
+            self._hand_off()
+        return None
+
+    def poll(self) -> None:
+        """Flush a buffer that has reached its age; re-raise a background write error."""
+        self._raise_if_failed()
+        if self._oldest is not None and self.clock() - self._oldest >= self.flush_seconds:
+            self._hand_off()
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise WriterFailed(f"writing part files to {self.path} failed: "
+                               f"{type(self._error).__name__}: {self._error}") from self._error
+
+    def _hand_off(self) -> None:
+        if not self._tables:
+            return
+        job = (self._next_name(), self._tables)
+        self._tables, self._buffer_rows, self._buffer_bytes, self._oldest = [], 0, 0, None
+        if self._thread is None:
+            import queue
+            import threading
+
+            self._queue = queue.Queue(maxsize=2)
+            self._thread = threading.Thread(target=self._drain, name="part-writer", daemon=True)
+            self._thread.start()
+        while True:  # bounded: waits only while two buffers are already queued for the disk
+            self._raise_if_failed()
+            try:
+                self._queue.put(job, timeout=1.0)
+                return
+            except Exception:  # queue.Full
+                if not self._thread.is_alive():
+                    self._raise_if_failed()
+                    raise WriterFailed("the part writer thread stopped")
+
+    def _drain(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                if job is None:
+                    return
+                if self._error is None:
+                    self._write_now(*job)
+            except BaseException as exc:  # reported to the driver by poll/write/close
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Write everything buffered and wait until it is on disk."""
+        if not self.buffered:
+            return
+        self._hand_off()
+        if self._queue is not None:
+            self._queue.join()
+        self._raise_if_failed()
+
+    def close(self) -> None:
+        """Flush, then stop the background thread. Safe to call twice."""
+        try:
+            self.flush()
+        finally:
+            if self._thread is not None and self._thread.is_alive():
+                self._queue.put(None)
+                self._thread.join()
+            self._thread = None
 
 
 def clean_temp_files(path: str | os.PathLike) -> int:

@@ -1,0 +1,53 @@
+"""``python -m pipeline compact RESULTS_DIR/NAME``: rewrite a result folder into few large part
+files (the store logic is :mod:`pipeline.store.compaction`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pipeline.store.compaction import TARGET_MIB, TARGET_ROWS, compact
+
+
+def main(argv: list[str]) -> int:
+    """``python -m pipeline compact RESULTS_DIR/NAME [--target-rows N] [--target-mib M]``."""
+    import argparse
+
+    from pipeline.store.parquet import StoreLocked
+
+    parser = argparse.ArgumentParser(prog="python -m pipeline compact",
+                                     description="rewrite an experiment's result folder into "
+                                                 "few large part files (atomic, idempotent)")
+    parser.add_argument("folder", help="RESULTS_DIR/NAME, the experiment's result folder")
+    parser.add_argument("--target-rows", type=int, default=TARGET_ROWS,
+                        help=f"rows per new file (default {TARGET_ROWS:,})")
+    parser.add_argument("--target-mib", type=float, default=TARGET_MIB,
+                        help=f"in-memory MiB per new file (default {TARGET_MIB})")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 2 if exc.code else 0
+    folder = Path(args.folder)
+    if args.target_rows < 1 or not args.target_mib > 0:
+        print("error: --target-rows must be >= 1 and --target-mib > 0", file=sys.stderr)
+        return 2
+    if not folder.is_dir():
+        print(f"error: {folder} is not a folder (give RESULTS_DIR/NAME, e.g. results/composition)",
+              file=sys.stderr)
+        return 2
+    try:
+        result = compact(folder, args.target_rows, args.target_mib)
+    except StoreLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if result.recovered:
+        print(f"an interrupted compaction was {result.recovered}")
+    if result.files_before == 0:
+        print(f"{folder}: no part files, nothing to compact")
+        return 0
+    verb = "compacted" if result.rewritten else "already compact, left as is"
+    print(f"{folder}: {verb}\n  files: {result.files_before:,} -> {result.files_after:,}\n"
+          f"  rows:  {result.rows_before:,} -> {result.rows_after:,}"
+          + (f" ({result.rows_before - result.rows_after:,} duplicate or superseded rows dropped)"
+             if result.rows_after != result.rows_before else ""))
+    return 0

@@ -1,0 +1,433 @@
+"""What to run, and in which pieces: the lazy pending set, the cost model and batch sizing.
+
+Kept apart from the driver loop (``runner.py``) so that sizing can be unit tested on a fake
+clock, without a cluster.
+
+- :class:`PendingPlan` hands out the grid points still to run in ascending order, chunk by
+  chunk: a fresh store costs nothing per point, and on a non-empty store only the chunk about
+  to be submitted is hashed and looked up. Memory is bounded by one chunk, not by the grid.
+- :class:`CostModel` learns the cost of a point as a function of its grid index
+  (piecewise constant over buckets of the index, interpolated in log space between measured
+  buckets), because real costs follow the slow axes of the grid (lattice size, k, n).
+- :class:`BatchSizer` turns predicted costs into batches: guided self-scheduling (each batch
+  carries remaining work / (2 x threads)), floored at ``threads / max_tasks_per_second`` so
+  the scheduler's task rate stays bounded as the cluster grows, and capped at
+  ``max_batch_seconds`` so no batch holds the tail. A token bucket enforces the task-rate cap.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import numpy as np
+
+PLAN_CHUNK = 65_536  # grid indices hashed at a time when the store is not empty
+MAX_BATCH = 50_000  # tasks per batch: bounds the rows a worker returns in one table
+COST_BUCKETS = 2_048
+MAX_PROBES = 128  # enough to follow the cost along the grid; more only add start-up latency
+
+
+class PendingPlan:
+    """The grid indices still to run, handed out lazily in ascending order.
+
+    ``ok_ids``/``failed_ids`` are sorted stored id prefixes (see
+    :func:`pipeline.store.parquet.stored_ids`); a point whose id is among them is skipped
+    (failed ones only unless ``retry_failed``). ``to_run`` is the number of points to run: exact
+    on a fresh store or for an explicit index array, otherwise the caller's count (the dry-run
+    count, which matches stored parameters and agrees with hashing).
+    """
+
+    def __init__(self, grid, total: int, *, explicit: np.ndarray | None = None,
+                 ok_ids: np.ndarray | None = None, failed_ids: np.ndarray | None = None,
+                 retry_failed: bool = False, to_run: int | None = None,
+                 done_ok: int = 0, done_failed: int = 0):
+        self.grid = grid
+        self.total = int(total)
+        self.done_ok, self.done_failed = int(done_ok), int(done_failed)
+        self._explicit = None if explicit is None else np.asarray(explicit, dtype=np.int64)
+        self._ok = ok_ids if ok_ids is not None and ok_ids.size else None
+        self._failed = failed_ids if failed_ids is not None and failed_ids.size else None
+        self._retry_failed = retry_failed
+        if self._explicit is not None:
+            self.to_run = int(self._explicit.size)
+        elif not self.filtered:
+            self.to_run = self.total
+        else:
+            self.to_run = int(to_run if to_run is not None else self.total)
+        self.taken = 0
+        self._scan = 0  # next grid index (or explicit position) not yet buffered
+        self._buf = np.zeros(0, dtype=np.int64)
+        self._pos = 0
+        self._out_of_order: set[int] = set()  # handed out early (probes): skipped when reached
+
+    def include(self, indices: np.ndarray) -> None:
+        """Run these grid indices although they are stored ok (``rerun_changed``): their ids
+        leave the stored-ok set. Call before anything is taken."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if self._explicit is not None:
+            self._explicit = np.union1d(self._explicit, indices)
+            self.to_run = int(self._explicit.size)
+            return
+        if self._ok is not None:
+            prefixes = np.array([int(self.grid.task_id(int(i))[:16], 16) for i in indices],
+                                dtype=np.uint64)
+            self._ok = np.setdiff1d(self._ok, prefixes)  # sorted, as contains() needs
+            self._ok = self._ok if self._ok.size else None
+        self.to_run = min(self.total, self.to_run + int(indices.size))
+
+    @property
+    def filtered(self) -> bool:
+        return self._explicit is None and (self._ok is not None or self._failed is not None)
+
+    # Older callers and tests treat the plan like the index array it replaces.
+    @property
+    def size(self) -> int:
+        return self.to_run
+
+    def __len__(self) -> int:
+        return self.to_run
+
+    def __iter__(self):
+        clone = PendingPlan(self.grid, self.total, explicit=self._explicit, ok_ids=self._ok,
+                            failed_ids=self._failed, retry_failed=self._retry_failed,
+                            to_run=self.to_run)
+        while True:
+            chunk = clone.take(PLAN_CHUNK)
+            if chunk.size == 0:
+                return
+            yield from (int(i) for i in chunk)
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.to_run - self.taken)
+
+    @property
+    def exhausted(self) -> bool:
+        self._fill(1)
+        return self._pos >= self._buf.size
+
+    def next_index(self) -> int:
+        """The grid index the next batch starts at (``total`` when exhausted)."""
+        self._fill(1)
+        return int(self._buf[self._pos]) if self._pos < self._buf.size else self.total
+
+    def _is_pending(self, ids: np.ndarray) -> np.ndarray:
+        from pipeline.store.parquet import contains
+
+        skip = np.zeros(ids.shape, dtype=bool)
+        if self._ok is not None:
+            skip |= contains(self._ok, ids)
+        if self._failed is not None and not self._retry_failed:
+            skip |= contains(self._failed, ids)
+        return ~skip
+
+    def _hash(self, indices: np.ndarray) -> np.ndarray:
+        return np.fromiter((int(self.grid.task_id(int(i))[:16], 16) for i in indices),
+                           dtype=np.uint64, count=indices.size)
+
+    def _fill(self, n: int) -> None:
+        """Buffer at least ``n`` pending indices past the read position (or all that are left)."""
+        while self._buf.size - self._pos < n:
+            limit = self._explicit.size if self._explicit is not None else self.total
+            if self._scan >= limit:
+                return
+            stop = min(limit, self._scan + max(PLAN_CHUNK, n))
+            if self._explicit is not None:
+                new = self._explicit[self._scan:stop]
+            else:
+                new = np.arange(self._scan, stop, dtype=np.int64)
+                if self.filtered:
+                    new = new[self._is_pending(self._hash(new))]
+            self._scan = stop
+            if self._out_of_order:
+                keep = [i for i in self._out_of_order if new.size and new[0] <= i <= new[-1]]
+                if keep:
+                    new = new[~np.isin(new, keep)]
+                    self._out_of_order.difference_update(keep)
+            self._buf = np.concatenate([self._buf[self._pos:], new])
+            self._pos = 0
+
+    def peek(self, n: int) -> np.ndarray:
+        self._fill(n)
+        return self._buf[self._pos:self._pos + n]
+
+    def take(self, n: int) -> np.ndarray:
+        out = self.peek(n).copy()
+        self._pos += out.size
+        self.taken += out.size
+        return out
+
+    def probes(self, count: int) -> np.ndarray:
+        """Up to ``count`` pending points spread evenly over the part of the grid not yet
+        handed out, taken out of order: one-point batches that measure the cost along the
+        whole grid before any large batch is committed."""
+        start = self.next_index()
+        span = self.total - start
+        if self._explicit is not None or count <= 0 or span <= 2 * count:
+            return np.zeros(0, dtype=np.int64)
+        candidates = start + (np.arange(count, dtype=np.int64) * span) // count + span // (2 * count)
+        buffered = self._buf[self._pos:]
+        in_buffer = candidates < self._scan
+        early = candidates[in_buffer]
+        early = early[np.isin(early, buffered)]  # pending, already buffered: take them out
+        if early.size:
+            self._buf, self._pos = buffered[~np.isin(buffered, early)], 0
+        late = candidates[~in_buffer]
+        if self.filtered and late.size:
+            late = late[self._is_pending(self._hash(late))]
+        self._out_of_order.update(int(i) for i in late)
+        candidates = np.concatenate([early, late])
+        self.taken += candidates.size
+        return candidates
+
+    def density(self) -> float:
+        """Pending points per grid index over what is left (1 on a fresh store)."""
+        if not self.filtered:
+            return 1.0
+        span = max(1, self.total - self.next_index())
+        return min(1.0, self.remaining / span)
+
+
+def compact_chunk(chunk: np.ndarray):
+    """A run of consecutive indices as a ``range`` (a few bytes in flight and on the wire,
+    whatever the batch size), anything else as it is."""
+    if chunk.size > 1 and int(chunk[-1]) - int(chunk[0]) + 1 == chunk.size:
+        return range(int(chunk[0]), int(chunk[-1]) + 1)
+    return chunk
+
+
+class CostModel:
+    """Seconds per point as a function of grid index.
+
+    The index range is cut into ``buckets`` equal pieces; each keeps the mean measured cost
+    of its points. A bucket without measurements takes the log-linear interpolation of its
+    measured neighbours (costs along an axis grow by orders of magnitude, so geometric
+    interpolation is the unbiased guess), the nearest measured value beyond the ends.
+    Because the grid's last axis varies fastest, the cost along fast axes averages within a
+    bucket, and the slow axes (the ones that make batches uneven) are followed bucket by bucket.
+    """
+
+    def __init__(self, total: int, buckets: int = COST_BUCKETS):
+        self.total = max(1, int(total))
+        self.buckets = max(1, min(int(buckets), self.total))
+        self.width = self.total / self.buckets
+        self._sum = np.zeros(self.buckets)
+        self._count = np.zeros(self.buckets)
+        self._mean = None  # interpolated per-bucket cost, rebuilt lazily
+        self.overhead = 0.0  # seconds per point outside the experiment (engine, Arrow)
+
+    @property
+    def measured(self) -> bool:
+        return bool(self._count.any())
+
+    def bucket_of(self, indices: np.ndarray) -> np.ndarray:
+        return np.minimum((np.asarray(indices) / self.width).astype(np.int64), self.buckets - 1)
+
+    def observe(self, indices, costs: np.ndarray, batch_seconds: float | None = None) -> None:
+        indices = np.asarray(indices)
+        costs = np.maximum(np.asarray(costs, dtype=float), 1e-7)
+        np.add.at(self._sum, self.bucket_of(indices), costs)
+        np.add.at(self._count, self.bucket_of(indices), 1.0)
+        if batch_seconds is not None and len(costs) >= 16:
+            # per-point engine overhead; small batches (probes) are dominated by the fixed
+            # per-batch cost, which says nothing about the cost per point
+            sample = max(0.0, batch_seconds - float(costs.sum())) / len(costs)
+            self.overhead = sample if self.overhead == 0.0 else 0.8 * self.overhead + 0.2 * sample
+        self._mean = None
+
+    def bucket_costs(self) -> np.ndarray:
+        if self._mean is None:
+            seen = self._count > 0
+            if not seen.any():
+                raise ValueError("no cost measured yet")
+            centres = np.arange(self.buckets)
+            logs = np.log(self._sum[seen] / self._count[seen])
+            self._mean = np.exp(np.interp(centres, centres[seen], logs)) + self.overhead
+        return self._mean
+
+    def predict(self, indices: np.ndarray) -> np.ndarray:
+        return self.bucket_costs()[self.bucket_of(indices)]
+
+    def remaining(self, start: int, density: float = 1.0) -> float:
+        """Predicted seconds of the points from grid index ``start`` to the end."""
+        if start >= self.total:
+            return 0.0
+        mean = self.bucket_costs()
+        b = int(self.bucket_of(np.array([start]))[0])
+        head = ((b + 1) * self.width - start) * mean[b]
+        return density * (head + float(mean[b + 1:].sum()) * self.width)
+
+
+class TokenBucket:
+    """At most ``rate`` events per second on average, in bursts of at most ``burst``
+    (the classic (sigma, rho) regulator): in any window of t seconds, at most
+    ``burst + rate * t`` events pass."""
+
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic):
+        self.rate, self.burst, self.clock = float(rate), float(burst), clock
+        self.tokens = float(burst)
+        self.stamp = clock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def set_burst(self, burst: float) -> None:
+        self._refill()
+        self.burst = float(burst)
+        self.tokens = min(self.tokens, self.burst)
+
+    def available(self) -> float:
+        self._refill()
+        return max(0.0, self.tokens)
+
+    def try_take(self) -> bool:
+        self._refill()
+        if self.tokens >= 1.0 - 1e-9:  # tolerance: refills are sums of float products
+            self.tokens -= 1.0
+            return True
+        return False
+
+    def wait_time(self) -> float:
+        """Seconds until the next token."""
+        self._refill()
+        return 0.0 if self.tokens >= 1.0 - 1e-9 else (1.0 - self.tokens) / self.rate
+
+
+class BatchSizer:
+    """Cuts the plan into batches for ``threads`` worker threads.
+
+    Each batch's predicted duration (cost model) is
+
+        d = clamp(R / (2 * threads), floor, max_batch_seconds),
+        floor = max(min_batch_seconds, threads / max_tasks_per_second),
+
+    where R is the predicted work not yet handed out (guided self-scheduling: large batches
+    early, the tail split finer and finer over every thread). The floor keeps the cluster's
+    task rate near ``max_tasks_per_second`` whatever the thread count; in the tail, where
+    R / (2 * threads) falls below the floor, batches shrink down to ``min_batch_seconds``
+    and the token bucket alone holds the rate to the cap. Before any cost is known, the
+    first wave is one-point probes spread over the grid (one per thread, at most a few
+    thousand), so the cost model sees the whole grid before committing large batches.
+    ``fixed`` (``batch_size=N``) bypasses all of it.
+    """
+
+    def __init__(self, plan: PendingPlan, *, max_tasks_per_second: float = 50.0,
+                 max_batch_seconds: float = 60.0, min_batch_seconds: float = 0.2,
+                 fixed: int | None = None, clock: Callable[[], float] = time.monotonic):
+        self.plan = plan
+        self.model = CostModel(plan.total)
+        self.cap = float(max_tasks_per_second)
+        self.max_s = float(max_batch_seconds)
+        self.min_s = float(min(min_batch_seconds, max_batch_seconds))
+        self.fixed = fixed
+        self.clock = clock
+        self.limiter: TokenBucket | None = None
+        self._round = None  # [batches left in this round, seconds per batch, threads]
+        self.probed = False
+        self.probes_out = 0  # probes not yet reported
+        self.probe_t0 = self.probe_half = None
+        self._probe_ids: set[int] = set()
+        self.rate_limited = False  # the last call stopped for want of a token
+        self.submitted = 0
+
+    def burst(self, threads: int) -> int:
+        return 2 * threads + 2
+
+    def floor_seconds(self, threads: int) -> float:
+        return min(self.max_s, max(self.min_s, threads / self.cap))
+
+    def target_seconds(self, threads: int) -> float:
+        """Predicted seconds of work for the next batch (see the class docstring)."""
+        threads = max(1, threads)
+        remaining = self.model.remaining(self.plan.next_index(), self.plan.density())
+        if threads / self.cap <= self.min_s:  # the cap is not binding: guided self-scheduling
+            self._round = None
+            gss = remaining / (2 * threads)
+            if gss >= self.floor_seconds(threads):
+                return min(self.max_s, gss)
+            return max(self.min_s, gss)
+        # Whole rounds of one batch per thread, each at least the floor: the cluster then
+        # finishes about threads / floor <= max_tasks_per_second batches per second, and
+        # the last round ends together on every thread. A round's size is fixed when it
+        # starts (sized per batch, R / threads would shrink geometrically within a round).
+        if self._round is None or self._round[0] <= 0 or self._round[2] != threads:
+            floor = self.floor_seconds(threads)
+            rounds = max(1, math.floor(remaining / (threads * floor)))
+            self._round = [threads, max(self.min_s, min(self.max_s, remaining / (threads * rounds))),
+                           threads]
+        self._round[0] -= 1
+        return self._round[1]
+
+    def next_batches(self, threads: int, in_flight: int) -> list[np.ndarray]:
+        """The batches to submit now: as many as the in-flight bound (2 x threads + 2) and
+        the task-rate cap allow."""
+        threads = max(1, int(threads))
+        bound = self.burst(threads)
+        if self.limiter is None:
+            self.limiter = TokenBucket(self.cap, burst=bound, clock=self.clock)
+        elif self.limiter.burst != bound:  # workers joined or left
+            self.limiter.set_burst(bound)
+        out: list[np.ndarray] = []
+        if self.fixed is None and not self.probed:
+            self.probed = True
+            count = min(threads, MAX_PROBES, bound - in_flight)
+            spread = self.plan.probes(count - 1)
+            # The grid's start is always measured too; where points cannot be spread
+            # (an explicit index list), the probes are simply the first points.
+            first = self.plan.take(count - spread.size)
+            out = [np.array([index], dtype=np.int64) for index in [*first, *spread]]
+            self.limiter.tokens -= len(out)  # count <= the burst, and the bucket starts full
+            self.submitted += len(out)
+            self.probes_out, self.probe_t0 = len(out), self.clock()
+            self._probe_ids = {int(b[0]) for b in out}
+            return out
+        if self.fixed is None and not self._probes_settled():
+            return out
+        self.rate_limited = False
+        while in_flight + len(out) < bound and not self.plan.exhausted:
+            if not self.limiter.try_take():
+                self.rate_limited = True
+                break
+            out.append(compact_chunk(self.plan.take(self._size(threads))))
+        self.submitted += len(out)
+        return out
+
+    def observe(self, indices: np.ndarray, costs: np.ndarray, batch_seconds: float | None) -> None:
+        """A finished batch: its points' measured costs (seconds each) feed the cost model."""
+        self.model.observe(indices, costs, batch_seconds)
+        if len(indices) == 1 and int(indices[0]) in self._probe_ids:
+            self._probe_ids.discard(int(indices[0]))
+            self.probes_out -= 1
+            if self.probe_half is None and self.probes_out <= self.submitted / 2:
+                self.probe_half = self.clock()
+
+    def _probes_settled(self) -> bool:
+        """Large batches wait until the probes have measured the grid: all of them, or, if
+        the slowest take long, until 3 x the time half of them took, plus a second."""
+        if self.probes_out == 0:
+            return True
+        if self.probe_half is None:
+            return False
+        return self.clock() >= self.probe_t0 + 3 * (self.probe_half - self.probe_t0) + 1.0
+
+    def _size(self, threads: int) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        seconds = self.target_seconds(threads)
+        here = float(self.model.predict(np.array([self.plan.next_index()]))[0])
+        window = int(min(MAX_BATCH, max(64, 4 * seconds / here)))  # enough to reach `seconds`
+        candidates = self.plan.peek(window)
+        if candidates.size == 0:
+            return 1
+        cumulative = np.cumsum(self.model.predict(candidates))
+        return int(max(1, min(candidates.size, np.searchsorted(cumulative, seconds) + 1)))
+
+    def wait_time(self) -> float:
+        """Seconds until a batch held back by the rate cap may go (inf when none is)."""
+        if self.limiter is None or not self.rate_limited:
+            return math.inf
+        return self.limiter.wait_time()

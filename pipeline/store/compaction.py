@@ -1,0 +1,179 @@
+"""Compaction: rewrite a result folder into few large part files, atomically.
+
+The commit protocol (as in Delta Lake or Iceberg, with the folder itself as the table):
+
+1. under the store's lock, read every part file and keep one row per (task_id, row_index)
+   exactly as :func:`pipeline.store.parquet.load` does (:func:`deduplicate_table`);
+2. write the new files, through :func:`write_part_file`, into a hidden staging folder
+   ``_compacting-<id>/`` (invisible to readers: its name starts with ``_``);
+3. commit: write the intent ``_compaction.json`` (old files, new files) atomically. From this
+   moment the new set is the table; before it, the old set is;
+4. swap: rename each staged file into the folder, delete each old file, then the intent and
+   the staging folder.
+
+A kill before step 3 leaves the old set plus a staging folder, which the next open deletes
+(roll back). A kill after step 3 leaves the intent, and the next open finishes the swap (roll
+forward); until then :func:`committed_part_files` resolves the new set from the intent, so
+``pipeline.load`` reads exactly the new set at any moment. "The next open" is the next
+compaction or sweep on the folder (both hold the lock), see :func:`recover`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+INTENT = "_compaction.json"
+STAGING_PREFIX = "_compacting-"
+TARGET_ROWS = 1_000_000
+TARGET_MIB = 128
+PAUSE_ENV = "PIPELINE_COMPACT_PAUSE_AT"  # tests: sleep at a step so a kill lands there
+
+
+def _pause_at(step: str) -> None:
+    """Test hook: with PIPELINE_COMPACT_PAUSE_AT=step, announce the step and sleep (to be killed)."""
+    if os.environ.get(PAUSE_ENV) == step:
+        print(f"compaction paused at {step}", flush=True)
+        time.sleep(120)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_intent(path: str | os.PathLike) -> dict | None:
+    file = Path(path) / INTENT
+    if not file.exists():
+        return None
+    return json.loads(file.read_text())
+
+
+def committed_part_files(path: str | os.PathLike) -> list[Path] | None:
+    """The part files of a folder whose compaction committed but did not finish swapping:
+    each new file where it is now (folder or staging). None when no compaction is pending."""
+    path = Path(path)
+    intent = read_intent(path)
+    if intent is None:
+        return None
+    staging = path / intent["staging"]
+    files = []
+    for name in intent["new"]:
+        moved = path / name
+        files.append(moved if moved.exists() else staging / name)
+    return files
+
+
+def recover(path: str | os.PathLike) -> str | None:
+    """Finish or undo an interrupted compaction; call with the store's lock held.
+
+    Returns "rolled forward", "rolled back" or None (nothing to do)."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    intent = read_intent(path)
+    if intent is not None:
+        _swap(path, intent)
+        return "rolled forward"
+    stale = [d for d in path.glob(STAGING_PREFIX + "*") if d.is_dir()]
+    for d in stale:
+        shutil.rmtree(d, ignore_errors=True)
+    return "rolled back" if stale else None
+
+
+def _swap(path: Path, intent: dict) -> None:
+    staging = path / intent["staging"]
+    for i, name in enumerate(intent["new"]):
+        if (staging / name).exists():
+            os.replace(staging / name, path / name)
+        if i == 0:
+            _pause_at("swapping")
+    for name in intent["old"]:
+        (path / name).unlink(missing_ok=True)
+    _fsync_dir(path)
+    _reindex(path, intent)
+    (path / INTENT).unlink(missing_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    _fsync_dir(path)
+
+
+def _reindex(path: Path, intent: dict) -> None:
+    """The part index (``_parts.jsonl``, for ``verify``) follows the swap: the new files'
+    checksums in, the old files out. Idempotent, so a recovered swap may run it again."""
+    import pyarrow.parquet as pq
+
+    from pipeline.store.integrity import forget_parts, read_index, record_part
+
+    known = read_index(path)
+    for name in intent["new"]:
+        if name not in known and (path / name).exists():
+            record_part(path, name, path / name, pq.read_metadata(path / name).num_rows)
+    forget_parts(path, intent["old"])
+
+
+@dataclass
+class CompactionResult:
+    files_before: int
+    files_after: int
+    rows_before: int
+    rows_after: int
+    rewritten: bool
+    recovered: str | None = None
+
+
+def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
+            target_mib: float = TARGET_MIB) -> CompactionResult:
+    """Rewrite ``path`` (one experiment's folder) into files of about ``target_rows`` rows or
+    ``target_mib`` MiB (in memory), keeping one row per (task_id, row_index) as ``load`` does.
+    Takes the store's lock (raises StoreLocked if a sweep holds it). Idempotent: a folder that
+    is already compact (no duplicate rows, no more files than the target size needs) is left
+    untouched."""
+    from pipeline.store.parquet import (SweepLock, clean_temp_files, deduplicate_table,
+                                        new_run_id, part_files, read_table, write_part_file)
+
+    path = Path(path)
+    with SweepLock(path):
+        recovered = recover(path)
+        clean_temp_files(path)
+        old = part_files(path)
+        if not old:
+            return CompactionResult(0, 0, 0, 0, False, recovered)
+        table = read_table(path)
+        rows_before = table.num_rows
+        table = deduplicate_table(table)
+        bytes_per_row = max(1.0, table.nbytes / max(1, table.num_rows))
+        per_file = int(max(1, min(target_rows, target_mib * 2**20 / bytes_per_row)))
+        needed = max(1, -(-table.num_rows // per_file))
+        if table.num_rows == rows_before and len(old) <= needed:
+            return CompactionResult(len(old), len(old), rows_before, rows_before, False, recovered)
+        stamp = new_run_id()
+        staging = path / f"{STAGING_PREFIX}{stamp}"
+        new_names = []
+        for seq, start in enumerate(range(0, table.num_rows, per_file)):
+            name = f"part-{stamp}-compacted-{seq:06d}.parquet"
+            write_part_file(staging, name, table.slice(start, per_file))
+            new_names.append(name)
+        _fsync_dir(staging)
+        _pause_at("staged")
+        intent = {"staging": staging.name, "old": [f.name for f in old], "new": new_names,
+                  "rows": table.num_rows, "created_at": stamp}
+        tmp = path / f".{INTENT}.tmp"
+        with open(tmp, "w") as fh:
+            json.dump(intent, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path / INTENT)  # the commit point
+        _fsync_dir(path)
+        _pause_at("committed")
+        _swap(path, intent)
+        return CompactionResult(len(old), len(new_names), rows_before, table.num_rows, True,
+                                recovered)

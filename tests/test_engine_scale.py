@@ -1,0 +1,339 @@
+"""Engine at cluster scale (issue 14): batch sizing under a task-rate cap (on a simulated
+clock), the cost model along the grid, lazy planning of a 10^9-point grid, buffered part
+files, and the driver killed or interrupted mid-sweep."""
+
+import heapq
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.engine.batch import run_batch
+from pipeline.engine.grid import Grid
+from pipeline.engine.planning import MAX_PROBES, BatchSizer, CostModel, PendingPlan, TokenBucket
+from pipeline.engine.runner import plan_sweep
+from pipeline.experiments.base import get_experiment
+from pipeline.store.parquet import PartWriter, load
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- simulated cluster
+def simulate(threads, n, cost, cap=50.0, max_s=60.0, join_at=None):
+    """A discrete-event cluster: ``threads`` slots take queued batches in submission order
+    (Dask's FIFO priority) and take exactly ``cost(indices).sum()`` seconds. The driver reacts
+    to every completion, and otherwise wakes when the token bucket allows the next batch or
+    after a second. ``join_at=(t, threads)`` grows the cluster mid-sweep (adaptive scaling).
+    Returns (wall / ideal, submission times, batches with their start and duration)."""
+    clock = [0.0]
+    plan = PendingPlan(None, n)
+    sizer = BatchSizer(plan, max_tasks_per_second=cap, max_batch_seconds=max_s,
+                       clock=lambda: clock[0])
+    queue, running, submits, batches = [], [], [], []
+    free, in_flight, seq = threads, 0, 0
+
+    def dispatch():
+        nonlocal free, seq
+        while free and queue:
+            b = queue.pop(0)
+            free -= 1
+            seq += 1
+            heapq.heappush(running, (clock[0] + cost(b).sum(), seq, b))
+            batches.append((clock[0], cost(b).sum(), b))
+
+    def drive():
+        nonlocal in_flight
+        for b in sizer.next_batches(threads, in_flight):
+            queue.append(b)
+            in_flight += 1
+            submits.append(clock[0])
+        dispatch()
+
+    drive()
+    steps = 0
+    while running or queue or not plan.exhausted:
+        steps += 1
+        assert steps < 10**6, "the simulated sweep does not progress"
+        t_done = running[0][0] if running else float("inf")
+        wait = sizer.wait_time()
+        t_wake = clock[0] + (1.0 if wait == float("inf") else max(wait, 1e-6))
+        if join_at and clock[0] <= join_at[0] < min(t_done, t_wake):
+            clock[0] = join_at[0]
+            free += join_at[1] - threads
+            threads, join_at = join_at[1], None
+        elif t_done <= t_wake:
+            clock[0] = t_done
+            while running and running[0][0] <= clock[0]:
+                _, _, b = heapq.heappop(running)
+                free += 1
+                in_flight -= 1
+                sizer.observe(b, cost(b), float(cost(b).sum()))
+        else:
+            clock[0] = t_wake
+        drive()
+    ideal = cost(np.arange(n)).sum() / threads
+    return clock[0] / ideal, np.array(submits), batches
+
+
+def max_in_window(times, window):
+    """Most submissions in any window [t, t + window)."""
+    times = np.sort(times)
+    return int(max(np.searchsorted(times, times + window) - np.arange(times.size)))
+
+
+@pytest.mark.parametrize("cap", [25.0, 50.0, 100.0])
+def test_task_rate_stays_under_the_cap_on_1024_threads(cap):
+    threads = 1024
+    ratio, submits, batches = simulate(threads, 409_600, lambda b: np.full(len(b), 0.1), cap=cap)
+    burst = 2 * threads + 2  # one wave in flight: the token bucket's depth
+    for window in (1.0, 5.0, 20.0, float(submits.max())):
+        assert max_in_window(submits, window) <= burst + cap * window
+    # after the opening wave (probes, then one batch per thread) the rate is at most the cap
+    later = submits[submits > 1.0]
+    assert later.size / (submits.max() - 1.0) <= cap * 1.05
+    assert len(submits) < 0.01 * 409_600  # tens of points per task, not one
+    assert ratio < 1.05  # and the short tail survives: every thread ends together
+
+
+def test_uneven_costs_are_sized_from_the_grid_and_bounded():
+    costs = np.logspace(-3, 0, 286_720)  # the benchmark's grid: 1 ms at the start, 1 s at the end
+    ratio, submits, batches = simulate(1024, costs.size, lambda b: costs[b], cap=50.0, max_s=60.0)
+    assert ratio < 1.1  # >= 90 % efficiency where one global average would give batches of hours
+    durations = np.array([d for _, d, _ in batches if len(_) > 1])
+    assert durations.max() <= 60.0 * 1.25  # every batch's predicted duration bounded (model error)
+    # one global average (the mean cost) would put ~9,000 s into the last batches instead
+    late = [d for start, d, b in batches if b[0] > 0.9 * costs.size]
+    assert late and max(late) < 61.0
+
+
+def test_sizing_follows_threads_when_workers_join():
+    ratio, submits, batches = simulate(64, 200_000, lambda b: np.full(len(b), 0.05), cap=50.0,
+                                       join_at=(20.0, 512))
+    before = [len(b) for t, _, b in batches if 5 < t < 19 and len(b) > 1]
+    after = [len(b) for t, _, b in batches if t > 30 and len(b) > 1]
+    assert np.median(before) * 0.05 == pytest.approx(64 / 50, rel=0.6)  # threads / cap seconds
+    assert np.median(after) > 3 * np.median(before)  # batches grew with the cluster
+    assert max_in_window(submits[submits > 25], 10.0) <= 2 * 512 + 2 + 50 * 10
+
+
+def test_token_bucket_counts_exactly():
+    now = [0.0]
+    bucket = TokenBucket(rate=10, burst=5, clock=lambda: now[0])
+    assert sum(bucket.try_take() for _ in range(100)) == 5  # the burst
+    now[0] = 2.0
+    assert sum(bucket.try_take() for _ in range(100)) == 5  # 20 arrived, depth 5
+    now[0] = 2.35
+    assert sum(bucket.try_take() for _ in range(100)) == 3
+    assert bucket.wait_time() == pytest.approx(0.05)
+
+
+def test_cost_model_interpolates_geometrically_between_measured_buckets():
+    model = CostModel(total=1000, buckets=10)
+    model.observe(np.array([5]), np.array([0.001]))
+    model.observe(np.array([905]), np.array([1.0]))
+    per_bucket = model.bucket_costs()
+    assert per_bucket[0] == pytest.approx(0.001) and per_bucket[9] == pytest.approx(1.0)
+    assert per_bucket[3] == pytest.approx(0.01) and per_bucket[6] == pytest.approx(0.1)
+    assert model.remaining(0) == pytest.approx(100 * per_bucket.sum())
+    assert model.remaining(950) == pytest.approx(50 * 1.0)
+
+
+# --------------------------------------------------------------------------- lazy planning
+def test_planning_a_billion_points_keeps_driver_memory_bounded(tmp_path):
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": {"range": [0, 10**9]}}, {"work_us": 0.0})
+    writer = PartWriter(tmp_path, "r")
+    writer.write(run_batch(grid, [0, 1, 2, 5])[0])  # a non-empty store: resume planning
+    tracemalloc.start()
+    try:
+        plan = plan_sweep(grid, tmp_path)
+        sizer = BatchSizer(plan.pending, max_tasks_per_second=50.0)
+        probes = sizer.next_batches(threads=1024, in_flight=0)
+        for b in probes:
+            sizer.observe(b, np.full(len(b), 1.0), 1.0)  # 1 s points: batches of ~60
+        first = sizer.next_batches(threads=256, in_flight=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, f"planning took {peak / 2**20:.0f} MiB"
+    assert plan.total == 10**9 and plan.done_ok == 4 and plan.pending.size == 10**9 - 4
+    assert len(probes) == MAX_PROBES and first
+    handed = np.concatenate([np.asarray(b) for b in [*probes, *first]])
+    assert not np.isin([0, 1, 2, 5], handed).any()  # stored points are skipped...
+    assert 3 in handed and 4 in handed  # ...the others are not
+    assert np.unique(handed).size == handed.size  # and no point is handed out twice
+
+
+def test_lazy_plan_hands_out_every_pending_point_once(tmp_path):
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 5000]}},
+                {"work_us": 0.0, "fail_every": 3})
+    writer = PartWriter(tmp_path, "r")
+    writer.write(run_batch(grid, range(0, 5000, 2))[0])
+    plan = plan_sweep(grid, tmp_path).pending
+    expected = [i for i in range(5000) if i % 2 == 1]
+    spread = plan.probes(40)
+    rest = []
+    while not plan.exhausted:
+        rest.extend(plan.take(337).tolist())
+    assert sorted([*spread.tolist(), *rest]) == expected
+    retry = plan_sweep(grid, tmp_path, retry_failed=True).pending
+    assert list(retry) == sorted(expected + [i for i in range(0, 5000, 2) if i % 3 == 0])
+
+
+# --------------------------------------------------------------------------- buffered writer
+def test_buffered_writer_flushes_by_rows_age_and_on_close(tmp_path):
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 1000]}}, {"work_us": 0.0})
+    now = [0.0]
+    writer = PartWriter(tmp_path, "r", flush_rows=300, flush_seconds=10, clock=lambda: now[0])
+    for start in range(0, 250, 50):
+        writer.write(run_batch(grid, range(start, start + 50))[0])
+    writer.poll()
+    assert writer.seq == 0 and writer.buffered_rows == 250  # below every threshold: in memory
+    writer.write(run_batch(grid, range(250, 350))[0])  # 350 rows >= 300: one part file
+    writer.flush()
+    assert writer.seq == 1 and writer.rows == 350
+    writer.write(run_batch(grid, range(350, 360))[0])
+    now[0] = 11.0
+    writer.poll()  # the oldest buffered row is 11 s old
+    writer.flush()
+    assert writer.seq == 2 and writer.rows == 360
+    writer.write(run_batch(grid, range(360, 1000))[0])
+    writer.close()
+    files = sorted(tmp_path.glob("part-*.parquet"))
+    assert [pq.read_metadata(f).num_rows for f in files] == [350, 10, 640]
+    df = pd.read_parquet(tmp_path)
+    assert sorted(df.x) == list(range(1000)) and df.task_id.is_unique
+
+
+def test_buffered_writer_reports_a_failing_disk(tmp_path):
+    from pipeline.store.parquet import WriterFailed
+
+    grid = Grid(get_experiment("calibration"), {"x": [1]}, {"work_us": 0.0})
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the folder should be")
+    writer = PartWriter(blocker, "r", flush_rows=1)
+    writer.write(run_batch(grid, [0])[0])
+    with pytest.raises(WriterFailed, match="writing part files"):
+        writer.close()
+
+
+# --------------------------------------------------------------------------- work_mode
+def test_work_mode_sleep_really_sleeps_in_parallel_threads():
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": {"range": [0, 32]}}, {"work_us": 100_000.0, "work_mode": "sleep"})
+    points = [(grid.point(i), 0) for i in range(32)]
+
+    def wall(threads):
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda a: exp.run(*a), points))
+        return time.perf_counter() - t0, time.process_time() - cpu0
+
+    serial, _ = wall(1)
+    parallel, cpu = wall(32)
+    assert serial >= 32 * 0.1  # one thread: the sleeps add up
+    assert parallel < 0.1 * 4  # 32 threads: they overlap (one process, GIL released)
+    assert cpu < 0.5  # and cost no CPU
+    spin_grid = Grid(exp, {"x": [0]}, {"work_us": 50_000.0})
+    assert spin_grid.point(0)["work_mode"] == "spin"  # the default still burns CPU
+    cpu0 = time.process_time()
+    exp.run(spin_grid.point(0), 0)
+    assert time.process_time() - cpu0 > 0.02
+
+
+# --------------------------------------------------------------------------- driver killed
+def _parts(path):
+    return sorted(Path(path).glob("part-*.parquet"))
+
+
+def _expected_ids(n, params):
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, n]}}, params)
+    return {grid.task_id(i) for i in range(n)}
+
+
+SWEEP = ["experiment=calibration", "cluster.n_workers=2", "cluster.dashboard_address=:0",
+         "params.work_us=20000", "progress=false"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigkill_during_a_buffered_sweep_then_resume(tmp_path):
+    args = [sys.executable, str(ROOT / "run.py"), *SWEEP, f"results_dir={tmp_path}",
+            "grid.x={range:[0,800]}", "batch_size=10", "flush_seconds=0.5", "flush_rows=1000000"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 150
+        while len(_parts(tmp_path / "calibration")) < 2 and time.time() < deadline \
+                and proc.poll() is None:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)  # the driver only, with results still in its buffer
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    kept = pd.read_parquet(tmp_path / "calibration")
+    assert 0 < len(kept) < 800 and kept.task_id.is_unique  # whole flushes, no partial file
+    resume = subprocess.run(args[:-2], cwd=ROOT, capture_output=True, text=True, timeout=200)
+    assert resume.returncode == 0, resume.stderr
+    df = pd.read_parquet(tmp_path / "calibration")
+    assert len(df) == 800 and df.task_id.is_unique  # nothing lost, nothing duplicated
+    assert set(df.task_id) == _expected_ids(800, {"work_us": 20000.0})
+    _kill_group(proc.pid)
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _interrupt_flushes(tmp_path, sig):
+    args = [sys.executable, str(ROOT / "run.py"), *SWEEP, f"results_dir={tmp_path}",
+            "grid.x={range:[0,5000]}", "flush_seconds=600", "flush_rows=1000000"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        for line in proc.stderr:  # the driver logs once the cluster is up
+            if "cluster up" in line or time.time() > deadline:
+                break
+        time.sleep(4.0)  # some batches finish; with these thresholds they stay in the buffer
+        assert not _parts(tmp_path / "calibration"), "nothing is flushed before the signal"
+        os.kill(proc.pid, sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        _kill_group(proc.pid)
+    manifest = json.loads((tmp_path / "calibration" / "_manifest.json").read_text())
+    run = manifest["runs"][-1]
+    return proc.returncode, run, pd.read_parquet(tmp_path / "calibration")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ctrl_c_flushes_the_buffer_and_the_manifest_says_so(tmp_path):
+    code, run, df = _interrupt_flushes(tmp_path, signal.SIGINT)
+    assert code == 130 and run["status"] == "interrupted"
+    assert run["written"]["flushed"] is True and run["written"]["rows"] == len(df) > 0
+    assert df.task_id.is_unique
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.xfail(strict=False, reason="SIGTERM -> the Ctrl-C path is engineer 15b's handler "
+                   "in cli.sweep(); remove this mark once it is merged")
+def test_sigterm_flushes_the_buffer_and_the_manifest_says_so(tmp_path):
+    code, run, df = _interrupt_flushes(tmp_path, signal.SIGTERM)
+    assert run["status"] == "interrupted"
+    assert run["written"]["flushed"] is True and run["written"]["rows"] == len(df) > 0

@@ -1,0 +1,152 @@
+"""Compaction (issue 14): identical load/resume/report before and after, idempotent, and
+correct when the compacting process is killed at each step of its commit protocol."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.engine.batch import failed_batch_table, run_batch
+from pipeline.engine.grid import Grid
+from pipeline.engine.runner import plan_sweep
+from pipeline.experiments.base import get_experiment
+from pipeline.store.compaction import INTENT, compact
+from pipeline.store.parquet import PartWriter, load, stored_ids
+
+ROOT = Path(__file__).resolve().parents[1]
+N = 3000
+
+
+def _grid():
+    return Grid(get_experiment("calibration"), {"x": {"range": [0, N]}},
+                {"work_us": 0.0, "fail_every": 7, "rows": 2})
+
+
+def _store(results):
+    """A store as sweeps leave it: many small parts, failed attempts later retried ok, a
+    batch written twice (a resumed run), and points still missing."""
+    grid = _grid()
+    writer = PartWriter(results / "calibration", "run1")
+    for start in range(0, N - 500, 50):
+        writer.write(run_batch(grid, range(start, start + 50))[0])
+    writer.write(failed_batch_table(grid, range(2600, 2700), "lost on the cluster"))
+    retry = PartWriter(results / "calibration", "run2")
+    retry.write(run_batch(grid, range(2600, 2650))[0])  # now ok, for some of them
+    retry.write(run_batch(grid, range(0, 50))[0])  # a batch stored twice
+    return grid
+
+
+def _sorted(df):
+    return df.sort_values(["task_id", "row_index"]).reset_index(drop=True)
+
+
+def _parts(folder):
+    return sorted(Path(folder).glob("part-*.parquet"))
+
+
+def _view(results, grid):
+    """Everything a user sees: the loaded table, the resume plan and the stored id sets."""
+    plan = plan_sweep(grid, results / "calibration")
+    ok, failed = stored_ids(results / "calibration")
+    return (_sorted(load(results, "calibration")), list(plan.pending), plan.done_ok,
+            plan.done_failed, ok.tolist(), failed.tolist())
+
+
+def _assert_same(a, b):
+    pd.testing.assert_frame_equal(a[0], b[0])
+    assert a[1:] == b[1:]
+
+
+def test_compaction_keeps_load_resume_and_report_and_is_idempotent(tmp_path):
+    from pipeline.report.build import build_report
+
+    grid = _store(tmp_path)
+    folder = tmp_path / "calibration"
+    before = _view(tmp_path, grid)
+    assert build_report(tmp_path, "calibration") == 0
+    report_before = (folder / "_report" / "index.md").read_text()
+    files_before = len(_parts(folder))
+    result = compact(folder, target_rows=2000)
+    assert result.rewritten and result.files_before == files_before == 53
+    assert result.rows_after == len(before[0]) < result.rows_before  # duplicates dropped
+    after = _view(tmp_path, grid)
+    _assert_same(before, after)
+    assert build_report(tmp_path, "calibration") == 0
+    assert (folder / "_report" / "index.md").read_text() == report_before
+    parts = _parts(folder)
+    assert [pq.read_metadata(p).num_rows for p in parts] == [2000, 2000, len(before[0]) - 4000]
+    raw = pd.read_parquet(folder)  # the user contract: the folder alone is the clean table
+    pd.testing.assert_frame_equal(_sorted(raw), before[0])
+    assert not list(folder.glob("_compacting-*")) and not (folder / INTENT).exists()
+    again = compact(folder, target_rows=2000)
+    assert not again.rewritten and _parts(folder) == parts  # idempotent: nothing rewritten
+    _assert_same(before, _view(tmp_path, grid))
+
+
+def test_resume_after_compaction_runs_nothing_new(tmp_path):
+    args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
+            f"results_dir={tmp_path}", "cluster.n_workers=1", "cluster.dashboard_address=:0",
+            "grid.x={range:[0,300]}", "params.work_us=0", "batch_size=20", "flush_rows=20",
+            "progress=false"]
+    first = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert first.returncode == 0, first.stderr
+    folder = tmp_path / "calibration"
+    assert len(_parts(folder)) == 15
+    out = subprocess.run([sys.executable, "-m", "pipeline", "compact", str(folder)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "files: 15 -> 1" in out.stdout and "rows:  300 -> 300" in out.stdout
+    second = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert second.returncode == 0, second.stderr
+    assert "0 to run" in second.stderr and "ran " not in second.stdout
+    assert len(_parts(folder)) == 1
+
+
+def _compact_killed_at(folder, step):
+    env = dict(os.environ, PIPELINE_COMPACT_PAUSE_AT=step)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "compact", str(folder),
+                             "--target-rows", "2000"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # the process announces the step, then sleeps there
+        assert line.strip() == f"compaction paused at {step}", proc.stderr.read()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("step, outcome", [("staged", "rolled back"),
+                                           ("committed", "rolled forward"),
+                                           ("swapping", "rolled forward")])
+def test_compaction_killed_midway_leaves_old_or_new_set(tmp_path, step, outcome):
+    grid = _store(tmp_path)
+    folder = tmp_path / "calibration"
+    before = _view(tmp_path, grid)
+    old_parts = _parts(folder)
+    _compact_killed_at(folder, step)
+    _assert_same(before, _view(tmp_path, grid))  # load and resume see one whole set
+    if step == "staged":  # not committed: the old set, untouched, is the table
+        assert _parts(folder) == old_parts
+        assert len(pd.read_parquet(folder)) == sum(pq.read_metadata(p).num_rows for p in old_parts)
+    else:  # committed: the new set is the table, even before the swap finishes
+        assert (folder / INTENT).exists()
+    result = compact(folder, target_rows=2000)  # the next open recovers, then compacts
+    assert result.recovered == outcome
+    _assert_same(before, _view(tmp_path, grid))
+    pd.testing.assert_frame_equal(_sorted(pd.read_parquet(folder)), before[0])
+    assert len(_parts(folder)) == 3 and not (folder / INTENT).exists()
+    assert not list(folder.glob("_compacting-*"))
+
+
+def test_compact_command_rejects_a_missing_folder(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "pipeline", "compact", str(tmp_path / "nope")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "is not a folder" in out.stderr and "Traceback" not in out.stderr
