@@ -331,9 +331,7 @@ def test_ctrl_c_flushes_the_buffer_and_the_manifest_says_so(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(strict=False, reason="SIGTERM -> the Ctrl-C path is engineer 15b's handler "
-                   "in cli.sweep(); remove this mark once it is merged")
 def test_sigterm_flushes_the_buffer_and_the_manifest_says_so(tmp_path):
     code, run, df = _interrupt_flushes(tmp_path, signal.SIGTERM)
-    assert run["status"] == "interrupted"
+    assert code == 143 and run["status"] == "interrupted" and run["signal"] == "SIGTERM"
     assert run["written"]["flushed"] is True and run["written"]["rows"] == len(df) > 0

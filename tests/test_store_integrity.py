@@ -27,7 +27,8 @@ from pipeline.verify import main as verify_main
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ["experiment=calibration", "cluster.n_workers=1", "grid.x={range:[0,60]}",
-         "params.work_us=0", "batch_size=10", "progress=false", "cluster.dashboard_address=:0"]
+         "params.work_us=0", "batch_size=10", "flush_rows=10", "progress=false",
+         "cluster.dashboard_address=:0"]  # one part file per batch
 
 
 def run(*args, timeout=120):

@@ -287,7 +287,8 @@ def test_bad_task_timeout_and_watchdog_keys_exit_2(tmp_path):
 def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     folder = tmp_path / "calibration"
     args = ["experiment=calibration", "grid.x={range:[0,800]}", "params.work_us=30000",
-            "batch_size=5", "cluster.n_workers=2", f"results_dir={tmp_path}", *FAST]
+            "batch_size=5", "flush_rows=20", "cluster.n_workers=2", f"results_dir={tmp_path}",
+            *FAST]  # small flushes: parts appear while it runs
     driver = cli(*args)
     wait_for(lambda: (last_run(folder).get("progress") or {}).get("done", 0) >= 10
              if (folder / "_manifest.json").exists() else False, 120, "a heartbeat", driver)
@@ -359,8 +360,8 @@ def scheduler_and_worker(tmp_path):
 
 def _address_args(tmp_path, address, n=300):
     return ["experiment=calibration", f"grid.x={{range:[0,{n}]}}", "params.work_us=20000",
-            "batch_size=5", "cluster=address", f"cluster.address={address}",
-            f"results_dir={tmp_path}", "progress=false"]
+            "batch_size=5", "flush_rows=10", "cluster=address", f"cluster.address={address}",
+            f"results_dir={tmp_path}", "progress=false"]  # small flushes: parts appear as it runs
 
 
 @pytest.mark.slow
