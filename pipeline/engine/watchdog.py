@@ -25,7 +25,7 @@ import logging
 import signal
 import threading
 import time
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator
 
 from pipeline.engine.progress import runlog
 
@@ -237,27 +237,6 @@ class Watchdog:
             return str(self.client.scheduler.address)
         except Exception:
             return "?"
-
-
-def completed(queue, checks: Sequence[Callable[[], None]] = (), tick: Callable[[], None] | None = None,
-              interval: float = 1.0) -> Iterator:
-    """Yield from ``queue`` (a ``distributed.as_completed``) as results arrive, calling every
-    check and ``tick`` at least every ``interval`` seconds meanwhile. Never blocks more than
-    0.1 s at a time, so a check that raises, or a Ctrl-C, ends the wait promptly."""
-    last = float("-inf")
-    while not queue.is_empty():
-        now = time.monotonic()
-        if now - last >= interval:
-            last = now
-            for check in checks:
-                check()
-            if tick is not None:
-                tick()
-        if queue.has_ready():
-            yield next(queue)
-        else:
-            with queue.thread_condition:
-                queue.thread_condition.wait(timeout=0.1)
 
 
 class TimeoutEvents:

@@ -27,7 +27,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
 
 INTENT = "_compaction.json"
 STAGING_PREFIX = "_compacting-"
