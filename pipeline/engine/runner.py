@@ -77,13 +77,19 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
         return 0, 0
     names = [p.name for p in grid.experiment.params]
     # only the columns matched here: a resume of a large store must not load its results
-    import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+    from pipeline.store.integrity import BadPartFile, read_parts
+
+    schemas = []
+    for f in files:
+        try:
+            schemas.append(pq.read_schema(f))
+        except Exception as exc:  # a damaged part: name it and the repair command (exit 4)
+            raise BadPartFile(f, f"{type(exc).__name__}: {exc}") from None
+    schema = pa.unify_schemas(schemas, promote_options="permissive")
     wanted = [c for c in ("task_id", "status", "experiment_version", *names) if c in schema.names]
-    table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
-        columns=wanted)
+    table = read_parts(files, columns=wanted, schema=schema)
     if any(n not in table.column_names for n in names):
         table = table.filter(pc.equal(table["experiment_version"], -1))  # an older schema
     df = table.select(["task_id", "status", "experiment_version",
