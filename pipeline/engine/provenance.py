@@ -131,7 +131,7 @@ def stale_points(grid, path, current: str):
     other_ids = other_ids[~contains(fresh, other_ids)]
     if other_ids.size == 0:
         return none
-    from pipeline.engine.runner import PLAN_CHUNK
+    from pipeline.engine.planning import PLAN_CHUNK
 
     hits = []
     for start in range(0, grid.total, PLAN_CHUNK):

@@ -108,7 +108,7 @@ def grid_spec(grid) -> dict:
 def grid_prefixes(grid) -> np.ndarray:
     """64-bit id prefixes of every point of ``grid``, in index order (hashed in chunks;
     10^7 points take 80 MB)."""
-    from pipeline.engine.runner import PLAN_CHUNK
+    from pipeline.engine.planning import PLAN_CHUNK
 
     chunks = []
     for start in range(0, grid.total, PLAN_CHUNK):
