@@ -43,9 +43,22 @@ class ConfigError(ValueError):
     """Bad input: reported with exit code 2, before anything runs or is written."""
 
 
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of each record, not the one at set-up:
+    ``main`` may run many times in one process (tests, notebooks), each with its own stderr."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def _setup_logging() -> None:
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _CurrentStderr) for h in log.handlers):
+        handler = _CurrentStderr()
         handler.setFormatter(logging.Formatter("%(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
