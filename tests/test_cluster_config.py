@@ -189,6 +189,10 @@ def test_shipped_cluster_configs_validate():
     (["cluster=slurm"], "cluster=slurm needs the SLURM command(s) sbatch, scancel on PATH"),
     (["cluster=lsf"], "cluster=lsf needs the LSF command(s) bsub, bkill"),
     (["cluster=htcondor"], "cluster=htcondor needs the HTCondor command(s) condor_submit, condor_rm"),
+    (["cluster=pbs"], "cluster=pbs needs the PBS command(s) qsub, qdel on PATH"),
+    (["cluster=sge"], "cluster=sge needs the SGE command(s) qsub, qdel on PATH"),
+    (["cluster=oar"], "cluster=oar needs the OAR command(s) oarsub, oardel on PATH"),
+    (["cluster=moab"], "cluster=moab needs the Moab command(s) msub, canceljob on PATH"),
 ])
 def test_bad_cluster_input_exits_2_and_writes_nothing(tmp_path, args, message):
     results = tmp_path / "results"

@@ -10,8 +10,9 @@
     * raises :class:`SchedulerLost` once the client has lost its scheduler for
       ``scheduler_timeout`` s (or has given up reconnecting).
   An exception raised by a check ends the sweep with exit 3, its finished batches kept.
-- :func:`completed` iterates a ``distributed.as_completed`` but wakes every 0.1 s, so the
-  checks run (and Ctrl-C is seen) whatever the cluster does.
+  The driver loop (``runner.run_sweep``) waits on finished futures for at most
+  ``WAKE_SECONDS`` (1 s) at a time, so the checks run, and Ctrl-C is seen, whatever the
+  cluster does.
 - :class:`TimeoutEvents` collects the points the workers report as over ``task_timeout``
   (see ``batch.py``), so the driver can store them as failed without retrying them.
 - :func:`termination_signals`: SIGTERM and SIGHUP raise :class:`Terminated`, a
