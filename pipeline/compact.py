@@ -1,5 +1,7 @@
 """``python -m pipeline compact RESULTS_DIR/NAME``: rewrite a result folder into few large part
-files (the store logic is :mod:`pipeline.store.compaction`)."""
+files (the store logic is :mod:`pipeline.store.compaction`). Exit 0 done (or nothing to do),
+2 bad arguments or a sweep holds the folder, 4 a damaged or foreign part file (named, with the
+``verify --repair`` command; nothing is changed)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ def main(argv: list[str]) -> int:
     """``python -m pipeline compact RESULTS_DIR/NAME [--target-rows N] [--target-mib M]``."""
     import argparse
 
+    from pipeline.cli import EXIT_BAD_STORE
+    from pipeline.store.integrity import BadPartFile
     from pipeline.store.parquet import StoreLocked
 
     parser = argparse.ArgumentParser(prog="python -m pipeline compact",
@@ -40,6 +44,9 @@ def main(argv: list[str]) -> int:
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BadPartFile as exc:  # found while reading, before anything was staged or swapped
+        print(f"error: {exc}\nnothing was compacted", file=sys.stderr)
+        return EXIT_BAD_STORE
     if result.recovered:
         print(f"an interrupted compaction was {result.recovered}")
     if result.files_before == 0:

@@ -1,15 +1,18 @@
 """``python -m pipeline export RESULTS_DIR/NAME --to DIR``: a results folder as a Frictionless
 Data Package (pipeline/report/export.py writes it). Exit 0 written, 2 bad arguments or nothing
-to export (nothing is written then)."""
+to export, 4 a damaged or foreign part file (named, with the ``verify --repair`` command);
+nothing is written unless the exit is 0."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from pipeline.cli import EXIT_BAD_STORE
 from pipeline.report.export import DEFAULT_LICENSE, LICENSES, ExportError, export_package
 from pipeline.report.selection import SelectionError
 from pipeline.selection_args import parse_selection_args
+from pipeline.store.integrity import BadPartFile
 
 
 def main(argv: list[str]) -> int:
@@ -59,6 +62,9 @@ def main(argv: list[str]) -> int:
     except (ExportError, SelectionError) as exc:
         print(f"error: {exc}\n{usage}", file=sys.stderr)
         return 2
+    except BadPartFile as exc:  # raised while reading, before anything is written
+        print(f"error: {exc}\nnothing was exported", file=sys.stderr)
+        return EXIT_BAD_STORE
     for warning in cov["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"exported {cov['rows']:,} rows ({cov['tasks']:,} tasks, {len(cov['runs'])} run(s), "

@@ -7,10 +7,13 @@ process, or another machine on the shared filesystem). A run left ``running`` by
 died is marked ``killed`` (same host, pid gone) or ``stale`` (heartbeat too old) here.
 
 Cheap on a big store: only the ``task_id`` and ``status`` columns of the part files are read.
+Exit 0; 2 bad arguments; 4 a folder has a damaged or foreign part file (its line names the
+file and ``verify --repair``; the other folders are still listed).
 """
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from pathlib import Path
@@ -41,19 +44,53 @@ def _age(stamp: str | None) -> str:
         return "?"
 
 
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def dashboard_lines(link: str, driver_host: str | None, here: str | None = None) -> list[str]:
+    """The dashboard link as it can be used from this machine. A dashboard on the driver's
+    loopback (the default) is reachable only on the driver's host: from anywhere else the
+    link is shown with the host it listens on and the SSH tunnel that reaches it."""
+    from urllib.parse import urlsplit
+
+    here = socket.gethostname() if here is None else here
+    try:
+        url = urlsplit(link)
+        host, port = url.hostname or "", url.port or 80
+    except ValueError:
+        return [f"  dashboard: {link}"]
+    if not _loopback(host):
+        return [f"  dashboard: {link}"]
+    page = f"http://localhost:{port}{url.path or '/status'}"
+    tunnel = f"ssh -N -L {port}:127.0.0.1:{port}"
+    if not driver_host or driver_host == here:
+        return [f"  dashboard: {link} (this machine only; from a laptop: {tunnel} -J "
+                f"LOGIN-NODE {driver_host or 'THIS-HOST'}, then open {page})"]
+    return [f"  dashboard: {link} on {driver_host} (it listens on {driver_host}'s loopback "
+            "only, so the link works there, not here)",
+            f"    tunnel: {tunnel} {driver_host} (from a laptop: {tunnel} -J LOGIN-NODE "
+            f"{driver_host}), then open {page}"]
+
+
 def describe(path: Path) -> list[str]:
     """The status lines of one experiment folder."""
+    from pipeline.store.integrity import BadPartFile
     from pipeline.store.parquet import dead_run_state, mark_dead_runs, read_manifest
 
     try:
         mark_dead_runs(path)
     except OSError:  # a folder we may read but not write: show the verdict, record nothing
         pass
-    ok, failed = stored_counts(path)
+    try:
+        ok, failed = stored_counts(path)
+        lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"]
+    except BadPartFile as exc:  # the run state below is still worth showing; main() exits 4
+        lines = [f"{path.name}: stored counts unknown: part file {exc.path.name} {exc.problem} "
+                 f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"]
     runs = read_manifest(path).get("runs", [])
     for run in runs:
         run["status"] = dead_run_state(run) or run.get("status")
-    lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"]
     if not runs:
         lines.append("  no run recorded")
         return lines
@@ -77,7 +114,7 @@ def describe(path: Path) -> list[str]:
                          f"(heartbeat {_age(run.get('heartbeat_at'))})")
         dashboard = (run.get("cluster") or {}).get("dashboard")
         if dashboard:
-            lines.append(f"  dashboard: {dashboard}")
+            lines += dashboard_lines(dashboard, run.get("host"))
     elif run.get("error"):
         lines.append(f"  error: {run['error']}")
     counts = run.get("counts") or {}
@@ -106,8 +143,19 @@ def main(argv: list[str]) -> int:
             return 2
     else:
         folders = sorted(p for p in results.iterdir() if p.is_dir() and p.name[0] not in "._")
+    from pipeline.store.redact import redact
+
+    damaged = []
     for folder in folders:
-        print("\n".join(describe(folder)))
+        lines = describe(folder)
+        if " stored counts unknown: " in lines[0]:
+            damaged.append(folder)
+        print(redact("\n".join(lines)))
     if not folders:
-        print(f"no experiment folders under {results}")
+        print(f"no experiment folders under {redact(str(results))}")
+    if damaged:
+        print("error: damaged or foreign part file(s); move them aside with:\n"
+              + "".join(f"  python -m pipeline verify {redact(str(f))} --repair\n" for f in damaged)
+              + "then rerun the sweep to recompute their tasks", file=sys.stderr)
+        return 4
     return 0

@@ -40,10 +40,20 @@ def main(argv: list[str]) -> int:
     report = verify_store(folder, experiment)
     print(render(report, experiment is not None))
     if report.ok:
-        if repair and report.missing:
-            from pipeline.store.integrity import forget_parts
+        if repair and report.missing:  # tidy the index, under the lock like any repair: a
+            from pipeline.store.integrity import forget_parts  # sweep appends to it
 
-            forget_parts(folder, report.missing)
+            try:
+                lock = SweepLock(folder).__enter__()
+            except StoreLocked as exc:
+                print(f"error: {exc}; nothing is bad, but the index is not tidied while a "
+                      "sweep writes: repair when it has finished", file=sys.stderr)
+                return EXIT_BAD_CONFIG
+            try:
+                forgotten = forget_parts(folder, verify_store(folder, experiment).missing)
+            finally:
+                lock.__exit__(None, None, None)
+            print(f"{forgotten} vanished part(s) forgotten in the index")
         return EXIT_OK
     if not repair:
         print(f"\n{len(report.bad)} bad file(s). Move them to {folder / QUARANTINE}/ with:\n"

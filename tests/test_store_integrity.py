@@ -19,10 +19,10 @@ import pipeline
 from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
-from pipeline.store.integrity import (PART_INDEX, BadPartFile, file_sha256, forget_parts,
-                                      quarantine, read_index, verify_store)
+from pipeline.store.integrity import (PART_INDEX, BadPartFile, ForeignPartFile, file_sha256,
+                                      forget_parts, quarantine, read_index, verify_store)
 from pipeline.cli import main as cli_main
-from pipeline.store.parquet import PartWriter, write_part_file
+from pipeline.store.parquet import PartWriter, SweepLock, write_part_file
 from pipeline.verify import main as verify_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,3 +189,88 @@ def test_verify_command_usage_errors(tmp_path):
     assert run("-m", "pipeline", "verify").returncode == 2
     proc = run("-m", "pipeline", "verify", str(tmp_path / "nope"))
     assert proc.returncode == 2 and "not a results folder" in proc.stderr
+
+
+def files(root):
+    """snapshot() of the files only: taking the lock creates .lock, which touches the folder."""
+    return {p: v for p, v in snapshot(root).items() if p.is_file()}
+
+
+def _store_of_two_parts(root):
+    folder = root / "calibration"
+    writer = PartWriter(folder, "run1")
+    for start in (0, 10):
+        writer.write(calibration_table(range(start, start + 10)))
+    return folder, sorted(folder.glob("part-*.parquet"))
+
+
+@pytest.mark.parametrize("command", ["compact", "status", "export"])
+def test_commands_on_a_truncated_part_exit_4_naming_it(tmp_path, command):
+    """compact, status and export stop like load/resume/report: exit 4, the file and the
+    repair command named, no traceback, nothing changed or written."""
+    folder, parts = _store_of_two_parts(tmp_path)
+    victim = parts[1]
+    with open(victim, "r+b") as fh:
+        fh.truncate(victim.stat().st_size // 2)
+    before = files(tmp_path)
+    args = {"compact": [str(folder)], "status": [str(tmp_path)],
+            "export": [str(folder), "--to", str(tmp_path / "package")]}[command]
+    proc = run("-m", "pipeline", command, *args)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert victim.name in out and f"python -m pipeline verify {folder} --repair" in out
+    assert "Traceback" not in out
+    assert files(tmp_path) == before and not (tmp_path / "package").exists()
+
+
+def test_a_foreign_parquet_file_is_refused_not_read(tmp_path):
+    """A part-*.parquet file of another schema: load and resume refuse it (exit 4, naming it),
+    as verify calls it foreign; on_error="skip" leaves it out; --repair moves it aside."""
+    folder, _ = _store_of_two_parts(tmp_path)
+    stray = folder / "part-stray.parquet"
+    pq.write_table(pa.table({"a": [1]}), stray)
+    assert len(pd.read_parquet(folder)) == 21  # what a plain reader would mix in
+
+    with pytest.raises(ForeignPartFile) as err:
+        pipeline.load(tmp_path, "calibration")
+    assert isinstance(err.value, BadPartFile)
+    assert stray.name in str(err.value) and f"verify {folder} --repair" in str(err.value)
+    with pytest.warns(UserWarning, match="part-stray.parquet"):
+        df = pipeline.load(tmp_path, "calibration", on_error="skip")
+    assert len(df) == 20 and "a" not in df.columns
+    with pytest.raises(ForeignPartFile):  # a selection reads through the same layer
+        pipeline.load(tmp_path, "calibration", grid={"x": [1, 2]}, params={"work_us": 0})
+
+    before = files(tmp_path)
+    for extra in ([], ["dry_run=true"]):  # resume and dry run, as real processes
+        proc = run("run.py", "experiment=calibration", f"results_dir={tmp_path}",
+                   "grid.x={range:[0,20]}", "params.work_us=0", "cluster.n_workers=1",
+                   "progress=false", *extra)
+        assert proc.returncode == 4, proc.stdout + proc.stderr
+        assert "part-stray.parquet is not a result part" in proc.stderr
+        assert f"verify {folder} --repair" in proc.stderr and "Traceback" not in proc.stderr
+    assert files(tmp_path) == before
+
+    assert verify_main([str(folder)]) == 4
+    assert verify_main([str(folder), "--repair"]) == 0
+    assert (folder / "_quarantine" / stray.name).exists()
+    assert len(pipeline.load(tmp_path, "calibration")) == 20
+
+
+def test_repair_of_a_healthy_store_takes_the_lock(tmp_path):
+    """--repair with nothing bad only tidies the index (vanished parts), but the index is
+    appended to by a sweep: it waits for no one, and refuses while a sweep holds the lock."""
+    folder, parts = _store_of_two_parts(tmp_path)
+    parts[0].unlink()  # e.g. removed by hand; its index line remains
+    index_before = (folder / PART_INDEX).read_text()
+    with SweepLock(folder, "a-running-sweep"):  # held in this process: the CLI is another one
+        proc = run("-m", "pipeline", "verify", str(folder), "--repair")
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "another sweep is writing" in proc.stderr and "a-running-sweep" in proc.stderr
+        assert (folder / PART_INDEX).read_text() == index_before  # untouched
+    proc = run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 vanished part(s) forgotten" in proc.stdout
+    assert list(read_index(folder)) == [parts[1].name]
+    healthy = run("-m", "pipeline", "verify", str(folder), "--repair")  # nothing to do: no lock
+    assert healthy.returncode == 0

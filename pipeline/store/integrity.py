@@ -40,15 +40,25 @@ _INDEX_LOCK = threading.Lock()  # parts may be written from a background thread
 class BadPartFile(RuntimeError):
     """A part file that cannot be read; the message names it and the repair command."""
 
+    problem = "is unreadable"
+
     def __init__(self, path: str | os.PathLike, reason: str):
         self.path = Path(path)
         self.reason = reason
         folder = self.path.parent
         super().__init__(
-            f"part file {self.path} is unreadable ({reason}).\n"
+            f"part file {self.path} {self.problem} ({reason}).\n"
             f"Check the folder with: python -m pipeline verify {folder}\n"
             f"Move bad files to {folder / QUARANTINE}/ with: python -m pipeline verify {folder} "
             f"--repair\nthen rerun the sweep to recompute their tasks")
+
+
+class ForeignPartFile(BadPartFile):
+    """A ``part-*.parquet`` file that is not a result part of the folder's experiment (another
+    schema, another experiment): what ``verify`` lists as foreign. Readers refuse it rather
+    than mix its rows in; ``verify --repair`` moves it aside like a damaged one."""
+
+    problem = "is not a result part of this folder's experiment"
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -146,6 +156,26 @@ def read_schemas(files: Sequence[Path], on_error: str = "raise"):
                 raise BadPartFile(f, _reason(exc)) from None
             bad.append((f, _reason(exc)))
     return schemas, bad
+
+
+def folder_experiment(folder: str | os.PathLike):
+    """The registered experiment a result folder belongs to (by its name), or None."""
+    from pipeline.experiments.base import registry
+
+    experiments = registry()
+    folder = Path(folder)
+    return experiments.get(folder.name) or experiments.get(folder.resolve().name)
+
+
+def foreign_parts(files: Sequence[Path], schemas: Sequence, experiment) -> list[tuple[Path, str]]:
+    """The files among ``files`` (with their ``schemas``) that :func:`verify_store` calls
+    foreign: not a result part of ``experiment`` (or of any experiment, if None)."""
+    out = []
+    for f, schema in zip(files, schemas):
+        problem = _schema_problem(schema, experiment)
+        if problem:
+            out.append((Path(f), problem))
+    return out
 
 
 def read_parts(files: Sequence[Path], columns: Sequence[str] | None = None, schema=None):

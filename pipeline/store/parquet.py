@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.store.integrity import find_bad_parts, read_parts, read_schemas, record_part
+from pipeline.store.integrity import (ForeignPartFile, find_bad_parts, folder_experiment,
+                                      foreign_parts, read_parts, read_schemas, record_part)
 from pipeline.store.redact import redact_secrets
 
 MANIFEST = "_manifest.json"
@@ -276,12 +277,25 @@ def stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     empty = np.zeros(0, dtype=np.uint64)
     if not files:
         return empty, empty
-    read_schemas(files)  # a damaged footer is named (BadPartFile), not a bare Arrow error
+    checked_schemas(path, files)  # a damaged footer or a foreign file is named (exit 4)
     table = read_parts(files, columns=["task_id", "status"])
     ok_mask = pc.equal(table["status"], "ok")
     ok = np.unique(id_prefixes(table.filter(ok_mask)["task_id"]))
     failed = np.unique(id_prefixes(table.filter(pc.invert(ok_mask))["task_id"]))
     return ok, np.setdiff1d(failed, ok, assume_unique=True)
+
+
+def checked_schemas(path: str | os.PathLike, files: list[Path] | None = None) -> list:
+    """The schemas of the folder's part files (footers only, cheap). A damaged footer raises
+    :class:`~pipeline.store.integrity.BadPartFile`; a ``part-*.parquet`` file that ``verify``
+    would call foreign (another schema, another experiment) raises
+    :class:`~pipeline.store.integrity.ForeignPartFile`: its rows must not mix into results."""
+    files = part_files(path) if files is None else files
+    schemas, _ = read_schemas(files)
+    foreign = foreign_parts(files, schemas, folder_experiment(path)) if files else []
+    if foreign:
+        raise ForeignPartFile(*foreign[0])
+    return schemas
 
 
 def contains(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -294,24 +308,33 @@ def contains(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 def read_table(path: str | os.PathLike, on_error: str = "raise") -> pa.Table | None:
     """Every stored row (all part files). A damaged part raises :class:`BadPartFile` naming
-    it and the repair command; ``on_error="skip"`` leaves damaged parts out with a warning."""
+    it and the repair command, a foreign one (see :func:`checked_schemas`)
+    :class:`ForeignPartFile`; ``on_error="skip"`` leaves both out with a warning."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     files = part_files(path)
     if on_error == "skip":
-        bad = find_bad_parts(files)
-        if bad:
-            import warnings
+        import warnings
 
-            for f, reason in bad:
-                warnings.warn(f"skipped unreadable part file {f} ({reason}); "
-                              f"repair with: python -m pipeline verify {f.parent} --repair",
-                              stacklevel=3)
-            damaged = {f for f, _ in bad}
-            files = [f for f in files if f not in damaged]
+        bad = find_bad_parts(files)
+        for f, reason in bad:
+            warnings.warn(f"skipped unreadable part file {f} ({reason}); "
+                          f"repair with: python -m pipeline verify {f.parent} --repair",
+                          stacklevel=3)
+        damaged = {f for f, _ in bad}
+        files = [f for f in files if f not in damaged]
+        schemas, _ = read_schemas(files)
+        foreign = {f: why for f, why in foreign_parts(files, schemas, folder_experiment(path))}
+        for f, why in foreign.items():
+            warnings.warn(f"skipped part file {f}: not a result part of this folder's "
+                          f"experiment ({why}); move it aside with: python -m pipeline verify "
+                          f"{f.parent} --repair", stacklevel=3)
+        schemas = [s for f, s in zip(files, schemas) if f not in foreign]
+        files = [f for f in files if f not in foreign]
+    elif files:
+        schemas = checked_schemas(path, files)
     if not files:
         return None
-    schemas, _ = read_schemas(files)
     schema = pa.unify_schemas(schemas, promote_options="permissive")
     return read_parts(files, schema=schema)
 
@@ -374,8 +397,10 @@ def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
     ``status="ok"`` keeps only successful rows. ``version`` keeps one experiment version (an
     int, or ``"latest"``); by default rows of every version are returned (their task ids
     differ). Raises FileNotFoundError if nothing is stored, :class:`BadPartFile` (naming the
-    file and ``python -m pipeline verify DIR --repair``) if a part file is damaged, unless
-    ``on_error="skip"``, which leaves damaged parts out with a warning.
+    file and ``python -m pipeline verify DIR --repair``) if a part file is damaged, and its
+    subclass :class:`ForeignPartFile` if a ``part-*.parquet`` file is not a result part of this
+    experiment (what ``verify`` calls foreign), unless ``on_error="skip"``, which leaves such
+    parts out with a warning.
     """
     path = experiment_dir(results_dir, name)
     table = read_table(path, on_error=on_error)
