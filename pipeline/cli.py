@@ -2,9 +2,10 @@
 
 Exit codes: 0 every task ok; 1 some task failed (rows are stored with their errors);
 2 invalid configuration, rejected before any task ran and before anything was written
-(also: another sweep holds the results folder); 3 the sweep itself crashed (cluster
+(also: another sweep holds the results folder; the peer of ``cluster.address`` does not answer
+as a Dask scheduler, or its TLS handshake fails); 3 the sweep itself crashed (scheduler
 unreachable, a worker running other code, ...): what finished is stored, the manifest says
-"crashed" with the error; 4 a part file in the results folder is damaged (the message names
+"crashed" with the error; 4 a part file in the results folder is damaged or foreign (the message names
 it; ``python -m pipeline verify RESULTS_DIR/NAME --repair`` moves it aside, and a rerun
 recomputes its tasks); 130 interrupted, 143 SIGTERM, 129 SIGHUP (what finished is stored, the
 manifest says "interrupted"; rerun to resume).
@@ -58,8 +59,10 @@ class _CurrentStderr(logging.StreamHandler):
 
 def _setup_logging() -> None:
     if not any(isinstance(h, _CurrentStderr) for h in log.handlers):
+        from pipeline.store.redact import RedactingFormatter
+
         handler = _CurrentStderr()
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setFormatter(RedactingFormatter("%(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
         log.propagate = False
@@ -177,6 +180,20 @@ def check_experiment_choice(args: list[str]) -> None:
 
 # --------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
+    """Run ``run.py``'s command line; returns the exit code. While it runs, everything written
+    to stdout and stderr passes through :func:`pipeline.store.redact.redact`: a password in an
+    address or a path (``scheme://user:password@``) is never echoed, whoever prints it."""
+    from pipeline.store.redact import RedactingStream
+
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(saved[0]), RedactingStream(saved[1])
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(argv: list[str] | None = None) -> int:
     import hydra
 
     _setup_logging()
@@ -268,6 +285,9 @@ def execute(cfg, node_actions=()) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    except KeyboardInterrupt:  # e.g. while probing cluster.address: nothing was written
+        print("\ninterrupted before anything was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     from pipeline.store.integrity import BadPartFile
 
     try:
@@ -289,7 +309,7 @@ def execute(cfg, node_actions=()) -> int:
 
 def validate(name: str, conf: dict) -> tuple[Any, dict]:
     """Every check that can fail before work starts; raises ConfigError with a clear message."""
-    from pipeline.engine.cluster import ClusterConfigError, check_batch_commands
+    from pipeline.engine.cluster import ClusterConfigError, check_batch_commands, check_scheduler
     from pipeline.engine.cluster import validate as validate_cluster
     from pipeline.engine.grid import Grid
     from pipeline.experiments.base import ParamError, get_experiment
@@ -355,6 +375,11 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         raise ConfigError(f"the grid has {grid.total:,} tasks, more than max_tasks = "
                           f"{max_tasks:,}; shrink the grid, or raise the limit with "
                           f"max_tasks={grid.total} (dry_run=true shows the grid at any size)")
+    if not conf.get("dry_run") and not conf.get("report"):
+        try:  # last, as it may wait cluster.timeout: the peer of cluster.address answers as a
+            check_scheduler(conf.get("cluster") or {})  # Dask scheduler (TLS included)
+        except ClusterConfigError as exc:
+            raise ConfigError(str(exc)) from None
     options = {k: conf.get(k) for k in allowed_top - {"grid", "params"}}
     options.update({k: conf.get(k, default) for k, (_, default, _) in ENGINE_KEYS.items()})
     options["results_dir"] = str(options["results_dir"])
@@ -397,9 +422,10 @@ def dry_run(grid, options: dict) -> int:
     from pipeline.engine.cluster import dry_run_text
     from pipeline.engine.grid import describe_axes, fixed_summary
     from pipeline.engine.runner import count_done
-    from pipeline.store.parquet import experiment_dir
+    from pipeline.store.parquet import checked_schemas, experiment_dir
 
     path = experiment_dir(options["results_dir"], grid.name)
+    checked_schemas(path)  # a damaged footer or a foreign part file: exit 4, naming it
     done_ok, done_failed = count_done(grid, path)
     to_run = grid.total - done_ok - (0 if options["retry_failed"] else done_failed)
     print(f"experiment {grid.name} (version {grid.version}) -> {path}")
@@ -462,37 +488,40 @@ def sweep(grid, conf: dict, options: dict) -> int:
         lock.__exit__(None, None, None)
         raise
     scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
-    scope.enter_context(termination_signals())
-    record["log"] = str(scope.enter_context(run_log(path, run_id)))
+    writer = stats = None
     try:
-        _start_run_log(record, mark_dead_runs(path, lock_held=True))
-        if recovered:
-            log.info("an interrupted compaction of %s was %s", path, recovered)
-        removed = clean_temp_files(path)
-        if removed:
-            log.info("removed %d unfinished temp file(s) left by a killed run", removed)
-        stale = check_code_changes(grid, path, plan, options["rerun_changed"], log)
-        record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
-                            "already_failed_skipped": plan.done_failed,
-                            "to_run": int(plan.pending.size), "other_code": stale}
-        record["code_id"] = code_id(grid.experiment)
-        record["heartbeat_at"] = _now()
-        update_manifest(path, record)
-        log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name, plan.total,
-                 plan.done_ok + plan.done_failed, plan.pending.size, path)
-        writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id),
-                            flush_rows=options.get("flush_rows", 1_000_000),
-                            flush_mib=options.get("flush_mib", 64.0),
-                            flush_seconds=options.get("flush_seconds", 60.0))
-        stats = None
-
-        def heartbeat(snapshot: dict) -> None:  # 15b: read by `python -m pipeline status`
-            record.update(progress=snapshot, heartbeat_at=_now())
+        try:  # from the moment the handlers are in, every signal takes the except below
+            scope.enter_context(termination_signals())
+            record["log"] = str(scope.enter_context(run_log(path, run_id)))
+            _start_run_log(record, mark_dead_runs(path, lock_held=True))
+            if recovered:
+                log.info("an interrupted compaction of %s was %s", path, recovered)
+            removed = clean_temp_files(path)
+            if removed:
+                log.info("removed %d unfinished temp file(s) left by a killed run", removed)
+            _pause_at("code_check")
+            stale = check_code_changes(grid, path, plan, options["rerun_changed"], log)
+            record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
+                                "already_failed_skipped": plan.done_failed,
+                                "to_run": int(plan.pending.size), "other_code": stale}
+            record["code_id"] = code_id(grid.experiment)
+            record["heartbeat_at"] = _now()
             update_manifest(path, record)
-        try:
+            _pause_at("first_manifest")
+            log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name,
+                     plan.total, plan.done_ok + plan.done_failed, plan.pending.size, path)
+            writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id),
+                                flush_rows=options.get("flush_rows", 1_000_000),
+                                flush_mib=options.get("flush_mib", 64.0),
+                                flush_seconds=options.get("flush_seconds", 60.0))
+
+            def heartbeat(snapshot: dict) -> None:  # 15b: read by `python -m pipeline status`
+                record.update(progress=snapshot, heartbeat_at=_now())
+                update_manifest(path, record)
             if plan.pending.size:
-                with connect(conf.get("cluster") or {}, log) as client:
-                    record["cluster"] = {"kind": (conf.get("cluster") or {}).get("kind", "local"),
+                cluster_cfg = conf.get("cluster") or {}
+                with connect(cluster_cfg, log, probe=False) as client:  # probed in validate()
+                    record["cluster"] = {"kind": cluster_cfg.get("kind", "local"),
                                          "dashboard": client.dashboard_link,
                                          "threads": sum(client.nthreads().values())}
                     runlog.info("cluster: %s", json.dumps(record["cluster"]))
@@ -511,11 +540,12 @@ def sweep(grid, conf: dict, options: dict) -> int:
             record.update(status="interrupted", finished_at=_now(), signal=signame,
                           written=_flushed(writer))
             update_manifest(path, record)
-            runlog.info("interrupted (%s): %d part file(s) kept", signame, writer.seq)
-            print(f"\ninterrupted ({signame}): {writer.seq} part file(s) kept; rerun the same "
+            runlog.info("interrupted (%s): %d part file(s) kept", signame, _parts(writer))
+            print(f"\ninterrupted ({signame}): {_parts(writer)} part file(s) kept; rerun the same "
                   "command to resume", file=sys.stderr)
             return getattr(exc, "exit_code", EXIT_INTERRUPTED)
         except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
+            from pipeline.store.integrity import BadPartFile
             from pipeline.store.redact import redact
 
             error = redact(f"{type(exc).__name__}: {exc}")  # no password from an address
@@ -523,9 +553,9 @@ def sweep(grid, conf: dict, options: dict) -> int:
                           written=_flushed(writer))
             update_manifest(path, record)
             runlog.info("crashed: %s", error)
-            print(f"\nerror: the sweep crashed: {error}\n{writer.seq} part file(s) kept; fix the "
-                  "cause and rerun the same command to resume", file=sys.stderr)
-            return EXIT_CRASHED
+            print(f"\nerror: the sweep crashed: {error}\n{_parts(writer)} part file(s) kept; fix "
+                  "the cause and rerun the same command to resume", file=sys.stderr)
+            return EXIT_BAD_STORE if isinstance(exc, BadPartFile) else EXIT_CRASHED
         if stats is not None:
             record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
                                     rows=stats.rows, parts=stats.parts, batches=stats.batches,
@@ -541,6 +571,22 @@ def sweep(grid, conf: dict, options: dict) -> int:
     return _summarise(grid, path, plan, stats)
 
 
+PAUSE_ENV = "PIPELINE_SWEEP_PAUSE_AT"  # tests: sleep at a step of the sweep's start-up
+
+
+def _pause_at(step: str) -> None:
+    """Test hook: with PIPELINE_SWEEP_PAUSE_AT=step, announce the step and sleep (so that a
+    signal lands there). Steps: ``code_check`` (before the code-change check, nothing in the
+    manifest yet), ``first_manifest`` (just after the first ``running`` record)."""
+    if os.environ.get(PAUSE_ENV) == step:
+        print(f"sweep paused at {step}", file=sys.stderr, flush=True)
+        time.sleep(120)
+
+
+def _parts(writer) -> int:
+    return writer.seq if writer is not None else 0
+
+
 def _start_run_log(record: dict, dead_runs: list[dict]) -> None:
     """15b: the run log's opening lines; runs left 'running' by dead drivers (just marked)."""
     from pipeline.engine.progress import runlog
@@ -548,13 +594,19 @@ def _start_run_log(record: dict, dead_runs: list[dict]) -> None:
     for dead in dead_runs:
         log.warning("run %s (host %s, pid %s) was left 'running' by a driver that died; marked "
                     "'%s'", dead["run_id"], dead.get("host"), dead.get("pid"), dead["status"])
+    from pipeline.store.redact import redact_secrets
+
+    # redacted here as in the manifest (the log's formatter redacts every line again)
+    argv, config = redact_secrets([str(a) for a in record["argv"]]), redact_secrets(record["config"])
     runlog.info("run %s of %s on host %s, pid %d; argv: %s", record["run_id"], record["experiment"],
-                record["host"], record["pid"], " ".join(map(str, record["argv"])))
-    runlog.info("config: %s", json.dumps(record["config"], default=str, sort_keys=True))
+                record["host"], record["pid"], " ".join(argv))
+    runlog.info("config: %s", json.dumps(config, default=str, sort_keys=True))
 
 
 def _flushed(writer) -> dict:
     """What is on disk after a sweep stopped early; ``flushed`` says the buffer was emptied."""
+    if writer is None:  # stopped before the writer existed: nothing was buffered
+        return {"rows": 0, "parts": 0, "flushed": True}
     try:
         writer.close()  # run_sweep already did; a second close is a no-op
         flushed = writer.buffered_rows == 0

@@ -169,6 +169,16 @@ def test_tls_sweep_against_a_real_scheduler(tmp_path, tls_cluster):
                                                 "key": str(rogue["client_key"])}), 10)
     with pytest.raises(NotADaskScheduler, match="tls:// needs cluster.security"):
         probe_scheduler(address.replace("tls://", "tcp://"), None, 10)
+    # the same two through the CLI: bad input (exit 2) before anything is written
+    rogue_args = [f"cluster.security.ca_file={rogue['ca']}", f"cluster.security.cert={rogue['client']}",
+                  f"cluster.security.key={rogue['client_key']}"]
+    proc = run_cli(*common, *rogue_args, timeout=60)
+    assert proc.returncode == 2 and "the TLS handshake with" in proc.stderr, proc.stderr
+    assert "check cluster.security" in proc.stderr and "Traceback" not in proc.stderr
+    plain = [a.replace("tls://", "tcp://") if a.startswith("cluster.address=") else a for a in common]
+    proc = run_cli(*plain, timeout=60)
+    assert proc.returncode == 2 and "did not answer as a Dask scheduler" in proc.stderr, proc.stderr
+    assert not (tmp_path / "r").exists()
     # the right client certificate: the sweep runs over TLS
     proc = run_cli(*common, f"cluster.security.ca_file={pki['ca']}",
                    f"cluster.security.cert={pki['client']}",
@@ -204,12 +214,49 @@ def test_security_settings_are_checked_up_front(tmp_path):
 
 
 # --------------------------------------------------------------------------- redaction
-def test_no_password_reaches_the_manifest(tmp_path):
+@pytest.mark.timeout(240)
+def test_no_password_reaches_the_manifest_log_or_terminal(tmp_path):
+    """Through the real CLI: a password in a results_dir path and in addresses is never
+    written to the manifest or the run log, nor printed to stdout or stderr (by the sweep,
+    a dry run's job script, or status)."""
     secret = "hunter2-s3cr3t"
-    proc = run_cli("experiment=calibration", f"results_dir={tmp_path / 'r'}", "cluster=address",
+    results = f"{tmp_path}/sftp://alice:{secret}@files.example/res"
+    proc = run_cli("experiment=calibration", f"results_dir={results}", "grid.x={range:[0,12]}",
+                   "params.work_us=0", "cluster.n_workers=1", "cluster.dashboard_address=:0",
+                   "progress=true", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    folder = Path(results) / "calibration"  # the folder exists under its real name...
+    assert len(pd.read_parquet(folder)) == 12
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "_manifest.json" for p in written) and \
+        any(p.suffix == ".log" for p in written)
+    for p in written:  # ...but no file's content names the password
+        assert secret.encode() not in p.read_bytes(), p
+    assert "alice:***@files.example" in proc.stderr + proc.stdout  # the path is shown, redacted
+    assert secret not in proc.stdout + proc.stderr
+    log_text = next(p for p in written if p.suffix == ".log").read_text()
+    assert "argv:" in log_text and "alice:***@" in log_text
+    status = subprocess.run([sys.executable, "-m", "pipeline", "status",
+                             str(Path(results)), "calibration"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert status.returncode == 0 and "calibration: 12 ok" in status.stdout, status.stderr
+    assert secret not in status.stdout + status.stderr
+    # an address in a batch job's prologue: the dry run prints the job script, redacted
+    proc = run_cli("experiment=calibration", f"results_dir={tmp_path / 'd'}", "cluster=slurm",
+                   "dry_run=true",
+                   f"cluster.job_script_prologue=[pip install https://bob:{secret}@git.example/x.git]",
+                   timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "https://bob:***@git.example/x.git" in proc.stdout and secret not in proc.stdout + proc.stderr
+    # an address with a password: refused, redacted, nothing written
+    proc = run_cli("experiment=calibration", f"results_dir={tmp_path / 'a'}", "cluster=address",
                    f"cluster.address=tcp://alice:{secret}@127.0.0.1:8786", timeout=60)
     assert proc.returncode == 2 and "tcp://alice:***@127.0.0.1:8786" in proc.stderr
-    assert secret not in proc.stderr + proc.stdout and not (tmp_path / "r").exists()
+    assert secret not in proc.stderr + proc.stdout and not (tmp_path / "a").exists()
+
+
+def test_no_password_reaches_the_manifest(tmp_path):
+    secret = "hunter2-s3cr3t"
     # whatever string of a run record carries one (argv, config, an error) is redacted
     record = {"run_id": "r1", "argv": [f"cluster.job_script_prologue=[pip install "
                                        f"https://bob:{secret}@git.example/x.git]"],
@@ -255,26 +302,33 @@ class _Peer:
         self.sock.close()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("banner", [None, b"SSH-2.0-OpenSSH_8.9p1 Ubuntu-3ubuntu0.10\r\n" * 4],
                          ids=["silent", "ssh-banner"])
 def test_a_port_that_is_not_a_dask_scheduler(tmp_path, banner):
+    """Bad input (exit 2), found before anything is written, with no traceback: a silent
+    peer (HTTP waits for a request) within cluster.timeout, a talkative one (an SSH banner,
+    once read as a frame length: "Unable to allocate 3.07 EiB") at once."""
     peer = _Peer(banner)
+    results = tmp_path / "r"
     try:
-        if banner is None:  # HTTP-like: waits for a request, so the handshake never comes
+        if banner is None:
             t0 = time.monotonic()
             with pytest.raises(NotADaskScheduler, match="no Dask handshake within cluster.timeout"):
                 probe_scheduler(f"tcp://127.0.0.1:{peer.port}", None, 2.0)
             assert time.monotonic() - t0 < 10  # bounded by cluster.timeout, not forever
-            return
-        # SSH-like: its banner used to be read as a frame length ("Unable to allocate 3.07 EiB")
-        proc = run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster=address",
-                       f"cluster.address=tcp://127.0.0.1:{peer.port}", "cluster.timeout=5s",
-                       "progress=false", timeout=90)
+        t0 = time.monotonic()
+        proc = run_cli("experiment=calibration", f"results_dir={results}", "cluster=address",
+                       f"cluster.address=tcp://127.0.0.1:{peer.port}", "cluster.timeout=3s",
+                       "progress=false", timeout=120)
+        took = time.monotonic() - t0
     finally:
         peer.close()
-    assert proc.returncode == 3, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    why = "no Dask handshake within cluster.timeout" if banner is None else \
+        "it sent bytes that are not Dask's protocol"
     assert f"the peer at tcp://127.0.0.1:{peer.port} accepted the connection but did not answer " \
-           "as a Dask scheduler (it sent bytes that are not Dask's protocol)" in proc.stderr
+           f"as a Dask scheduler ({why})" in proc.stderr
     assert "allocate" not in proc.stderr and "Traceback" not in proc.stderr
-    assert read_manifest(tmp_path / "calibration")["runs"][-1]["status"] == "crashed"
+    assert not results.exists()  # no .lock, no manifest, no log
+    assert took < 60

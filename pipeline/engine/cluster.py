@@ -666,25 +666,48 @@ def _bounded(what: str, fn: Callable[[], Any], seconds: float) -> bool:
     return True
 
 
+def check_scheduler(cfg: Mapping[str, Any]) -> None:
+    """``cluster=address``: check, within ``cluster.timeout``, that the peer at
+    ``cluster.address`` answers as a Dask scheduler (the TLS handshake included). Raises
+    :class:`ClusterConfigError` (bad input: exit 2, called before anything is written) when
+    something answers but not as a Dask scheduler, or the TLS handshake fails. A scheduler
+    that cannot be reached at all (refused, no route, timeout) is not bad input: it may be
+    starting or briefly down, so that is left to the client (exit 3, as any lost scheduler)."""
+    if _get(cfg or {}, "kind", "local") != "address":
+        return
+    from dask.utils import parse_timedelta
+
+    security = make_security(check_security(cfg))
+    try:
+        probe_scheduler(str(cfg["address"]),
+                        security, parse_timedelta(str(_get(cfg, "timeout", "30s"))))
+    except SchedulerCheckFailed as exc:
+        raise ClusterConfigError(redact(str(exc))) from None
+    except OSError:
+        pass  # unreachable: the client reports it in its own words when the sweep connects
+
+
 @contextlib.contextmanager
-def connect(cfg: Mapping[str, Any], log: logging.Logger) -> Iterator[Any]:
+def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> Iterator[Any]:
     """Yield a connected ``distributed.Client``; tear down what was started on exit, within
-    bounded time (a stuck scheduler or batch command cannot hold the exit)."""
+    bounded time (a stuck scheduler or batch command cannot hold the exit). ``probe=False``:
+    the caller already ran :func:`check_scheduler` (the CLI does, before writing anything)."""
     from distributed import Client, LocalCluster
 
     validate(cfg)
     kind = _get(cfg, "kind", "local")
     if kind == "address":
-        from dask.utils import parse_timedelta
-
         address, timeout = str(cfg["address"]), str(_get(cfg, "timeout", "30s"))
         security = make_security(check_security(cfg))
-        try:  # a bounded identity check first: a wrong service must not hang or misparse
-            probe_scheduler(address, security, parse_timedelta(timeout))
-        except SchedulerCheckFailed as exc:
-            raise type(exc)(redact(str(exc))) from None
-        except OSError:
-            pass  # nothing listening: the client below reports it in its own words
+        if probe:  # a bounded identity check first: a wrong service must not hang or misparse
+            from dask.utils import parse_timedelta
+
+            try:
+                probe_scheduler(address, security, parse_timedelta(timeout))
+            except SchedulerCheckFailed as exc:
+                raise type(exc)(redact(str(exc))) from None
+            except OSError:
+                pass  # nothing listening: the client below reports it in its own words
         client = Client(address, timeout=timeout, security=security)
         log.info("connected to scheduler %s (dashboard %s)", redact(address), client.dashboard_link)
         try:

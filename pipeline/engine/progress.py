@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
+from pipeline.store.redact import RedactingFormatter
+
 LOGS_DIR = "_logs"  # starts with "_": Parquet dataset discovery skips it
 # File-only messages (the config, workers joining/leaving, periodic progress): too chatty for
 # the terminal, exactly what one wants in the log the next morning.
@@ -110,7 +112,9 @@ def _hms(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-class _UTCFormatter(logging.Formatter):
+class _UTCFormatter(RedactingFormatter):
+    """UTC timestamps; every line redacted (no password from an address reaches the log)."""
+
     converter = time.gmtime
 
     def formatTime(self, record, datefmt=None):  # noqa: N802 (logging's name)

@@ -1,14 +1,20 @@
-"""Secrets out of what the pipeline records: ``scheme://user:password@host`` becomes
-``scheme://user:***@host`` in every string of a manifest record (argv, config, errors) and in
-logged addresses. Key and certificate *paths* are not secrets and stay."""
+"""Secrets out of what the pipeline records and prints: ``scheme://user:password@host`` becomes
+``scheme://user:***@host`` in every string of a manifest record (argv, config, errors), in
+every line of a run log, and in everything the command line prints. Key and certificate
+*paths* are not secrets and stay.
+
+A path keeps the form once it went through :class:`pathlib.Path`, which folds ``//`` into
+``/`` (``results_dir=/data/sftp://alice:pw@host/r`` is printed as ``.../sftp:/alice:...``), so
+one or more slashes after the scheme are matched."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
-# scheme://user:password@  (user and password without '/', '@' or whitespace)
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^/@:\s]*):(?P<pw>[^/@\s]+)@")
+# scheme:/[/]user:password@  (user and password without '/', '@' or whitespace)
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*:/+)(?P<user>[^/@:\s]*):(?P<pw>[^/@\s]+)@")
 
 
 def redact(text: str) -> str:
@@ -26,3 +32,32 @@ def redact_secrets(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(redact_secrets(v) for v in value)
     return value
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose every formatted line (message, arguments, traceback) is redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+class RedactingStream:
+    """A text stream that redacts what is written through it, delegating everything else
+    (``isatty``, ``fileno``, ``flush``, ``encoding``...) to the stream it wraps. The command
+    line installs it over ``sys.stdout``/``sys.stderr`` while it runs, so no message, warning
+    or third-party print can echo a password from the command line. A secret split across two
+    ``write`` calls would pass; ``print`` and the logging handlers write whole lines."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
