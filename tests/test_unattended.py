@@ -106,6 +106,31 @@ def test_runs_left_running_by_dead_drivers_are_marked(tmp_path):
         "alive_here", "fresh_elsewhere"}
 
 
+def test_status_says_where_a_loopback_dashboard_listens_and_how_to_tunnel(tmp_path):
+    """A driver on another node binds its dashboard to that node's 127.0.0.1: the link alone
+    would point at the reader's own machine. status names the node and the tunnel."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    base = {"status": "running", "started_at": stamp, "heartbeat_at": stamp,
+            "progress": {"done": 5, "total": 50, "failed": 0, "rate_per_s": 1.0, "eta_s": 45.0}}
+    update_manifest(tmp_path / "remote", {**base, "run_id": "R", "host": "node17", "pid": 4242,
+                                          "cluster": {"dashboard": "http://127.0.0.1:8799/status"}})
+    update_manifest(tmp_path / "local", {**base, "run_id": "L", "host": socket.gethostname(),
+                                         "pid": os.getpid(),
+                                         "cluster": {"dashboard": "http://127.0.0.1:8798/status"}})
+    update_manifest(tmp_path / "open", {**base, "run_id": "O", "host": "node18", "pid": 4242,
+                                        "cluster": {"dashboard": "http://10.1.0.18:8797/status"}})
+    out = status(tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert ("dashboard: http://127.0.0.1:8799/status on node17 (it listens on node17's loopback "
+            "only") in text
+    assert "tunnel: ssh -N -L 8799:127.0.0.1:8799 node17 (from a laptop: ssh -N -L " \
+           "8799:127.0.0.1:8799 -J LOGIN-NODE node17), then open http://localhost:8799/status" in text
+    assert f"dashboard: http://127.0.0.1:8798/status (this machine only; from a laptop: ssh -N " \
+           f"-L 8798:127.0.0.1:8798 -J LOGIN-NODE {socket.gethostname()}" in text
+    assert "dashboard: http://10.1.0.18:8797/status\n" in text  # reachable as it is
+
+
 # --------------------------------------------------------------------------- progress and logs
 def test_progress_lines_heartbeat_and_run_log(tmp_path):
     from pipeline.engine.progress import Progress, run_log, runlog
@@ -328,6 +353,93 @@ def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     assert "interrupted (SIGTERM)" in logs[0].read_text()
     out = status(tmp_path, "calibration").stdout
     assert "calibration: 800 ok, 0 failed stored" in out and ": finished" in out
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("step,sig,code", [("code_check", signal.SIGTERM, 143),
+                                           ("first_manifest", signal.SIGHUP, 129)])
+def test_a_signal_during_start_up_is_handled_like_ctrl_c(tmp_path, step, sig, code):
+    """From the moment the handlers are installed, SIGTERM/SIGHUP take Ctrl-C's path: during
+    the code-change check (no record yet) and just after the first 'running' record too."""
+    folder = tmp_path / "calibration"
+    args = ["experiment=calibration", "grid.x={range:[0,10]}", "params.work_us=0",
+            "cluster.n_workers=1", f"results_dir={tmp_path}", *FAST]
+    driver = cli(*args, env={**os.environ, "PIPELINE_SWEEP_PAUSE_AT": step})
+    seen = []
+    while not any(f"sweep paused at {step}" in line for line in seen):
+        line = driver.stderr.readline()  # bounded by the test's timeout
+        assert line, f"driver ended ({driver.wait()}) before {step}: {''.join(seen)}"
+        seen.append(line)
+    if step == "first_manifest":
+        assert last_run(folder)["status"] == "running"
+    driver.send_signal(sig)
+    _, err = driver.communicate(timeout=60)
+    err = "".join(seen) + err
+    assert driver.returncode == code, err
+    assert "Traceback" not in err and f"interrupted ({sig.name})" in err
+    run = last_run(folder)
+    assert run["status"] == "interrupted" and run["signal"] == sig.name
+    assert run["written"] == {"rows": 0, "parts": 0, "flushed": True}
+    assert f"interrupted ({sig.name})" in Path(run["log"]).read_text()
+    proc = run_cli(*args)  # the lock is free and the sweep resumes from nothing
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_parquet(folder)) == 10
+
+
+def _kill_9(driver) -> None:
+    """kill -9 the driver, as a node crash would, then its LocalCluster's processes."""
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.communicate(timeout=30)  # reaped: its pid is gone, as on a crashed node
+    try:
+        os.killpg(driver.pid, signal.SIGKILL)  # the workers of its session
+    except ProcessLookupError:
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_kill_9_mid_sweep_is_reported_killed_and_the_next_sweep_marks_and_resumes(tmp_path):
+    folder = tmp_path / "calibration"
+    n = 600
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=40000",
+            f"grid.x={{range:[0,{n}]}}", "batch_size=5", "flush_rows=20", "flush_seconds=1",
+            "cluster.n_workers=2", "cluster.threads_per_worker=2", f"results_dir={tmp_path}",
+            *FAST]
+
+    def start_and_kill(min_new_parts):
+        before = len(parts(folder))
+        driver = cli(*args, start_new_session=True)
+        try:
+            wait_for(lambda: len(parts(folder)) >= before + min_new_parts
+                     and bool(last_run(folder).get("progress")), 180, "parts mid-sweep", driver)
+            run = last_run(folder)
+            assert run["status"] == "running" and run["pid"] == driver.pid
+        finally:
+            _kill_9(driver)
+        assert last_run(folder)["status"] == "running"  # nobody recorded the death
+        return run["run_id"]
+
+    first = start_and_kill(2)
+    out = status(tmp_path, "calibration")
+    assert out.returncode == 0, out.stderr
+    assert f"last run {first}: killed" in out.stdout
+    assert "stopped without recording an end" in out.stdout
+    assert last_run(folder)["status"] == "killed"  # status recorded its verdict
+
+    second = start_and_kill(2)  # this one is found by the next sweep, not by status
+    stored = pd.read_parquet(folder)
+    assert 0 < stored.task_id.nunique() < n
+    proc = run_cli(*args, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"run {second} (host {socket.gethostname()}, pid" in proc.stderr
+    assert "marked 'killed'" in proc.stderr
+    done = stored.task_id.nunique()
+    assert f"{n} tasks in grid, {done} already done, {n - done} to run" in proc.stderr
+    states = {r["run_id"]: r["status"] for r in read_manifest(folder)["runs"]}
+    assert states[first] == states[second] == "killed" and list(states.values())[-1] == "finished"
+    df = pd.read_parquet(folder)
+    assert len(df) == n and df.task_id.is_unique and set(df.status) == {"ok"}
+    assert f"last run {list(states)[-1]}: finished" in status(tmp_path, "calibration").stdout
 
 
 @pytest.fixture
