@@ -103,6 +103,7 @@ def test_rows_carry_run_and_code_ids_and_documented_fields(tmp_path):
     assert meta["elapsed_s"][b"unit"] == b"s"
     assert b"run" in meta["run_id"][b"description"] and b"sha256" in meta["code_id"][b"description"]
     assert meta["m"][b"description"].startswith(b"parameter: rows")
+    assert meta["m"][b"unit"] == b"1" and b"unit" not in meta["boundary"]  # a count; a label
 
 
 # --------------------------------------------------------------------------- export
@@ -320,7 +321,7 @@ def test_every_output_column_of_every_experiment_has_a_description_and_unit():
     from pipeline.experiments.base import registry
 
     units = {None, "1", "nat", "bit", "s"}
-    for name, exp in registry().items():
+    for name, exp in registry().items():  # parameters: the next test
         for column, typ in exp.columns.items():
             description, unit, exact = column_doc(exp, column)
             assert description and unit in units, (name, column)
@@ -331,6 +332,54 @@ def test_every_output_column_of_every_experiment_has_a_description_and_unit():
     out = subprocess.run([sys.executable, "-m", "pipeline", "describe", "lattice"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60).stdout
     assert "[nat]" in out and "ln tau(G), tau = number of spanning trees" in out
+
+
+@pytest.mark.timeout(120)
+def test_every_parameter_of_every_experiment_has_a_description_and_unit():
+    """Parameters are columns of every row too: each declares its unit beside its Param.doc
+    (a ``("", unit)`` entry of ``document()``), and the store, the export and the report all
+    read it through ``declared_doc``."""
+    from pipeline.engine.schema import column_doc, field_metadata
+    from pipeline.experiments.base import declared_doc, registry
+    from pipeline.report.columns import column_meta
+
+    units = {None, "1", "nat", "bit", "s", "us"}
+    numeric = (int, float, "int_list", "float_list")
+    for name, exp in registry().items():
+        for p in exp.params:
+            assert p.name in exp.column_docs, (name, p.name)  # its unit is declared
+            doc = declared_doc(exp, p.name)
+            assert doc.parameter and doc.description and not doc.exact, (name, p.name)
+            assert doc.unit in units, (name, p.name, doc.unit)
+            if p.type in numeric and not p.name.endswith("seed"):
+                assert doc.unit is not None, (name, p.name)  # a quantity has a unit
+            else:
+                assert doc.unit is None, (name, p.name)  # a label, a flag, a seed: none
+            if p.type in (float, "float_list") and p.name.startswith("eps"):
+                assert doc.unit == "nat", (name, p.name)
+            description, unit, exact = column_doc(exp, p.name)
+            assert unit == doc.unit and not exact
+            assert description == (f"parameter: {p.doc}" if not exp.column_docs[p.name][0]
+                                   else exp.column_docs[p.name][0])
+            meta = field_metadata(exp, p.name) or {}
+            assert meta.get("unit") == doc.unit, (name, p.name)
+            shown = column_meta(name, p.name)  # the report's header reads the same
+            assert shown.description == doc.description
+            assert shown.unit == ("" if doc.unit in (None, "1") else doc.unit)
+
+
+def test_documentation_is_not_part_of_a_task_id():
+    """Editing descriptions and units changes no task id and needs no version bump."""
+    import dataclasses
+
+    for name, (grid_cfg, params) in {"lattice": ({"L1": [3, 4]}, {"base": "square"}),
+                                     "composition": ({"eps": [0.1, 1.0]}, {"k": 3})}.items():
+        exp = get_experiment(name)
+        bare = dataclasses.replace(exp, column_docs={})
+        assert exp.column_docs and not bare.column_docs
+        documented, undocumented = Grid(exp, grid_cfg, params), Grid(bare, grid_cfg, params)
+        assert [documented.task_id(i) for i in range(documented.total)] == \
+            [undocumented.task_id(i) for i in range(undocumented.total)]
 
 
 def test_a_recomputed_task_keeps_only_its_latest_rows(tmp_path):

@@ -24,14 +24,18 @@ BOOKKEEPING_DOCS = {
 
 
 def column_doc(experiment, name: str) -> tuple[str, str | None, bool]:
-    """(description, unit, exact integer?) of a column of ``experiment``'s result table."""
+    """(description, unit, exact integer?) of a column of ``experiment``'s result table: the
+    engine's bookkeeping columns, else the experiment's declarations as
+    :func:`pipeline.experiments.base.declared_doc` reads them (the report reads the same)."""
+    from pipeline.experiments.base import declared_doc
+
     if name in BOOKKEEPING_DOCS:
         return (*BOOKKEEPING_DOCS[name], False)
-    entry = experiment.column_docs.get(name) or ("", None)
-    param = experiment.param_map.get(name)
-    if param is not None and not entry[0]:
-        return (f"parameter: {param.doc}" if param.doc else f"parameter {name}"), entry[1], False
-    return entry[0], entry[1], len(entry) == 3
+    doc = declared_doc(experiment, name)
+    if doc.parameter and not (experiment.column_docs.get(name) or ("",))[0]:
+        description = f"parameter: {doc.description}" if doc.description else f"parameter {name}"
+        return description, doc.unit, False
+    return doc.description, doc.unit, doc.exact
 
 
 def field_metadata(experiment, name: str) -> dict[str, str] | None:

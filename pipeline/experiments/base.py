@@ -341,19 +341,27 @@ def log_of_int(value: int) -> float:
     return math.log(value >> shift) + shift * math.log(2.0)
 
 
-EXACT = "exact"  # third element of a column_docs entry: an exact integer stored as a decimal string
+# Third element of a column_docs entry: an exact integer stored as a decimal string. Both
+# store the same digits; they differ only in how a paper table (report LaTeX/HTML) prints them.
+EXACT = "exact"  # printed whole, every digit (counts a reader compares digit by digit)
+EXACT_SCIENTIFIC = "exact_scientific"  # printed rounded, 1.23457e+45 (huge counts)
+EXACT_FORMATS = {EXACT: "whole", EXACT_SCIENTIFIC: "scientific"}
 
 
 def document(experiment: Experiment, docs: Mapping[str, tuple]) -> Experiment:
     """Attach descriptions and units to an experiment's parameters and output columns.
 
     ``docs`` maps a parameter or column name to ``(description, unit)`` or
-    ``(description, unit, EXACT)``. ``unit`` is a UCUM-style string: ``"1"`` for a
+    ``(description, unit, EXACT)`` / ``(description, unit, EXACT_SCIENTIFIC)`` for an exact
+    integer stored as a decimal string (printed whole, or in scientific form, in the report's
+    tables). ``unit`` is a UCUM-style string: ``"1"`` for a
     dimensionless number, ``"nat"``/``"bit"`` for logarithms and information, ``"s"`` for
     seconds, ``None`` for labels, flags and other non-quantities. A parameter without an entry
     is described by its ``Param.doc``, and so is one whose description is ``""`` (an entry
     that only gives the parameter's unit). Declared apart from ``columns=`` so the Arrow types stay
-    where they are; the store writes both into each part file's schema as field metadata.
+    where they are; the store writes both into each part file's schema as field metadata, and
+    the report reads them for table headers (:func:`declared_doc`). Documentation is not part
+    of a task id: editing it changes no id and needs no version bump.
     """
     known = {p.name for p in experiment.params} | set(experiment.columns)
     unknown = set(docs) - known
@@ -362,8 +370,41 @@ def document(experiment: Experiment, docs: Mapping[str, tuple]) -> Experiment:
     for name, entry in docs.items():
         if not (isinstance(entry, tuple) and len(entry) in (2, 3)
                 and (entry[0] or name in experiment.param_map)
-                and (len(entry) == 2 or entry[2] == EXACT)):
+                and (len(entry) == 2 or entry[2] in EXACT_FORMATS)):
             raise ValueError(f"{experiment.name}: docs of {name!r} must be (description, unit"
-                             f"[, EXACT]), got {entry!r}")
+                             f"[, EXACT or EXACT_SCIENTIFIC]), got {entry!r}")
+        if len(entry) == 3 and name in experiment.columns and \
+                experiment.columns[name] != pa.string():
+            raise ValueError(f"{experiment.name}: {name!r} is declared exact, so it must be "
+                             "stored as a decimal string (pa.string())")
     experiment.column_docs.update(docs)
     return experiment
+
+
+@dataclass(frozen=True)
+class ColumnDoc:
+    """What an experiment declares about one of its parameters or output columns.
+
+    ``description`` is the declared one, or for a parameter its ``Param.doc`` when the entry
+    gives none; ``exact_format`` is ``"whole"`` or ``"scientific"`` for an exact integer
+    column (``None`` otherwise)."""
+
+    description: str = ""
+    unit: str | None = None
+    exact_format: str | None = None
+    parameter: bool = False
+
+    @property
+    def exact(self) -> bool:
+        return self.exact_format is not None
+
+
+def declared_doc(experiment: Experiment, name: str) -> ColumnDoc:
+    """The one reader of ``document()``'s declarations (and ``Param.doc``): the store's Parquet
+    field metadata, the export's Table Schema and the report's table headers all come from
+    here. An undeclared name gives an empty :class:`ColumnDoc`."""
+    entry = experiment.column_docs.get(name) or ("", None)
+    param = experiment.param_map.get(name)
+    description = entry[0] or (param.doc if param is not None else "")
+    exact = EXACT_FORMATS[entry[2]] if len(entry) == 3 else None
+    return ColumnDoc(description, entry[1], exact, param is not None)

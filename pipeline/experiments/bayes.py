@@ -342,7 +342,11 @@ BAYES_REGRESSION = register(Experiment(
 # (description, unit) as in docs/bayes.md; privacy losses and KL divergences in nats.
 from pipeline.experiments.base import document  # noqa: E402
 
+# Parameters: "" keeps the Param.doc as the description; the entry gives the unit.
 document(BAYES_BOUNDS, {
+    "family": ("", None), "alpha": ("", "1"), "n": ("", "1"), "lam": ("", "1"),
+    "c1": ("", "1"), "c2": ("", "1"), "B": ("", "1"), "mu": ("", "1"), "N": ("", "1"),
+    "rho": ("", "1"), "confidence_delta": ("", "1"),
     "L0": ("L0 closed form as printed in the thesis (Lemmas 3.6.1-3.6.4)", "1"),
     "c": ("c closed form as printed (Lemmas 3.6.1-3.6.4)", "1"),
     "C": ("C closed form as printed (Lemmas 3.6.1-3.6.4)", "1"),
@@ -372,6 +376,11 @@ document(BAYES_BOUNDS, {
     "vacuous_closed": ("delta_closed >= 1", None),
 })
 document(BAYES_NETWORK, {
+    "structure": ("", None), "d": ("", "1"), "max_indeg": ("", "1"), "mechanism": ("", None),
+    "eps": ("", "nat"), "n_train": ("", "1"), "n_total": ("", "1"), "repeats": ("", "1"),
+    "prior_alpha": ("", "1"), "prior_beta": ("", "1"), "threshold": ("", "1"),
+    "n_samples": ("", "1"), "map_trim": ("", "1"), "stealth_prob": ("", "1"),
+    "data_seed": ("", None),
     "n_nodes": ("|I|, number of nodes of the network", "1"),
     "m": ("sum_i 2^|pi_i|: number of Beta parameters", "1"),
     "n_test": ("test rows", "1"),
@@ -395,6 +404,9 @@ document(BAYES_NETWORK, {
     "temperature": ("kappa = eps / (2 Delta u) of the exponential mechanism", "1"),
 })
 document(BAYES_REGRESSION, {
+    "b": ("", "1"), "norm_scale": ("", "1"), "d": ("", "1"), "n_total": ("", "1"),
+    "train_frac": ("", "1"), "sigma": ("", "1"), "noise_sd": ("", "1"), "n_samples": ("", "1"),
+    "repeats": ("", "1"), "data_seed": ("", None),
     "n_train": ("training rows", "1"),
     "n_test": ("test rows", "1"),
     "radius": ("weight-norm bound norm_scale / sqrt(b)", "1"),

@@ -73,6 +73,8 @@ EXPERIMENT = register(Experiment(
 from pipeline.experiments.base import document  # noqa: E402
 
 document(EXPERIMENT, {
+    "x": ("", "1"), "work_us": ("", "us"), "work_mode": ("", None), "scale": ("", "1"),
+    "rows": ("", "1"), "fail_every": ("", "1"), "crash_at": ("", "1"), "hang_at": ("", "1"),
     "value": ("x * scale + row: a known answer to check the harness by", "1"),
     "draw": ("uniform number in [0, 1) from the task seed (its leading 53 bits)", "1"),
     "label": ("x<x>-r<row>: identifies the row", None),

@@ -316,8 +316,9 @@ document(COMPOSITION_REGION, {
     "p_fa": ("vertex: probability of false alarm", "1"),
 })
 document(COMPOSITION_HETERO, {
-    "k": ("", "1"), "eps_min": ("", "nat"), "eps_max": ("", "nat"), "eps_list": ("", "nat"),
-    "delta": ("", "1"),
+    "eps_source": ("", None), "k": ("", "1"), "eps_min": ("", "nat"), "eps_max": ("", "nat"),
+    "eps_list": ("", "nat"), "p_high": ("", "1"), "delta": ("", "1"), "delta_target": ("", "1"),
+    "eta": ("", "nat"), "pld": ("", None), "pld_interval": ("", "nat"),
     "k_steps": ("number of composed steps", "1"),
     "n_distinct": ("number of distinct eps values", "1"),
     "log_exact_combos": ("log prod (n_j + 1): size of the untruncated grouped exact sum", "nat"),

@@ -323,7 +323,14 @@ EDGE_TEST = register(Experiment(
 # (description, unit) as in docs/edge_dp.md; losses in nats.
 from pipeline.experiments.base import document  # noqa: E402
 
+# Parameters: "" keeps the Param.doc; ERGM coefficients are log-odds per statistic (nats).
 document(EDGE_DP, {
+    "prior": ("", None), "n": ("", "1"), "eps": ("", "nat"), "mechanism": ("", None),
+    "edge": ("", None), "solver": ("", None), "p": ("", "1"), "p_spread": ("", "1"),
+    "queen_prior": ("", "1"), "a": ("", "1"), "b": ("", "1"), "beta_edges": ("", "nat"),
+    "beta_triangles": ("", "nat"), "beta_kstar": ("", "nat"), "kstar": ("", "1"),
+    "blocks": ("", "1"), "p_in": ("", "1"), "p_out": ("", "1"), "mcmc_sweeps": ("", "1"),
+    "mcmc_burn_in": ("", "1"), "mcmc_chains": ("", "1"),
     "edge_class": ("class of the secret dyad", None),
     "dyad": ("representative dyad i-j", None),
     "n_dyads_in_class": ("dyads in the class", "1"),
@@ -350,6 +357,8 @@ document(EDGE_DP, {
     "bound_mcmc": ("eps + alpha_dep_mcmc", "nat"),
 })
 document(EDGE_TEST, {
+    "n": ("", "1"), "eps": ("", "nat"), "a": ("", "1"), "b": ("", "1"), "level": ("", "1"),
+    "threshold_density": ("", "1"),
     "m": ("number of dyads C(n, 2)", "1"),
     "threshold_used": ("density threshold of the threshold test", "1"),
     "size_threshold": ("size (type I error) of the threshold test", "1"),

@@ -271,7 +271,9 @@ RANDOM_TRIANGULATION = register(Experiment(
 
 # --------------------------------------------------------------------------- column docs
 # (description, unit) as in docs/independent_sets.md; logarithms are natural ("nat").
+# Parameters: "" keeps the Param.doc as the description; the entry gives the unit.
 document(INDEPENDENT_SETS, {
+    "lattice": ("", None), "m": ("", "1"), "n": ("", "1"), "boundary": ("", None),
     "n_vertices": ("number of vertices of the explicit graph", "1"),
     "n_edges": ("number of edges of the explicit graph", "1"),
     "count": ("exact number of independent sets (Merrifield-Simmons index)", "1", EXACT),
@@ -281,6 +283,7 @@ document(INDEPENDENT_SETS, {
                "not)", None),
 })
 document(BOUNDS, {
+    "lattice": ("", None), "p": ("", "1"), "q": ("", "1"), "k": ("", "1"),
     "lambda_p_plus_2q": ("largest transfer-matrix eigenvalue of the free strip of width p + 2q",
                          "1"),
     "lambda_2q": ("largest transfer-matrix eigenvalue of the free strip of width 2q", "1"),
@@ -296,6 +299,7 @@ document(BOUNDS, {
     "vertices_per_cell": ("4 for 488, 1 otherwise", "1"),
 })
 document(RANDOM_TRIANGULATION, {
+    "m": ("", "1"), "n": ("", "1"), "p": ("", "1"), "samples": ("", "1"),
     "n_states": ("column states of the transfer matrix, F_{m+3} (F_1 = F_2 = 1)", "1"),
     "expected_count": ("f(m, n; p), the expected number of independent sets, exact decimal (p "
                        "read as its decimal repr); null when F_{m+3}^2 n > 10^6", "1"),

@@ -408,7 +408,13 @@ BETHE_LIMIT = register(Experiment(
 # (description, unit) as in docs/inferential.md; privacy losses in nats.
 from pipeline.experiments.base import document  # noqa: E402
 
+# Parameters: "" keeps the Param.doc as the description; the entry gives the unit.
 document(INFERENTIAL, {
+    "graph": ("", None), "n": ("", "1"), "rows": ("", "1"), "cols": ("", "1"),
+    "branching": ("", "1"), "depth": ("", "1"), "degree": ("", "1"), "radius": ("", "1"),
+    "p": ("", "1"), "graph_seed": ("", None), "prior": ("", None), "J": ("", "1"),
+    "h": ("", "1"), "copy_p": ("", "1"), "r": ("", "1"), "s": ("", "1"), "eps": ("", "nat"),
+    "mechanism": ("", None), "target": ("", None),
     "node": ("the target node a", "1"),
     "n_nodes": ("number of individuals n", "1"),
     "J_effective": ("the coupling used: J, or atanh(2 copy_p - 1)", "1"),
@@ -425,6 +431,7 @@ document(INFERENTIAL, {
     "method": ("enumeration, transfer, tree or LP", None),
 })
 document(BETHE_LIMIT, {
+    "degree": ("", "1"), "J": ("", "1"), "eps": ("", "nat"),
     "nu": ("inferential privacy loss on the Bethe lattice, formula (24)", "nat"),
     "nu_over_eps": ("nu / eps", "1"),
     "log_x": ("ln x(J, eps/2)", "nat"),

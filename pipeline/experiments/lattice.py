@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from pipeline.experiments.base import (Choice, Experiment, Interval, Param, PointCheck, exact_int,
                                        log_of_int, register)
-from pipeline.experiments.base import EXACT, document
+from pipeline.experiments.base import EXACT_SCIENTIFIC, document
 from pipeline.kernels import lattice_counts as counts
 from pipeline.kernels import lattice_spectra as spectra
 from pipeline.kernels.lattices import (BASES, BOUNDARIES, MIN_CELLS, base_cell,
@@ -376,10 +376,15 @@ CLIQUE_GRAPH = register(Experiment(
 
 
 # --------------------------------------------------------------------------- column docs
-# (description, unit) as in docs/lattice.md; logarithms are natural ("nat").
+# (description, unit) as in docs/lattice.md; logarithms are natural ("nat"). The exact counts
+# (spanning trees, dimers) run to thousands of digits: EXACT_SCIENTIFIC, so paper tables print
+# them as 1.23457e+45 (the stored strings and the CSV keep every digit).
 _SIZE = {"n_vertices": ("number of vertices N of the graph", "1"),
          "n_edges": ("number of edges of the graph", "1")}
+# Parameters: "" keeps the Param.doc as the description; the entry gives the unit.
 document(LATTICE, {
+    "base": ("", None), "insertions": ("", "1"), "L1": ("", "1"), "L2": ("", "1"),
+    "boundary": ("", None),
     **_SIZE,
     "energy": ("graph energy E(G) = sum |lambda| over the adjacency eigenvalues; null where "
                "too large for the method (docs/lattice.md, Methods)", "1"),
@@ -387,17 +392,18 @@ document(LATTICE, {
     "log_spanning_trees": ("ln tau(G), tau = number of spanning trees", "nat"),
     "spanning_tree_entropy": ("ln tau / N", "nat"),
     "spanning_trees": ("tau(G), the number of spanning trees, while exact is feasible and at "
-                       "most 4,000 digits; else null", "1", EXACT),
+                       "most 4,000 digits; else null", "1", EXACT_SCIENTIFIC),
     "log_dimers": ("ln M(G), M = number of perfect matchings (dimer coverings); null when "
                    "there is none or M is not computed", "nat"),
     "dimers": ("M(G), the number of perfect matchings (at most 4,000 digits); null as "
-               "log_dimers", "1", EXACT),
+               "log_dimers", "1", EXACT_SCIENTIFIC),
     "kirchhoff_index": ("Kirchhoff index Kf = N sum 1/mu over the non-zero Laplacian "
                         "eigenvalues; null where energy is null", "1"),
     "algebraic_connectivity": ("mu_2, the second-smallest Laplacian eigenvalue", "1"),
     "method": ("the algorithms that produced the row (spectrum, trees, dimers)", None),
 })
 document(LATTICE_LIMIT, {
+    "base": ("", None), "insertions": ("", "1"),
     "lattice_name": ("name of C^k(H), e.g. 3-12-12, 3-6-24, C^2(square)", None),
     "cell_size": ("vertices per unit cell, c r^k", "1"),
     "degree": ("vertex degree r", "1"),
@@ -413,20 +419,22 @@ document(LATTICE_LIMIT, {
     "method": ("quadrature used", None),
 })
 document(CLIQUE_GRAPH, {
+    "graph": ("", None), "size": ("", "1"), "degree": ("", "1"), "insertions": ("", "1"),
     **_SIZE,
     "regular_degree": ("degree r of the base graph G", "1"),
     "connected": ("whether C^k(G) is connected", None),
     "energy": ("graph energy of C^k(G) from its dense adjacency eigenvalues", "1"),
     "energy_map": ("the same by corrected Corollary 6.2.3 on the spectrum of C^(k-1)(G) from "
                    "the Laplacian map of G", "1"),
-    "spanning_trees": ("exact matrix-tree count tau(C^k(G))", "1", EXACT),
+    "spanning_trees": ("exact matrix-tree count tau(C^k(G))", "1", EXACT_SCIENTIFIC),
     "log_spanning_trees": ("ln tau(C^k(G))", "nat"),
-    "spanning_trees_lemma": ("tau(C^k(G)) by Lemma 6.3.1 from the exact tau(G)", "1", EXACT),
+    "spanning_trees_lemma": ("tau(C^k(G)) by Lemma 6.3.1 from the exact tau(G)", "1",
+                             EXACT_SCIENTIFIC),
     "dimers": ("exact number of perfect matchings M(C^k(G)) (frontier DP; null if none or "
-               "infeasible)", "1", EXACT),
+               "infeasible)", "1", EXACT_SCIENTIFIC),
     "log_dimers": ("ln M(C^k(G))", "nat"),
     "dimers_lemma_bound": ("2^(m - n + 1) of C^(k-1)(G) (Lemma 6.3.4): equal to M for r = 3, a "
-                           "lower bound for r >= 4", "1", EXACT),
+                           "lower bound for r >= 4", "1", EXACT_SCIENTIFIC),
     "algebraic_connectivity": ("mu_2(C^k(G)), computed directly", "1"),
     "algebraic_connectivity_map": ("f^k(mu_2(G)), f(x) = (r + 2 - sqrt((r + 2)^2 - 4x)) / 2 "
                                    "(section 6.4, Proposition 6.4.1)", "1"),

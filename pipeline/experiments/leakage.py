@@ -235,6 +235,8 @@ EXPERIMENT = register(Experiment(
 from pipeline.experiments.base import document  # noqa: E402
 
 document(EXPERIMENT, {
+    "graph": ("", None), "n": ("", "1"), "u": ("", "1"), "v": ("", "1"), "degree": ("", "1"),
+    "eps": ("", "nat"), "solver": ("", None), "symmetrise": ("", None),
     "n_datasets": ("|A|, number of datasets", "1"),
     "n_edges": ("|E|, edges of the dataset graph", "1"),
     "diameter": ("diameter of the dataset graph", "1"),

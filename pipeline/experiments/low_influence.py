@@ -247,6 +247,10 @@ EXPERIMENT = register(Experiment(
 from pipeline.experiments.base import document  # noqa: E402
 
 document(EXPERIMENT, {
+    "mode": ("", None), "graph": ("", None), "n": ("", "1"), "u": ("", "1"), "v": ("", "1"),
+    "degree": ("", "1"), "mechanism": ("", None), "coupling": ("", None), "k": ("", "1"),
+    "eps": ("", "nat"), "delta": ("", "1"), "alpha": ("", "1"), "eps_eval": ("", "nat"),
+    "concentration": ("", "1"),
     "n_datasets": ("|D|, number of datasets", "1"),
     "n_values": ("|V|, number of output values", "1"),
     "n_edges": ("|E|, edges of the dataset graph", "1"),

@@ -1,8 +1,16 @@
 """What a report knows about a column: its description, unit and how exact integers print.
 
-Every table header and figure label that comes from a column's declaration is read through
-:func:`column_meta`, so the declarations of the experiments (``Param.doc``, and the column
-descriptions/units an experiment declares) plug in at one place.
+Every table header that comes from a column's declaration is read through :func:`column_meta`,
+which reads the experiment's own declarations: ``document(EXPERIMENT, {"col": (description,
+unit[, EXACT or EXACT_SCIENTIFIC])})`` and ``Param.doc``, through
+:func:`pipeline.experiments.base.declared_doc`, the same reader that writes the Parquet field
+metadata and the export's Table Schema. So a header, a part file's metadata and a data package
+always agree.
+
+Headers: ``description (unit)``. The unit is left out where it says nothing to a reader: ``1``
+(a dimensionless number) and none (labels, flags). A description longer than
+:data:`MAX_HEADER_CHARS` stays out of the header: the header is the column name (with its
+unit) and the description goes in a note under the table.
 """
 
 from __future__ import annotations
@@ -11,7 +19,8 @@ from dataclasses import dataclass
 
 # how an exact integer (stored as a decimal string) prints in a paper table
 EXACT_FORMATS = ("whole", "scientific")
-MAX_HEADER_CHARS = 40  # a longer description stays in the docs; the header keeps the name
+MAX_HEADER_CHARS = 40  # a longer description goes in a note; the header keeps the name
+SILENT_UNITS = (None, "", "1")  # units a header does not show
 
 
 @dataclass(frozen=True)
@@ -26,49 +35,37 @@ class ColumnMeta:
         return 0 < len(self.description) <= MAX_HEADER_CHARS
 
     @property
+    def header_text(self) -> str:
+        """The header without its unit: the description when short enough, else the name."""
+        return self.description if self.header_is_description else self.name
+
+    @property
     def header(self) -> str:
-        """Header text: the description when it is short enough for a table head, else the
-        column name; then the unit in parentheses."""
-        text = self.description if self.header_is_description else self.name
-        return f"{text} ({self.unit})" if self.unit else text
+        """Header text, then the unit in parentheses (when it says something)."""
+        return f"{self.header_text} ({self.unit})" if self.unit else self.header_text
 
-
-def _declared(experiment, attribute: str, column: str):
-    """``experiment.<attribute>[column]`` for a mapping attribute, or a column object's field
-    (``experiment.columns[column].<field>``), whichever the declarations provide."""
-    value = getattr(experiment, attribute, None)
-    if isinstance(value, dict) and column in value:
-        return value[column]
-    spec = getattr(experiment, "column_specs", None) or {}
-    field = attribute.removeprefix("column_").removesuffix("s")
-    if column in spec:
-        return getattr(spec[column], field, None)
-    return None
+    @property
+    def note(self) -> str | None:
+        """``name: description (unit)`` for a description too long for the header."""
+        if not self.description or self.header_is_description:
+            return None
+        return f"{self.name}: {self.description}" + (f" ({self.unit})" if self.unit else "")
 
 
 def column_meta(experiment_name: str | None, column: str) -> ColumnMeta:
-    """Description, unit and exact-integer format of ``column`` of an experiment.
-
-    Sources, first found wins: the experiment's column declarations (``column_descriptions``,
-    ``column_units``, ``column_exact_formats`` mappings, or ``column_specs[name]`` objects with
-    ``description``/``unit``/``exact_format``), then a parameter's ``doc``. A column a report
-    derives (not declared) gets its name and no unit."""
+    """Description, shown unit and exact-integer print form of ``column`` of an experiment,
+    from its declarations (:func:`pipeline.experiments.base.declared_doc`). A column a report
+    derives (not declared by the experiment) gets its name, no unit, and prints whole."""
     if not experiment_name:
         return ColumnMeta(column)
-    from pipeline.experiments.base import get_experiment
+    from pipeline.experiments.base import declared_doc, get_experiment
 
     try:
         exp = get_experiment(experiment_name)
     except KeyError:
         return ColumnMeta(column)
-    description = _declared(exp, "column_descriptions", column)
-    if description is None and column in exp.param_map:
-        description = exp.param_map[column].doc
-    unit = _declared(exp, "column_units", column) or ""
-    if not unit and column in exp.param_map:
-        unit = getattr(exp.param_map[column], "unit", "") or ""
-    exact = _declared(exp, "column_exact_formats", column) or "whole"
-    if exact not in EXACT_FORMATS:
-        raise ValueError(f"{experiment_name}.{column}: exact_format must be one of "
-                         f"{EXACT_FORMATS}, got {exact!r}")
-    return ColumnMeta(column, description or "", unit, exact)
+    if column not in exp.param_map and column not in exp.columns:
+        return ColumnMeta(column)
+    doc = declared_doc(exp, column)
+    unit = "" if doc.unit in SILENT_UNITS else doc.unit
+    return ColumnMeta(column, doc.description, unit, doc.exact_format or "whole")
