@@ -278,6 +278,14 @@ def test_report_is_scoped_to_its_grid_whatever_else_lands(tmp_path):
     assert again == first
     index = (report / "index.md").read_text()
     assert "grid points: 4; stored: 4; missing: 0" in index
+    # the provenance names the run that wrote these rows, not the later, unrelated one
+    raw = pd.read_parquet(tmp_path / "composition", columns=["eps", "run_id"])
+    ids_a = set(raw.loc[raw.eps.isin([0.1, 0.5]), "run_id"])
+    ids_b = set(raw.run_id) - ids_a
+    assert len(ids_a) == 1 and len(ids_b) == 1
+    page = (report / "index.html").read_text()
+    for text in (index, page):
+        assert all(i in text for i in ids_a) and not any(i in text for i in ids_b)
     assert f"`{code_id(get_experiment('composition'))}` (4 rows)" in index
     # everything stored, on request; and a grid with missing points says so
     proc = run_cli(*grid_a, "report=true", "report_scope=all")
@@ -289,6 +297,61 @@ def test_report_is_scoped_to_its_grid_whatever_else_lands(tmp_path):
     assert proc.returncode == 2 and "report_scope must be one of {grid, all}" in proc.stderr
     proc = run_cli(*grid_a, "run_id=x")  # a sweep takes no row selection
     assert proc.returncode == 2 and "run_id select(s) rows for report=true" in proc.stderr
+
+
+def _config_shown(index_md: str, page: str) -> tuple[dict, dict]:
+    """The configuration index.md and index.html show as the latest run's."""
+    import html as htmlmod
+
+    md = index_md.split("): configuration", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    pre = page.split("): configuration</summary><pre>", 1)[1].split("</pre>", 1)[0]
+    return json.loads(md), json.loads(htmlmod.unescape(pre))
+
+
+GRID_A = ({"eps": [0.1, 0.5], "k": [1, 10]}, {"delta": 0.0, "delta_target": 1e-6})
+GRID_B = ({"eps": [0.2, 0.3, 0.7], "k": [2, 3]}, {"delta": 0.0, "delta_target": 1e-6})
+
+
+def test_report_provenance_is_scoped_to_the_runs_of_its_rows(tmp_path):
+    """Report a grid, let an unrelated sweep (another grid, another run) land in the folder,
+    report again: the same tables, and index.md and index.html name only the run whose rows
+    the report shows, with that run's configuration (not the latest run of the folder)."""
+    from pipeline.report.build import build_report
+    from pipeline.report.selection import Selection, selection_from_options
+
+    grid = store(tmp_path, "composition", *GRID_A, "run-a")
+    report = tmp_path / "composition" / "_report"
+    assert build_report(tmp_path, "composition", selection=selection_from_options(grid, {})) == 0
+    first = {p.name: p.read_text() for p in report.glob("*.csv")}
+    store(tmp_path, "composition", *GRID_B, "run-b")
+    assert build_report(tmp_path, "composition", selection=selection_from_options(grid, {})) == 0
+    assert {p.name: p.read_text() for p in report.glob("*.csv")} == first
+    index, page = (report / "index.md").read_text(), (report / "index.html").read_text()
+    for text in (index, page):
+        assert "run-a" in text and "run-b" not in text
+    provenance = page[page.index('<h2 id="provenance">'):]
+    assert "<td>run-a</td>" in provenance and "Latest of these runs (run-a)" in provenance
+    for shown in _config_shown(index, page):
+        assert shown["grid"] == GRID_A[0]
+    # everything stored: both runs, and the latest of them is run-b
+    assert build_report(tmp_path, "composition", selection=Selection()) == 0
+    index, page = (report / "index.md").read_text(), (report / "index.html").read_text()
+    for text in (index, page):
+        assert "run-a" in text and "run-b" in text
+    for shown in _config_shown(index, page):
+        assert shown["grid"] == GRID_B[0]
+
+
+def test_report_provenance_of_rows_without_a_run_id(tmp_path):
+    from pipeline.report.build import build_report
+    from pipeline.report.selection import Selection
+
+    store(tmp_path, "composition", *GRID_A, "old", stamp=False)  # before run ids existed
+    assert build_report(tmp_path, "composition", selection=Selection()) == 0
+    report = tmp_path / "composition" / "_report"
+    for text in ((report / "index.md").read_text(), (report / "index.html").read_text()):
+        assert "4 row(s) carry no run_id" in text and "No run wrote a row of this report" in text
+        assert "Latest of these runs" not in text  # no run's configuration is claimed
 
 
 @pytest.mark.slow

@@ -116,8 +116,11 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
     tasks = df.drop_duplicates("task_id")
     n_ok = int((tasks["status"] == "ok").sum())
     n_failed = int((tasks["status"] == "failed").sum())
+    from pipeline.report.selection import scoped_runs
+
     manifest = read_manifest(path)
     runs = manifest.get("runs", [])
+    scoped, unattributed = scoped_runs(df, manifest)
     lines = [f"# Report: `{name}`", ""]
     if "coverage" in df.attrs:
         from pipeline.report.selection import coverage_lines
@@ -150,16 +153,23 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
     lines += ["", "## Runs (from the manifest)", ""]
     if not runs:
         lines.append("No manifest: these results were not written by `run.py`.")
-    for run in runs:
+    else:
+        lines.append("The runs that wrote the rows of this report (other runs stored in the "
+                     "folder are left out)." if scoped else "No run wrote a row of this report.")
+        if unattributed:
+            lines.append(f"{unattributed:,} row(s) carry no run_id (written before run ids were "
+                         "recorded): their run is unknown.")
+        lines.append("")
+    for run in scoped:
         git = run.get("git") or {}
         lines.append(f"- `{run.get('run_id')}` {run.get('status')}: {run.get('started_at')} → "
                      f"{run.get('finished_at')} on {run.get('host')}; commit "
                      f"`{git.get('commit')}`{' (dirty)' if git.get('dirty') else ''}; counts "
                      f"{json.dumps(run.get('counts', {}))}")
-    if runs:
-        latest = runs[-1]
-        lines += ["", "### Latest run: configuration", "", "```json",
-                  json.dumps(latest.get("config", {}), indent=2, default=str), "```", "",
-                  "### Latest run: package versions", "", "```json",
-                  json.dumps(latest.get("packages", {}), indent=2), "```"]
+    if scoped:
+        latest = scoped[-1]
+        lines += ["", f"### Latest of these runs (`{latest.get('run_id')}`): configuration", "",
+                  "```json", json.dumps(latest.get("config", {}), indent=2, default=str), "```",
+                  "", f"### Latest of these runs (`{latest.get('run_id')}`): package versions",
+                  "", "```json", json.dumps(latest.get("packages", {}), indent=2), "```"]
     (out.outdir / "index.md").write_text("\n".join(lines) + "\n")

@@ -129,7 +129,11 @@ def write_html(path: Path, name: str, df, out, problems, older_versions=(),
     figures = [e for e in out.entries if e["kind"] == "figure"]
     tables = [e for e in out.entries if e["kind"] == "table"]
     errata = errata_html(name)
-    runs = read_manifest(path).get("runs", [])
+    from pipeline.report.selection import scoped_runs
+
+    manifest = read_manifest(path)
+    runs = manifest.get("runs", [])
+    scoped, unattributed = scoped_runs(df, manifest)  # the runs that wrote these rows
 
     parts = [f"<h1>Report: <code>{_e(name)}</code></h1>", "<nav>"]
     for anchor, label, present in (("figures", "Figures", figures), ("tables", "Tables", tables),
@@ -183,10 +187,17 @@ def write_html(path: Path, name: str, df, out, problems, older_versions=(),
     if not runs:
         parts.append("<p>No manifest: these results were not written by <code>run.py</code>.</p>")
     else:
+        parts.append("<p>The runs that wrote the rows of this report (other runs stored in the "
+                     "folder are left out).</p>" if scoped else
+                     "<p>No run wrote a row of this report.</p>")
+        if unattributed:
+            parts.append(f"<p>{unattributed:,} row(s) carry no run_id (written before run ids "
+                         "were recorded): their run is unknown.</p>")
+    if scoped:
         parts.append("<div class=\"tablewrap\"><table><thead><tr><th>run</th><th>status</th>"
                      "<th>started</th><th>finished</th><th>host</th><th>commit</th>"
                      "<th>counts</th></tr></thead><tbody>")
-        for run in runs:
+        for run in scoped:
             git = run.get("git") or {}
             commit = f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"
             parts.append("<tr>" + "".join(
@@ -196,12 +207,13 @@ def write_html(path: Path, name: str, df, out, problems, older_versions=(),
                                               json.dumps(run.get("counts", {}))))
                 + "</tr>")
         parts.append("</tbody></table></div>")
-        latest = runs[-1]
-        parts.append("<details><summary>Latest run: configuration</summary><pre>"
-                     + _e(json.dumps(latest.get("config", {}), indent=2, default=str))
-                     + "</pre></details><details><summary>Latest run: package versions</summary>"
-                     "<pre>" + _e(json.dumps(latest.get("packages", {}), indent=2)) +
-                     "</pre></details>")
+        latest = scoped[-1]
+        which = _e(latest.get("run_id"))
+        parts.append(f"<details><summary>Latest of these runs ({which}): configuration</summary>"
+                     "<pre>" + _e(json.dumps(latest.get("config", {}), indent=2, default=str))
+                     + f"</pre></details><details><summary>Latest of these runs ({which}): "
+                     "package versions</summary><pre>"
+                     + _e(json.dumps(latest.get("packages", {}), indent=2)) + "</pre></details>")
     if errata:
         parts.append('<h2 id="errata">Errata: the seeds against exact recomputation</h2>')
         parts.append(errata)

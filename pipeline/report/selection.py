@@ -230,6 +230,19 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
     return out
 
 
+def scoped_runs(df: pd.DataFrame, manifest: dict) -> tuple[list[dict], int]:
+    """The manifest's run records of the runs whose rows are in ``df`` (by the rows'
+    ``run_id``), in the manifest's order, and the number of rows that carry no run_id (written
+    before run ids were recorded, so their run is unknown). A report's provenance lists these
+    runs only: a sweep that landed in the folder but has no row in the selection is not part
+    of the report."""
+    runs = manifest.get("runs", [])
+    if "run_id" not in df.columns:
+        return [], len(df)
+    present = set(df["run_id"].dropna())
+    return [r for r in runs if r.get("run_id") in present], int(df["run_id"].isna().sum())
+
+
 def coverage_lines(cov: dict) -> list[str]:
     """A Markdown summary of a coverage dict (for index.md and a package README)."""
     lines = [f"- selection: {cov['selection']}",
