@@ -159,61 +159,6 @@ def _markdown(df, float_format: str) -> str:
     return "\n".join([header, rule, *body])
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#",
-                  "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}"}
-# symbols that pdflatex cannot take as UTF-8 text: typeset in math mode
-_LATEX_UNICODE = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "Γ": r"\Gamma", "δ": r"\delta",
-                  "Δ": r"\Delta", "ε": r"\varepsilon", "ζ": r"\zeta", "η": r"\eta",
-                  "θ": r"\theta", "ι": r"\iota", "κ": r"\kappa", "λ": r"\lambda",
-                  "μ": r"\mu", "ν": r"\nu", "ξ": r"\xi", "π": r"\pi", "ρ": r"\rho",
-                  "σ": r"\sigma", "τ": r"\tau", "φ": r"\varphi", "Φ": r"\Phi", "χ": r"\chi",
-                  "ψ": r"\psi", "ω": r"\omega", "Ω": r"\Omega", "≤": r"\le", "≥": r"\ge",
-                  "≈": r"\approx", "≠": r"\ne", "×": r"\times", "·": r"\cdot", "−": "-",
-                  "→": r"\to", "∞": r"\infty", "√": r"\surd", "±": r"\pm", "½": r"\frac12",
-                  "¹": "^1", "²": "^2", "³": "^3", "⁴": "^4", "ᵏ": "^k", "′": "'",
-                  "∑": r"\sum", "∏": r"\prod", "∈": r"\in", "⌊": r"\lfloor", "⌋": r"\rfloor"}
-_LATEX_TEXT_UNICODE = {"—": "---", "–": "--", "…": r"\dots{}", "‘": "`", "’": "'", "“": "``",
-                       "”": "''", "\u00a0": "~"}
-
-
-def _latex_escape(text: str) -> str:
-    """Escape LaTeX specials in one pass (so an inserted brace is never escaped again); Greek
-    letters and maths symbols become math (pdflatex has no glyphs for them as text); a caret
-    exponent as in ``C^k(H)`` or ``10^{-3}`` becomes a superscript."""
-    import re
-
-    parts = re.split(r"\^(\{[^{}]*\}|[A-Za-z0-9+-]+)", text)
-    if len(parts) > 1:  # odd items are exponents
-        return "".join(_latex_escape_plain(p) if i % 2 == 0 else
-                       r"\textsuperscript{" + _latex_escape_plain(p.strip("{}")) + "}"
-                       for i, p in enumerate(parts))
-    return _latex_escape_plain(text)
-
-
-def _latex_escape_plain(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch in _LATEX_SPECIAL:
-            out.append(_LATEX_SPECIAL[ch])
-        elif ch in _LATEX_UNICODE:
-            out.append(f"${_LATEX_UNICODE[ch]}$")
-        elif ch in _LATEX_TEXT_UNICODE:
-            out.append(_LATEX_TEXT_UNICODE[ch])
-        elif ord(ch) > 0x24F:  # beyond Latin-1/Latin Extended: no pdflatex glyph
-            out.append("?")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def latex_label(name: str) -> str:
-    """A valid, unescaped ``\\label`` key: letters, digits and ``:._-`` kept, others ``-``."""
-    import re
-
-    return "tab:" + re.sub(r"[^A-Za-z0-9:._-]", "-", name)
-
-
 _INTEGER = r"-?[0-9]+"
 
 
@@ -270,7 +215,8 @@ def format_number(value, kind: str, sig_digits: int, exact_format: str = "whole"
     import math
     from decimal import Decimal
 
-    if value is None or (isinstance(value, str) and value == ""):
+    if value is None or (isinstance(value, str) and value == "") or (
+            isinstance(value, float) and math.isnan(value) and kind != "text"):
         return ""
     if kind == "decimal":  # printed digits stay as printed; numbers beside them get sig digits
         return value if isinstance(value, str) else format_number(value, "float", sig_digits)
@@ -293,78 +239,6 @@ def format_number(value, kind: str, sig_digits: int, exact_format: str = "whole"
     return _fmt(value, "%g")
 
 
-def _siunitx_format(cells: list[str]) -> str:
-    """``table-format`` of an S column wide enough for every cell (sign, integer digits,
-    decimals, exponent), so the column aligns on the decimal marker."""
-    import re
-
-    sign = exp_sign = False
-    whole = decimals = exp_digits = 0
-    for cell in cells:
-        m = re.fullmatch(r"(-)?([0-9]+)(?:\.([0-9]+))?(?:e([+-])?([0-9]+))?", cell)
-        if not m:
-            continue
-        sign |= bool(m.group(1))
-        whole = max(whole, len(m.group(2)))
-        decimals = max(decimals, len(m.group(3) or ""))
-        if m.group(5):
-            exp_sign |= m.group(4) == "-"
-            exp_digits = max(exp_digits, len(m.group(5).lstrip("0") or "0"))
-    spec = ("-" if sign else "") + str(max(whole, 1))
-    if decimals:
-        spec += f".{decimals}"
-    if exp_digits:
-        spec += "e" + ("-" if exp_sign else "") + str(exp_digits)
-    return spec
-
-
-def _latex_cell(text: str, numeric: bool) -> str:
-    if not numeric:
-        return _latex_escape(text)
-    if text in ("inf", "-inf"):  # braces: text in an S column
-        return "{$" + ("-" if text[0] == "-" else "") + r"\infty$}"
-    return text
-
-
-def latex_table(df, caption: str, name: str, sig_digits: int = 6,
-                experiment: str | None = None) -> str:
-    """A LaTeX table: booktabs rules, numeric columns as siunitx ``S`` columns (right of the
-    decimal marker aligned), text columns left, headers from the columns' descriptions and
-    units (:func:`pipeline.report.columns.column_meta`; descriptions too long for a header go
-    in a note under the table), and an unescaped ``\\label``.
-
-    Needs ``\\usepackage{booktabs}`` and ``\\usepackage{siunitx}`` (v3) in the preamble."""
-    from pipeline.report.columns import column_meta
-
-    specs, heads, columns, notes = [], [], [], []
-    for col in df.columns:
-        values = df[col].tolist()
-        kind = column_kind(values)
-        meta = column_meta(experiment, str(col))
-        if meta.description and not meta.header_is_description:
-            notes.append(f"{meta.name}: {meta.description}" + (f" ({meta.unit})" if meta.unit else ""))
-        cells = [format_number(v, kind, sig_digits, meta.exact_format) for v in values]
-        numeric = kind != "text"
-        if numeric:
-            specs.append(f"S[table-format={_siunitx_format(cells)}]")
-            heads.append("{" + _latex_escape(meta.header) + "}")  # braces: text in an S column
-        else:
-            specs.append("l")
-            heads.append(_latex_escape(meta.header))
-        columns.append([_latex_cell(c, numeric) for c in cells])
-    lines = [f"% {name}: generated by pipeline's report; needs \\usepackage{{booktabs}} and "
-             "\\usepackage{siunitx} (v3)",
-             r"\begin{table}[ht]", r"\centering"]
-    if caption:  # above the table, as IEEE and ACM ask
-        lines.append(rf"\caption{{{_latex_escape(caption)}}}")
-    lines += [rf"\label{{{latex_label(name)}}}",
-              rf"\begin{{tabular}}{{{' '.join(specs) or 'l'}}}", r"\toprule",
-              " & ".join(heads) + r" \\", r"\midrule"]
-    for row in zip(*columns):
-        lines.append(" & ".join(row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if notes:  # descriptions too long for a header, under the table
-        lines.append(r"\par\smallskip{\footnotesize " + _latex_escape("; ".join(notes) + ".")
-                     + r"\par}")
-    lines += [r"\end{table}", ""]
-    return "\n".join(lines)
+# The LaTeX writer lives in report/latex.py; these names are its public face here too.
+from pipeline.report.latex import (_latex_escape, _siunitx_format, latex_label,  # noqa: E402,F401
+                                   latex_table)
