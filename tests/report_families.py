@@ -34,7 +34,9 @@ SMALL_GRIDS = {
     "inferential": ({"zip": [{"graph": ["path", "grid"], "target": ["3", "5"]}],
                      "J": [0.0, 0.3, 0.6], "eps": [0.2, 1.0]}, {"rows": 3, "cols": 3, "n": 5}),
     "inferential_bethe_limit": ({"degree": [3, 4], "J": [0.0, 0.4, 0.8], "eps": [0.1, 1.0]}, {}),
-    "edge_dp": ({"prior": ["er", "hive"], "n": [4, 5]}, {}),
+    # both mechanisms: hive's two edge classes x two mechanisms crowded one panel (issue 16)
+    "edge_dp": ({"prior": ["er", "hive"], "n": [4, 5],
+                 "mechanism": ["laplace_edge_count", "randomized_response"]}, {}),
     "edge_test": ({"n": [4, 10, 30], "eps": [0.5, 1.0]}, {}),
     "low_influence": ({"eps": [0.0, 0.5, 1.0], "zip": [{"mode": ["optimise", "mechanism"],
                                                         "coupling": ["independent", "shared_uniform"]}]},

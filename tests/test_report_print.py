@@ -125,6 +125,64 @@ def test_save_figure_refuses_an_unlabelled_axis(tmp_path):
     assert save_figure(fig, tmp_path, "ok") == ["ok.png", "ok.pdf", "ok.svg"]
 
 
+def test_save_figure_refuses_a_panel_of_more_than_max_curves(tmp_path):
+    from pipeline.report.style import REFERENCE, legend_outside, panel_curves
+
+    fig, ax = new_figure("paper")
+    for i in range(MAX_CURVES + 1):
+        ax.plot([1, 2, 3], [i, i + 1, i + 3], label=f"curve {i}", **curve_style(i))
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    legend_outside(fig)
+    with pytest.raises(FigureStyleError, match=rf"more than {MAX_CURVES} curves in panel "
+                                               rf"'panel 0' \({MAX_CURVES + 1} curves\)"):
+        save_figure(fig, tmp_path, "crowded")
+    assert not list(tmp_path.iterdir())  # nothing written
+    # curves explained by a figure legend of proxies count as well as labelled ones
+    fig, axes = new_figure("paper", ncols=2)
+    for i in range(MAX_CURVES + 1):
+        axes[1].plot([1, 2], [i, i + 2], color=curve_style(i)["color"])
+    for ax in axes:
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+    axes[1].set_title("right")
+    with pytest.raises(FigureStyleError, match=r"'right' \(7 curves\)"):
+        save_figure(fig, tmp_path, "crowded")
+    # reference lines are not curves: axhline/axvline and lines drawn with gid="reference";
+    # an error-bar series is one curve (its caps and bars are not)
+    fig, ax = new_figure("paper")
+    for i in range(MAX_CURVES - 1):
+        ax.plot([1, 2, 3], [i, i + 1, i + 3], **curve_style(i))
+    ax.errorbar([1, 2, 3], [0, 1, 2], yerr=[0.1, 0.2, 0.1], capsize=2, **curve_style(5))
+    ax.axhline(0.5, color="k")
+    ax.axvline(2.0, color="k")
+    ax.plot([1, 3], [0, 9], color="grey", gid=REFERENCE)
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    assert panel_curves(ax) == MAX_CURVES
+    assert save_figure(fig, tmp_path, "six") == ["six.png", "six.pdf", "six.svg"]
+
+
+def test_crowded_figures_become_small_multiples(family_reports):
+    """The figures that drew more than MAX_CURVES curves in a panel: edge_dp's loss against n
+    (hive: two edge classes x two mechanisms x loss and bound) is one panel per prior and
+    mechanism now; the store holds both mechanisms (report_families.SMALL_GRIDS)."""
+    assert set(SMALL_GRIDS["edge_dp"][0]["mechanism"]) == {"laplace_edge_count",
+                                                           "randomized_response"}
+    svg = (family_reports["edge_dp"] / "edge_dp_loss_vs_n.svg").read_text()
+    titles = set(re.findall(r"<!-- (prior: [^>]*?) -->", svg))
+    assert titles == {f"prior: {p}, {m}" for p in ("er", "hive")
+                      for m in ("Laplace count", "rand. response")}, titles
+
+
+def test_bayes_legends_use_mathtext(family_reports):
+    svg = (family_reports["bayes_bounds"] / "delta_vs_N.svg").read_text()
+    labels = re.findall(r"<!-- ((?:Beta-binomial|exponential) \(.*?\)) -->", svg)
+    assert labels and all("$" in lab for lab in labels), labels
+    assert r"$\alpha=" in svg and r"$\lambda=" in svg
+    assert not re.search(r"(?<![\\$])\b(alpha|lam|c1|c2)=", svg)  # no plain alpha=5, lam=1
+
+
 def test_save_figure_refuses_a_legend_over_the_data(tmp_path):
     from pipeline.report.style import legend_outside, panel_legend
 
@@ -236,7 +294,9 @@ def test_latex_table_digits_alignment_label_headers():
                        "flag": [True, False]})
     tex = latex_table(df, "Bound / optimal, 50% of rows", "bound_ratios", sig_digits=6)
     assert r"\label{tab:bound_ratios}" in tex  # unescaped
-    assert r"\begin{tabular}{l S[table-format=5.7] S[table-format=7] S[table-format=30] l}" in tex
+    # column by column (this table is cut in parts to fit the page: see test_wide_tables...)
+    specs = " ".join(re.findall(r"\\begin\{tabular\}\{([^@]*?)\}\n", tex))
+    assert specs == "l S[table-format=5.7] S[table-format=7] S[table-format=30] l", specs
     assert "0.0999981 & 3" in tex and "12345.7 & 1000000" in tex
     assert "123456789012345678901234567890" in tex  # exact integers stay whole by default
     assert r"eps\_kov\_bound" in tex and r"50\%" in tex and "yes" in tex
@@ -252,55 +312,115 @@ def test_latex_table_digits_alignment_label_headers():
     assert format_number(2.5e-7, "float", 3) == "2.5e-07"
 
 
+def _header_cells(tex: str, part: int = 0) -> list[str]:
+    """The header cells of a generated table's ``part``-th tabular as plain text: a header
+    stacked on several lines joined by spaces, the braces of S columns and ``\_`` undone."""
+    row = tex.split("\\toprule\n")[part + 1].split(" \\\\\n", 1)[0]
+    cells = []
+    for cell in row.split(" & "):
+        cell = re.sub(r"\\begin\{tabular\}\[b\]\{@\{\}[lc]@\{\}\}|\\end\{tabular\}", "", cell)
+        cell = cell.replace("\\\\", " ").replace("\\_", "_")
+        cells.append(cell[1:-1] if cell.startswith("{") and cell.endswith("}") else cell)
+    return cells
+
+
 def test_table_headers_come_from_the_column_declarations(tmp_path):
+    """Headers are read from what composition really declares (``document()`` entries and
+    ``Param.doc``): 'description (unit)', the unit left out for dimensionless '1'."""
+    from pipeline.experiments.base import get_experiment
     from pipeline.report.core import ReportWriter
+    from pipeline.report.html import html_table
 
+    exp = get_experiment("composition")
+    assert exp.column_docs["eps_basic"] == ("basic composition: k eps", "nat")  # declared
+    assert exp.column_docs["eps"] == ("", "nat")  # unit only: the description is Param.doc
+    assert exp.column_docs["delta"] == ("", "1") and exp.param_map["delta"].doc == "per-step delta"
+    df = pd.DataFrame({"delta": [0.1], "eps": [0.5], "eps_basic": [1.5], "derived": [1.5]})
     out = ReportWriter(tmp_path, experiment="composition")
-    out.table("t", pd.DataFrame({"delta": [0.1], "eps": [10], "derived": [1.5]}))
+    out.table("t", df)
     tex = (tmp_path / "t.tex").read_text()
-    # composition declares delta "per-step delta" (a header), eps "per-step epsilon of each
-    # (eps, delta)-DP mechanism" (> 40 characters: the header keeps the name, a note says it)
-    assert "{per-step delta} & {eps} & {derived}" in tex
-    assert r"{\footnotesize eps: per-step epsilon of each (eps, delta)-DP mechanism.\par}" in tex
+    # eps's Param.doc is longer than 40 characters: the header keeps the name (with its unit)
+    # and a note under the table says it
+    assert _header_cells(tex) == ["per-step delta", "eps (nat)", "basic composition: k eps (nat)",
+                                  "derived"]
+    assert (r"{\footnotesize\raggedright eps: per-step epsilon of each (eps, delta)-DP "
+            r"mechanism (nat).\par}") in tex
+    page = html_table(df, 6, "composition")
+    heads = re.findall(r"<th [^>]*>([^<]*)</th>", page)
+    assert heads == ["per-step delta", "eps (nat)", "basic composition: k eps (nat)", "derived"]
 
 
-@pytest.fixture
-def declared_experiment():
-    """A registered experiment declaring descriptions, units and an exact-integer format the
-    way the experiments' declarations give them to the report; unregistered afterwards."""
-    import pyarrow as pa
-
-    from pipeline.experiments import base
-
-    exp = base.Experiment(name="_print_test_exact", version=1, params=[],
-                          columns={"count": pa.string(), "log_count": pa.float64()},
-                          run=lambda p, seed: {})
-    exp.column_descriptions = {"count": "independent sets"}
-    exp.column_units = {"log_count": "nats"}
-    exp.column_exact_formats = {"count": "scientific"}
-    base.register(exp)
-    try:
-        yield exp.name
-    finally:
-        base._REGISTRY.pop(exp.name, None)
-
-
-def test_exact_integers_print_as_their_column_declares(declared_experiment, tmp_path):
+def test_parameter_units_reach_the_headers(tmp_path):
+    """Parameters declare units too (``("", unit)`` entries beside their Param.doc)."""
     from pipeline.report.core import ReportWriter
 
-    df = pd.DataFrame({"count": ["123456789012345678901234567890", "12"],
-                       "log_count": [67.68, 2.4849066497880004], "other": ["9" * 40, "1"]})
-    ReportWriter(tmp_path, experiment=declared_experiment).table("exact", df)
-    tex = (tmp_path / "exact.tex").read_text()
-    assert "{independent sets} & {log\\_count (nats)} & {other}" in tex
-    assert "1.23457e+29 & 67.68 & " + "9" * 40 in tex  # declared scientific; undeclared whole
-    assert "12 & 2.48491 & 1" in tex  # short enough: whole either way
+    ReportWriter(tmp_path, experiment="inferential").table(
+        "p", pd.DataFrame({"eps": [0.5], "J": [0.3], "prior": ["ising"], "n": [6]}))
+    # eps in nats, J dimensionless (unit 1: not shown), prior a label (no unit); n's doc is
+    # longer than a header: the name stays and a note says it
+    tex = (tmp_path / "p.tex").read_text()
+    assert _header_cells(tex) == ["differential privacy eps (nat)",
+                                  r"Ising coupling (J $\ge$ 0: affiliated)",
+                                  "prior over the bits", "n"]
+    assert "n: number of nodes (path, cycle" in tex
+    ReportWriter(tmp_path, experiment="calibration").table("c", pd.DataFrame({"work_us": [5.0]}))
+    assert _header_cells((tmp_path / "c.tex").read_text()) == [
+        "busy-wait per point, microseconds (us)"]
 
 
-def _compile(tex_files: list[Path], workdir: Path) -> subprocess.CompletedProcess:
+def test_exact_integers_print_as_their_column_declares(tmp_path):
+    """Exact integers print as their real column declarations say: the lattice families'
+    huge counts (EXACT_SCIENTIFIC) rounded to scientific form, independent-set counts (EXACT,
+    compared digit by digit with the thesis's tables) whole; the CSV keeps every digit."""
+    from pipeline.experiments.base import EXACT, EXACT_SCIENTIFIC, get_experiment
+    from pipeline.report.core import ReportWriter
+    from pipeline.report.html import html_table
+
+    assert get_experiment("lattice").column_docs["spanning_trees"][2] == EXACT_SCIENTIFIC
+    assert get_experiment("lattice").column_docs["dimers"][2] == EXACT_SCIENTIFIC
+    assert get_experiment("clique_graph").column_docs["spanning_trees"][2] == EXACT_SCIENTIFIC
+    assert get_experiment("independent_sets").column_docs["count"][2] == EXACT
+    big = "123456789012345678901234567890"
+    trees = pd.DataFrame({"L1": [6, 3], "spanning_trees": [big, "12"],
+                          "log_spanning_trees": [67.68, 2.4849066497880004]})
+    ReportWriter(tmp_path, experiment="lattice").table("trees", trees)
+    tex = (tmp_path / "trees.tex").read_text()
+    assert "6 & 1.23457e+29 & 67.68 \\\\" in tex
+    assert "3 & 12 & 2.48491 \\\\" in tex  # short enough: whole either way
+    assert _header_cells(tex) == ["L1", "spanning_trees", "log_spanning_trees (nat)"]
+    assert r"spanning\_trees: tau(G), the number of spanning trees" in tex  # long description
+    assert big in (tmp_path / "trees.csv").read_text()
+    assert '<td class="num">1.23457e+29</td>' in html_table(trees, 6, "lattice")
+    counts = pd.DataFrame({"m": [9, 1], "count": [big, "2"]})
+    ReportWriter(tmp_path, experiment="independent_sets").table("counts", counts)
+    assert f"9 & {big} \\\\" in (tmp_path / "counts.tex").read_text()
+    assert f'<td class="num">{big}</td>' in html_table(counts, 6, "independent_sets")
+    # the same digits under a name no experiment declares: whole
+    ReportWriter(tmp_path, experiment="lattice").table("other", counts.rename(
+        columns={"count": "other"}))
+    assert f"9 & {big} \\\\" in (tmp_path / "other.tex").read_text()
+
+
+def test_lattice_report_prints_its_exact_counts_in_scientific_form(family_reports):
+    from decimal import Decimal
+
+    folder = family_reports["lattice"]
+    tex = (folder / "lattice_counts.tex").read_text()
+    trees = pd.read_csv(folder / "lattice_counts.csv", dtype=str)["spanning_trees"]
+    assert trees.str.len().max() > 20  # exact, every digit, in the CSV
+    for value in trees:
+        shown = f"{Decimal(value):.5e}" if len(value) > 6 else value
+        assert re.search(rf"& {re.escape(shown)} (&|\\\\)", tex), (value, shown)
+        assert value not in tex or len(value) <= 6
+
+
+def _compile(tex_files: list[Path], workdir: Path,
+             preamble: str = "\\documentclass{article}") -> subprocess.CompletedProcess:
+    """pdflatex on a document that inputs ``tex_files``: by default the article class without
+    graphicx, so a table is set at its natural width and must fit the text by itself."""
     doc = workdir / "tables.tex"
     body = "\n".join(rf"\input{{{f.resolve().as_posix()}}}" + "\n\\clearpage" for f in tex_files)
-    doc.write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n"
+    doc.write_text(preamble + "\n\\usepackage[T1]{fontenc}\n"
                    "\\usepackage{booktabs}\n\\usepackage{siunitx}\n"
                    "\\begin{document}\n" + body + "\n\\end{document}\n")
     return subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name],
@@ -325,6 +445,53 @@ def test_every_generated_table_compiles_with_pdflatex(family_reports, tmp_path):
         for tex in tex_files:  # every table's label is defined under its own name
             assert rf"\newlabel{{tab:{tex.stem}}}" in aux, (name, tex.stem)
         assert (work / "tables.pdf").stat().st_size > 1000
+        # every table fits the article's text width by itself (no graphicx to scale it)
+        assert not _overfull(log), (name, _overfull(log))
+
+
+def _overfull(log: str) -> list[str]:
+    return re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)", log)
+
+
+def _wide_table() -> pd.DataFrame:
+    """30 numeric columns, a long text column and a label: far wider than any page."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({f"quantity_{i}": rng.normal(size=4) * 10.0 ** (i % 7) for i in range(30)})
+    df.insert(0, "eps", [0.1, 0.5, 1.0, 2.0])
+    df["error"] = ["RuntimeError: " + "x" * 40 + " in /home/user/pipeline/kernels/lattice_counts"
+                   ".py:123 while computing the_spanning_trees_of_a_big_lattice"] * 4
+    return df
+
+
+@pytest.mark.latex
+def test_wide_tables_fit_the_page(tmp_path):
+    """The check can fail: the same numbers as one plain tabular overflow the article's text
+    width; the writer's table (split into parts, a wrapped text column) does not, in the
+    article class as it is, and scaled by graphicx in a two-column class."""
+    require(shutil.which("pdflatex") is not None, "pdflatex (texlive-latex-base)")
+    df = _wide_table()
+    tex = latex_table(df, "A wide table of ε and δ", "wide", experiment="composition")
+    assert re.search(r"estimated width \d+ pt in ([3-9]|\d\d) parts", tex)
+    assert tex.count(r"\begin{tabular}{") >= 3 and r"\parbox[t]{150pt}" in tex
+    assert _header_cells(tex, 0)[0] == _header_cells(tex, 1)[0] == "eps (nat)"  # the key repeats
+    (tmp_path / "wide.tex").write_text(tex)
+    naive = [r"\begin{table}[ht]\centering\begin{tabular}{" + "r" * df.shape[1] + "}",
+             " & ".join(c.replace("_", r"\_") for c in df.columns) + r" \\"]
+    naive += [" & ".join(f"{v:.6g}" if isinstance(v, float) else str(v).replace("_", r"\_")
+                         for v in row) + r" \\"
+              for row in df.itertuples(index=False)]
+    (tmp_path / "naive.tex").write_text("\n".join(naive + [r"\end{tabular}\end{table}", ""]))
+    for files, preamble, overflows in (
+            ([tmp_path / "naive.tex"], r"\documentclass{article}", True),
+            ([tmp_path / "wide.tex"], r"\documentclass{article}", False),
+            ([tmp_path / "wide.tex"], "\\documentclass[twocolumn]{article}\n\\usepackage{graphicx}",
+             False)):
+        work = tmp_path / f"w{len(list(tmp_path.glob('w*')))}"
+        work.mkdir()
+        proc = _compile(files, work, preamble)
+        log = (work / "tables.log").read_text(errors="replace")
+        assert proc.returncode == 0, log[-3000:]
+        assert bool(_overfull(log)) == overflows, (files, preamble, _overfull(log))
 
 
 @pytest.mark.latex

@@ -15,6 +15,13 @@ from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outsid
 MECH_LABEL = {"laplace": "Laplace (Alg. 4.2.1)", "fourier": "Fourier (Alg. 4.2.2)",
               "sampling": "Posterior sampler (BAPS)", "map_exp": "MAP, exp. mechanism (Alg. 4.3.1)",
               "non_private": "Non-private"}
+# legend text of the bayes_bounds settings: family names in words, parameters in mathtext
+FAMILY_LABEL = {"beta_binomial": "Beta-binomial", "exponential": "exponential",
+                "laplace": "Laplace", "normal_precision": "normal precision"}
+PARAM_TEX = {"alpha": r"\alpha", "n": "n", "lam": r"\lambda", "c1": "c_1", "c2": "c_2",
+             "B": "B", "mu": r"\mu", "rho": r"\rho"}
+
+
 def _mech_style(mech: str) -> dict:
     """Each mechanism keeps its colour, marker and line style in every figure."""
     return curve_style(list(MECH_LABEL).index(mech))
@@ -49,11 +56,12 @@ def accuracy_against_eps(df: pd.DataFrame, out) -> None:
                .reset_index().sort_values(["mechanism", "eps"]))
         out.table(f"accuracy_vs_eps{suffix}", agg,
                   caption="Predictive accuracy (mean over repeats, with standard error) against "
-                          "eps for each mechanism; KL(private || non-private posterior), "
-                          "sup-norm error of the released counts, Fourier negative cells.")
+                          "ε for each mechanism; KL divergence of the private from the non-private "
+                          "posterior, sup-norm error of the released counts, negative cells of the "
+                          "Fourier release.")
         wide = agg.pivot(index="eps", columns="mechanism", values="accuracy").reset_index()
         out.table(f"accuracy_pivot{suffix}", wide,
-                  caption="Accuracy against eps (rows) for each mechanism (columns), Figure 4.1.")
+                  caption="Accuracy against ε (rows) for each mechanism (columns), Figure 4.1.")
 
         fig, ax = out.new_figure()
         for mech in [m for m in MECH_LABEL if m in set(agg["mechanism"])]:
@@ -68,7 +76,7 @@ def accuracy_against_eps(df: pd.DataFrame, out) -> None:
         ax.set_title(f"Figure 4.1 reproduction\n({title})")
         legend_outside(fig)
         out.figure(f"accuracy_vs_eps{suffix}", fig,
-                   caption="Bayesian naive Bayes predictive accuracy against eps (Figure 4.1); "
+                   caption="Bayesian naive Bayes predictive accuracy against ε (Figure 4.1); "
                            "bars are standard errors over repeats.")
 
         kl = agg[agg["kl"].notna() & (agg["mechanism"] != "non_private")]
@@ -84,7 +92,7 @@ def accuracy_against_eps(df: pd.DataFrame, out) -> None:
             legend_outside(fig)
             out.figure(f"kl_vs_eps{suffix}", fig,
                        caption="KL divergence between the private and the non-private posterior "
-                               "(sum over CPT entries) against eps.")
+                               "(sum over CPT entries) against ε.")
 
 
 @report_for("bayes_regression")
@@ -103,9 +111,10 @@ def mse_against_b(df: pd.DataFrame, out) -> None:
             L_thesis=("L_thesis", "mean"), acceptance=("acceptance", "mean"))
             .reset_index().sort_values("b"))
         out.table(f"mse_vs_b{suffix}", agg,
-                  caption="Test MSE against prior precision b: posterior sampler on the truncated "
-                          "posterior (private), non-private posterior mean, least squares; "
-                          "weight-norm bound, eps = 2NL per unit rho and per replaced row.")
+                  caption="Test MSE against the prior precision b: posterior sampler on the "
+                          "truncated posterior (private), non-private posterior mean, least "
+                          "squares; the weight-norm bound, and ε = 2NL per unit of dataset "
+                          "distance ρ and per replaced row.")
         fig, ax = out.new_figure()
         for i, (col, label) in enumerate((("mse_private", "posterior sampler (private)"),
                                           ("mse_bayes", "posterior mean (non-private)"),
@@ -139,15 +148,15 @@ def bounds_table(df: pd.DataFrame, out) -> None:
         [c for c in ("family", "alpha", "N") if c in ok.columns]).reset_index(drop=True)
     out.table("bayes_bounds", table,
               caption="Assumption constants of section 3.6 (thesis closed form and numerical), "
-                      "KL bound (Theorem 3.4.1), eps = 2NL, delta of Assumption 2 "
-                      "(Theorem 3.5.1 with N samples) and the distinguishability threshold "
-                      "(Theorem 3.5.6); vacuous = delta >= 1.")
+                      "KL bound (Theorem 3.4.1), ε = 2NL, δ of Assumption 2 (Theorem 3.5.1 with N "
+                      "samples) and the distinguishability threshold (Theorem 3.5.6); a bound "
+                      "with δ ≥ 1 is vacuous.")
     short = table[[c for c in ("family", "alpha", "lam", "c1", "c2", "B", "mu", "N", "L0", "c",
                                "C", "C_numeric", "C_valid",
                                "kl_bound", "eps", "delta", "distinguish_rho", "vacuous")
                    if c in table.columns]]
     out.table("bayes_bounds_summary", short,
-              caption="Summary: constants, bounds and the vacuous flag (delta >= 1).")
+              caption="Summary: constants, bounds, and whether the bound is vacuous (δ ≥ 1).")
     if {"family", "delta", "N"} <= set(table.columns):
         keys = [k for k in ("family", "alpha", "n", "lam", "c1", "c2", "B", "mu", "rho")
                 if k in table.columns]
@@ -156,8 +165,9 @@ def bounds_table(df: pd.DataFrame, out) -> None:
             spec = dict(zip(keys, vals))
             shown = ("alpha", "n") if spec["family"] == "beta_binomial" else ("lam", "c1", "c2",
                                                                                "B", "mu")
-            label = spec["family"] + " (" + ", ".join(f"{k}={spec[k]:g}" for k in shown
-                                                      if k in spec) + ")"
+            label = (FAMILY_LABEL.get(spec["family"], spec["family"]) + " ("
+                     + ", ".join(f"${PARAM_TEX[k]}={spec[k]:g}$" for k in shown if k in spec)
+                     + ")")
             curves.append((label, sub.sort_values("N")))
         groups = chunks(curves, MAX_CURVES)  # more settings than a panel holds: small multiples
         fig, axes = (out.small_multiples(len(groups), max_cols=2, sharey=True) if len(groups) > 1
@@ -172,8 +182,8 @@ def bounds_table(df: pd.DataFrame, out) -> None:
             ax.set_xlabel("posterior samples $N$")
             ax.set_ylabel(r"$\delta$ of Assumption 2")
             if len(groups) > 1:
-                panel_legend(ax)
+                panel_legend(ax, where="below")  # long labels: under each panel
         if len(groups) == 1:
             legend_outside(fig)
-        out.figure("delta_vs_N", fig, caption="delta = N sqrt(C/2 (1 + 2 L0 + 1/c) rho) against "
-                                              "N; above the dotted line the bound is vacuous.")
+        out.figure("delta_vs_N", fig, caption="δ = N √(C/2 (1 + 2L₀ + 1/c) ρ) against N; above "
+                                              "the dotted line the bound is vacuous.")

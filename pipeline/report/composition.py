@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from pipeline.report.core import ok_rows, report_for
-from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outside, panel_legend
+from pipeline.report.style import (MAX_CURVES, REFERENCE, chunks, curve_style, legend_outside,
+                                   panel_legend)
 
 _METHODS = [  # column, label (the curve style follows the order)
     ("eps_optimal", "optimal (Thm 3.3, exact)"),
@@ -48,11 +49,12 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
     _plot_methods(ax, sl)
     ax.set_title(rf"$\varepsilon={_tex(main)}$, $\delta={_tex(delta)}$, $\tilde\delta={_tex(dt)}$")
     legend_outside(fig, ncols=2)
-    out.figure("eps_vs_k", fig, caption=f"Total epsilon against the number of compositions k "
-               f"(eps={main:.3g}, delta={delta:.3g}, delta_target={dt:.3g}); log axes.")
+    out.figure("eps_vs_k", fig, caption=f"Total ε against the number of compositions k "
+               f"(per-step ε = {main:.3g}, δ = {delta:.3g}, total δ = {dt:.3g}); log axes.")
     cols = ["k", "eps_optimal", "eps_kov_bound", "eps_drv", "eps_basic"]
     out.table("eps_vs_k", sl[cols].reset_index(drop=True),
-              caption=f"eps~ against k at eps={main:.3g}, delta={delta:.3g}, delta_target={dt:.3g}")
+              caption=f"Optimal total ε of the k-fold composition and three bounds on it, at "
+                      f"per-step ε = {main:.3g}, δ = {delta:.3g} and total δ = {dt:.3g}.")
 
     # companion: the same at a few eps values side by side
     if len(panels) > 1:
@@ -61,7 +63,8 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
             _plot_methods(ax, ok[(ok["eps"] == e) & (ok["delta_target"] == dt)].sort_values("k"))
             ax.set_title(rf"$\varepsilon={_tex(e)}$, $\tilde\delta={_tex(dt)}$")
         legend_outside(fig)
-        out.figure("eps_vs_k_panels", fig, caption="eps~ against k for several per-step eps (log axes).")
+        out.figure("eps_vs_k_panels", fig,
+                   caption="Total ε against k for several per-step ε (log axes).")
 
     # how much the exact answer saves over each bound, over the whole sweep
     fin = ok[np.isfinite(ok["eps_optimal"]) & (ok["eps_optimal"] > 0)]
@@ -76,7 +79,8 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
                                      for c in ("eps_kov_bound", "eps_drv", "eps_basic")],
         })
         out.table("bound_ratios", summary,
-                  caption=f"Bound / optimal over all finite rows with delta={delta:.3g} ({len(fin)} rows).")
+                  caption=f"Each bound divided by the optimal total ε, over all {len(fin)} rows "
+                          f"with a finite optimum at δ = {delta:.3g}.")
 
 
 def _plot_methods(ax, sl: pd.DataFrame) -> None:
@@ -116,7 +120,7 @@ def privacy_region(df: pd.DataFrame, out) -> None:
                 ax.plot(np.append(x, x[0]), np.append(y, y[0]), color=style["color"],
                         linestyle=style["linestyle"], marker=style["marker"], markevery=4,
                         label=f"$k = {k}$")
-            ax.plot([0, 1], [1, 0], color="gray", lw=0.6, marker="")
+            ax.plot([0, 1], [1, 0], color="gray", lw=0.6, marker="", gid=REFERENCE)
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1)
             ax.set_aspect("equal")
@@ -128,10 +132,11 @@ def privacy_region(df: pd.DataFrame, out) -> None:
     if len(rows) == 1:
         legend_outside(fig)
     out.figure("privacy_region", fig, caption=f"Privacy region of the k-fold composition "
-               f"(eps={eps:.3g}), seed 001 Figure 2: larger regions are less private.")
+               f"(ε = {eps:.3g}), seed 001 Figure 2: larger regions are less private.")
     lines = ok[ok["kind"] == "line"].sort_values(["delta", "k", "i"])
     out.table("region_lines", lines[["delta", "k", "i", "eps_i", "delta_i"]].reset_index(drop=True),
-              caption="The (eps_i, delta_i) = ((k-2i) eps, delta_i) pairs that define the region.")
+              caption="The pairs (εᵢ, δᵢ) = ((k − 2i) ε, δᵢ) whose supporting lines define the "
+                      "privacy region.")
 
 
 @report_for("composition_delta")
@@ -160,7 +165,7 @@ def _delta_panels(ok, epss, ks, out, name) -> None:
         ax.set_ylabel(r"$\log_{10}\,\delta_{\mathrm{optimal}}$")
         ax.set_title(rf"$\varepsilon={_tex(e)}$")
     legend_outside(fig)
-    out.figure(name, fig, caption="Optimal total delta for a given total epsilon.")
+    out.figure(name, fig, caption="Optimal total δ for a given total ε.")
 
 
 @report_for("composition_hetero")
@@ -172,5 +177,5 @@ def hetero_table(df: pd.DataFrame, out) -> None:
                         "eps_approx_lower", "eps_approx", "eps_kov_bound", "eps_pld", "eps_basic"]
             if c in ok.columns]
     tab = ok.sort_values(["eps_source", "delta_target", "k_steps"])[cols].reset_index(drop=True)
-    out.table("hetero", tab, caption="Heterogeneous composition: exact optimum, certified lattice "
-              "bounds, Theorem 3.5 and dp-accounting PLD.")
+    out.table("hetero", tab, caption="Heterogeneous composition: exact optimal total ε, certified "
+              "lattice bounds, the Theorem 3.5 bound and dp-accounting's PLD accountant.")

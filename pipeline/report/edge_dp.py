@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from pipeline.report.core import ok_rows, report_for
-from pipeline.report.style import curve_style, legend_outside
+from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outside
 
 _MECH_SHORT = {"laplace_edge_count": "Laplace count", "randomized_response": "rand. response"}
 
@@ -37,9 +37,9 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
                    "ergm_2zeta", "lemma_holds"]
     table = df[[c for c in cols if c in df]].sort_values(keys).reset_index(drop=True)
     out.table("edge_dp_loss", table,
-              caption="Edge-level Pufferfish loss of eps-edge-DP mechanisms against the Lemma 4.1 "
-                      "bound eps + alpha_dep (seed 002). method = mcmc rows are estimates; loss_se is "
-                      "their jackknife standard error.")
+              caption="Edge-level Pufferfish loss of ε-edge-DP mechanisms against the Lemma 4.1 "
+                      "bound ε + α (seed 002). Rows computed by MCMC are estimates, with their "
+                      "jackknife standard error.")
 
     exact_rows = df[df["method"] != "mcmc"]
     if len(exact_rows):
@@ -50,29 +50,37 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
                             s.values - exact_rows.loc[s.index, "eps_plus_alpha"].values))))
                    .reset_index())
         out.table("edge_dp_lemma_check", summary,
-                  caption="Lemma 4.1 check on exact rows: loss <= eps + alpha_dep in every row "
-                          "(max_loss_minus_bound <= 0).")
+                  caption="Lemma 4.1 check on the exact rows: the loss is at most ε + α in every "
+                          "row (the largest loss minus bound is ≤ 0).")
 
+    # one small multiple per prior and mechanism (and, beyond MAX_CURVES // 2 edge classes,
+    # per group of them): a class draws its loss and its bound, so a panel holds at most
+    # MAX_CURVES curves. Colour and marker = edge class (and eps), one mapping for the whole
+    # figure; line = mechanism (Laplace solid and filled, randomized response dotted and open)
     priors = [p for p in ("er", "hive", "ergm", "sbm") if p in set(df["prior"])]
-    fig, axes = out.small_multiples(len(priors), max_cols=2, aspect=0.75)
     many_eps = df["eps"].nunique() > 1
-    # colour and marker = edge class (and eps), one mapping for the whole figure;
-    # line = mechanism (Laplace solid and filled, randomized response dotted and open)
     classes = sorted(set(zip(df["edge_class"], df["eps"])))
     mech_line = {"laplace_edge_count": ("-", "full"), "randomized_response": (":", "none")}
-    for ax, prior in zip(axes, priors):
-        sub = df[df["prior"] == prior]
-        for (mech, cls, eps), g in sub.groupby(["mechanism", "edge_class", "eps"]):
-            g = g.sort_values("n")
+    panels = []
+    for prior in priors:
+        for mech in sorted(set(df.loc[df["prior"] == prior, "mechanism"])):
+            sub = df[(df["prior"] == prior) & (df["mechanism"] == mech)]
+            mine = [c for c in classes if c in set(zip(sub["edge_class"], sub["eps"]))]
+            for part in chunks(mine, MAX_CURVES // 2):
+                panels.append((prior, mech, part, sub))
+    fig, axes = out.small_multiples(len(panels), max_cols=2, aspect=0.75)
+    for ax, (prior, mech, part, sub) in zip(axes, panels):
+        ls, fill = mech_line.get(mech, ("-.", "full"))
+        for cls, eps in part:
+            g = sub[(sub["edge_class"] == cls) & (sub["eps"] == eps)].sort_values("n")
             style = curve_style(classes.index((cls, eps)))
-            ls, fill = mech_line.get(mech, ("-.", "full"))
             ax.errorbar(g["n"], g["loss"], yerr=g["loss_se"].fillna(0).values,
                         marker=style["marker"], ls=ls, color=style["color"], fillstyle=fill,
                         capsize=2, label="_")
             ax.plot(g["n"], g["eps_plus_alpha"], ls="--", color=style["color"], lw=0.8, marker="")
         for eps in sorted(sub["eps"].unique()):
             ax.axhline(eps, color="grey", lw=0.8, ls=(0, (1, 3)), marker="")
-        ax.set_title(f"prior: {prior}")
+        ax.set_title(f"prior: {prior}, {_MECH_SHORT.get(mech, mech)}")
         ax.set_xlabel("number of nodes $n$")
         ax.set_ylabel("edge Pufferfish loss (nats)")
         top = sub[["loss", "eps_plus_alpha"]].replace([np.inf], np.nan).max().max()
@@ -91,8 +99,8 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
                 Line2D([], [], color="grey", ls=(0, (1, 3)), label=r"$\varepsilon$")]
     legend_outside(fig, handles=handles, ncols=3)
     out.figure("edge_dp_loss_vs_n", fig,
-               caption="Exact edge-level Pufferfish loss (solid, MCMC with +-1 SE bars) against n for "
-                       "each prior, with the Lemma 4.1 bound eps + alpha_dep (dashed).")
+               caption="Exact edge-level Pufferfish loss (MCMC estimates with ±1 SE bars) against "
+                       "n for each prior and mechanism, with the Lemma 4.1 bound ε + α (dashed).")
 
 
 @report_for("edge_test")
@@ -104,38 +112,46 @@ def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
             "log_ratio_threshold", "size_np", "power_np", "log_ratio_np", "pufferfish_loss", "bound"]
     table = df[[c for c in cols if c in df]].sort_values(["eps", "a", "b", "n"]).reset_index(drop=True)
     out.table("edge_test_size_power", table,
-              caption="Example 1 (seed 002): exact size and power of the threshold test (noisy density "
-                      "> (a+b)/2) and of the Neyman-Pearson test of the queens' edge; ln(power/size) "
-                      "<= Pufferfish loss <= eps + alpha.")
+              caption="Example 1 (seed 002): exact size and power of the threshold test (noisy "
+                      "density > (a + b)/2) and of the Neyman-Pearson test of the queens' edge; "
+                      "ln(power/size) ≤ Pufferfish loss ≤ ε + α.")
 
-    fig, axes = out.new_figure(ncols=2, aspect=0.85)
-    ax1, ax2 = np.asarray(axes).ravel()
+    # colour and marker = (eps, a, b); line = quantity (explained once in the legend). Left:
+    # power and size (2 curves per setting), right: power/size, e^loss, e^(eps + alpha) (3 per
+    # setting); beyond MAX_CURVES // 3 settings, further rows of panels.
+    settings = list(df.groupby(["eps", "a", "b"]))
+    rows = chunks(list(enumerate(settings)), MAX_CURVES // 3)
+    fig, axes = out.new_figure(nrows=len(rows), ncols=2, aspect=0.85)
+    axes = np.reshape(axes, (len(rows), 2))
     log10 = 1 / math.log(10)
-    # colour and marker = (eps, a, b); line = quantity (explained once in the legend)
-    for i, ((eps, a, b), g) in enumerate(df.groupby(["eps", "a", "b"])):
-        g = g.sort_values("n")
-        color, marker = curve_style(i)["color"], curve_style(i)["marker"]
-        tag = rf"$\varepsilon={eps:g}$, $a={a:g}$, $b={b:g}$"
-        ax1.plot(g["n"], g["power_threshold"], marker=marker, color=color, ls="-", label=tag)
-        ax1.plot(g["n"], g["size_threshold"], marker=marker, fillstyle="none", ls="--", color=color)
-        ax2.plot(g["n"], g["log_ratio_threshold"] * log10, marker=marker, color=color, ls="-")
-        ax2.plot(g["n"], g["pufferfish_loss"] * log10, ls="-.", color=color, marker="")
-        ax2.plot(g["n"], g["bound"] * log10, ls="--", color=color, marker="", lw=0.8)
-    ax1.set_xscale("log")
-    ax1.set_xlabel("number of insects $n$")
-    ax1.set_ylabel(r"probability of rejecting $H_0$ (no queen edge)")
-    ax1.set_title("threshold test on the noisy density")
-    ax2.set_xscale("log")
-    ax2.set_yscale("log")
-    ax2.set_xlabel("number of insects $n$")
-    ax2.set_ylabel(r"$\log_{10}$ of the ratio")
-    ax2.set_title(r"power/size against $e^{\mathrm{loss}}$ and $e^{\varepsilon+\alpha}$")
-    handles = [h for h in ax1.get_legend_handles_labels()[0]]
+    tagged = []
+    for (ax1, ax2), row in zip(axes, rows):
+        for i, ((eps, a, b), g) in row:
+            g = g.sort_values("n")
+            color, marker = curve_style(i)["color"], curve_style(i)["marker"]
+            tag = rf"$\varepsilon={eps:g}$, $a={a:g}$, $b={b:g}$"
+            tagged.append(ax1.plot(g["n"], g["power_threshold"], marker=marker, color=color,
+                                   ls="-", label=tag)[0])
+            ax1.plot(g["n"], g["size_threshold"], marker=marker, fillstyle="none", ls="--",
+                     color=color)
+            ax2.plot(g["n"], g["log_ratio_threshold"] * log10, marker=marker, color=color, ls="-")
+            ax2.plot(g["n"], g["pufferfish_loss"] * log10, ls="-.", color=color, marker="")
+            ax2.plot(g["n"], g["bound"] * log10, ls="--", color=color, marker="", lw=0.8)
+        ax1.set_xscale("log")
+        ax1.set_xlabel("number of insects $n$")
+        ax1.set_ylabel(r"probability of rejecting $H_0$ (no queen edge)")
+        ax1.set_title("threshold test on the noisy density")
+        ax2.set_xscale("log")
+        ax2.set_yscale("log")
+        ax2.set_xlabel("number of insects $n$")
+        ax2.set_ylabel(r"$\log_{10}$ of the ratio")
+        ax2.set_title(r"power/size against $e^{\mathrm{loss}}$ and $e^{\varepsilon+\alpha}$")
+    handles = list(tagged)
     handles += [Line2D([], [], color="k", ls="-", label="power (left); power/size (right)"),
                 Line2D([], [], color="k", ls="--",
                        label=r"size (left); $e^{\varepsilon+\alpha}$ (right)"),
                 Line2D([], [], color="k", ls="-.", label=r"$e^{\mathrm{loss}}$ (right)")]
     legend_outside(fig, handles=handles, ncols=3)
     out.figure("edge_test_power_vs_n", fig,
-               caption="Example 1: size -> 0 and power -> 1 as n grows (left); power/size never exceeds "
-                       "e^loss <= e^(eps + alpha), both of which grow without bound (right).")
+               caption="Example 1: size → 0 and power → 1 as n grows (left); power/size never "
+                       "exceeds e^loss ≤ e^(ε + α), both of which grow without bound (right).")

@@ -16,7 +16,7 @@ import pandas as pd
 
 from pipeline.experiments import _thesis_tables as thesis
 from pipeline.report.core import ok_rows, report_for
-from pipeline.report.style import chunks, curve_style, legend_outside, panel_legend
+from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outside, panel_legend
 
 TABLES_7 = {"free": ("table_7_1_free", "f", thesis.TABLE_7_1_FREE, "Table 7.1"),
             "cylinder": ("table_7_2_cylinder", "g", thesis.TABLE_7_2_CYLINDER, "Table 7.2"),
@@ -128,7 +128,7 @@ def _entropy_figure(ok: pd.DataFrame, out) -> None:
         ax.xaxis.get_major_locator().set_params(integer=True)
     legend_outside(fig)
     out.figure("entropy_per_vertex", fig,
-               caption="Entropy per vertex of m x m sections against m for each boundary; all "
+               caption="Entropy per vertex of m × m sections against m for each boundary; all "
                        "converge to the same constant (dashed).")
 
 
@@ -147,9 +147,10 @@ def bounds_table(df, out):
             "lambda_2q", "xi_2k", "lower", "upper", "eta_lower", "eta_upper", "gap",
             "known_constant", "brackets_known"]
     out.table("entropy_bounds", ok[cols].sort_values(["lattice", "p", "q", "k"]),
-              caption="Theorem 7.2.2 bounds: per unit cell (lower, upper) and per vertex (eta_*); "
-                      "known_constant: hard squares 1.5030480824753 (Baxter, Enting & Tsang 1980), "
-                      "hard kings 1.3426439511; brackets_known: eta_lower <= it <= eta_upper.",
+              caption="Theorem 7.2.2 bounds on the entropy constant, per unit cell and per "
+                      "vertex (η), beside the known constants: hard squares 1.5030480824753 "
+                      "(Baxter, Enting & Tsang 1980), hard kings 1.3426439511; the last column "
+                      "says whether the per-vertex bounds bracket it.",
               float_format="%.15g", sig_digits=15)
     printed = {("488", 2, 3, 4): thesis.BOUNDS_488_VERTEX, ("king", 4, 4, 6): thesis.BOUNDS_KING_VERTEX}
     rows = []
@@ -225,17 +226,18 @@ def tables_8(df, out):
     if ok.empty:
         return
     _table_8(ok, "eigen_entropy", thesis.TABLE_8_1_EIGEN, "table_8_1_eigen",
-             "Table 8.1: ln lambda_{m,1}(p) / m", out)
+             "Table 8.1: ηₘ(p) = ln λ / m, λ the largest transfer-matrix eigenvalue", out)
     _table_8(ok, "annealed_entropy", thesis.TABLE_8_2_ANNEALED, "table_8_2_annealed",
-             "Table 8.2: ln f(m, 100; p) / (100 m)", out)
+             "Table 8.2: the annealed entropy ln f(m, 100; p) / (100 m)", out)
     reg = pd.concat([regression_rows(ok, "eigen_entropy"), regression_rows(ok, "annealed_entropy")],
                     ignore_index=True)
     if not reg.empty:
         out.table("figure_8_4_regression", reg,
                   caption="Figure 8.4: least-squares fit of the annealed entropy on H(p) for each m.",
                   float_format="%.6g")
-        # one curve per strip width m: more than a panel holds become small multiples
-        groups = chunks(sorted(ok["m"].unique()))
+        # per strip width m its points and its least-squares line: MAX_CURVES // 2 widths a
+        # panel, more become small multiples
+        groups = chunks(sorted(ok["m"].unique()), MAX_CURVES // 2)
         if len(groups) == 1:
             fig, ax = out.new_figure(aspect=0.8)
             axes = [ax]
@@ -268,5 +270,6 @@ def tables_8(df, out):
         cols = ["m", "n", "p", "samples", "annealed_entropy", "quenched_entropy",
                 "quenched_entropy_stderr", "eigen_entropy"]
         out.table("quenched_vs_annealed", quenched[cols].sort_values(["m", "n", "p"]),
-                  caption="Quenched (Monte Carlo mean of ln #IS per cell) against annealed entropy.",
+                  caption="Quenched entropy (Monte Carlo mean of ln #IS per cell) against the "
+                          "annealed entropy.",
                   float_format="%.8g")

@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from pipeline.report.core import ok_rows, report_for
-from pipeline.report.style import MAX_CURVES, curve_style, legend_outside
+from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outside
 
 J_C_SQUARE = 0.5 * math.log(1 + math.sqrt(2))  # 2-D Ising (ERRATA: not ln(1 + sqrt 2))
 
@@ -57,9 +57,9 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
     table["row_sum_bound"] = np.where(rows_sum < 1, 2 * table["eps"] / (1 - rows_sum.clip(upper=0.999999)),
                                       np.inf)
     out.table("inferential_nu", table,
-              caption="Exact inferential privacy nu (seed 000) with formula (6) (nu_affiliated), "
-                      "Theorem 4.2's bound 2(Phi eps)_i (inf when the spectral radius of Gamma >= 1) and "
-                      "its row-sum form 2 eps / delta with delta = 1 - max row sum (inf when >= 1).")
+              caption="Exact inferential privacy loss ν (seed 000) beside formula (6), Theorem "
+                      "4.2's bound 2(Φε)ᵢ (∞ when the spectral radius of Γ is ≥ 1) and its row-sum "
+                      "form 2ε/δ with δ = 1 − the largest row sum of Γ (∞ when that sum is ≥ 1).")
 
     check = (df.assign(bound_finite=np.isfinite(df["nu_influence_bound"].astype(float)),
                        below_bound=df["nu"] <= df["nu_influence_bound"] + 1e-9,
@@ -70,8 +70,8 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
                   max_nu_over_eps=("nu_over_eps", "max"))
              .reset_index())
     out.table("inferential_bound_check", check,
-              caption="Per family: rows with a finite Theorem 4.2 bound, rows with nu below it, and rows "
-                        "where nu equals formula (6) (all of them when affiliated, Theorem 3.4).")
+              caption="Per family: rows with a finite Theorem 4.2 bound, rows with ν below it, and "
+                      "rows where ν equals formula (6) (all of them when affiliated, Theorem 3.4).")
 
     df["family"] = [_family_label(r) for r in df.to_dict("records")]
     families = [(fam, mech, prior) for (fam, mech, prior), g in
@@ -79,15 +79,18 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
                 if g["J_effective"].nunique() >= 2]
     if not families:
         return
-    # one small multiple per graph family: colour/marker = eps, line style = quantity
-    eps_values = sorted(df["eps"].unique())[:MAX_CURVES]
-    fig, axes = out.small_multiples(len(families), sharex=True)
-    for ax, (fam, mech, prior) in zip(axes, families):
+    # one small multiple per graph family (and group of eps values): colour/marker = eps,
+    # line style = quantity; an eps draws up to 3 curves, so a panel takes MAX_CURVES // 3
+    eps_all = sorted(df["eps"].unique())
+    panels = [(key, part) for key in families for part in chunks(eps_all, MAX_CURVES // 3)]
+    fig, axes = out.small_multiples(len(panels), sharex=True)
+    for ax, ((fam, mech, prior), part) in zip(axes, panels):
         sub = df[(df["family"] == fam) & (df["mechanism"] == mech) & (df["prior"] == prior)]
-        for i, eps in enumerate(eps_values):
+        for eps in part:
             g = sub[sub["eps"] == eps].sort_values("J_effective")
             if g.empty:
                 continue
+            i = eps_all.index(eps)
             color, marker = curve_style(i)["color"], curve_style(i)["marker"]
             ax.plot(g["J_effective"], g["nu_over_eps"], color=color, marker=marker, ls="-")
             if not np.allclose(g["nu"], g["nu_affiliated"], rtol=1e-7):
@@ -104,7 +107,7 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
         ax.set_xlabel("Ising coupling $J$")
     fig.supylabel(r"inferential privacy $\nu/\varepsilon$")
     handles = [Line2D([], [], color=curve_style(i)["color"], marker=curve_style(i)["marker"],
-                      ls="", label=rf"$\varepsilon={e:g}$") for i, e in enumerate(eps_values)]
+                      ls="", label=rf"$\varepsilon={e:g}$") for i, e in enumerate(eps_all)]
     handles += [Line2D([], [], color="k", ls="-", label=r"exact $\nu$"),
                 Line2D([], [], color="k", ls="--", label=r"Thm 4.2 bound $2(\Phi\varepsilon)_i$"),
                 Line2D([], [], color="k", ls=":", label="formula (6), where it differs"),
@@ -112,9 +115,9 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
                        label=r"critical $J$: $\tanh J = 1/d$; 2-D: $\frac{1}{2}\ln(1+\sqrt{2})$")]
     legend_outside(fig, handles=handles, ncols=3)
     out.figure("inferential_nu_vs_J", fig,
-               caption="nu/eps against J for each graph family (worst case = formula (6) on these "
-                       "affiliated priors), Theorem 4.2's bound 2(Phi eps)_i/eps where the spectral "
-                       "radius of Gamma is < 1, and the critical couplings of the infinite lattices.")
+               caption="ν/ε against J for each graph family (worst case = formula (6) on these "
+                       "affiliated priors), Theorem 4.2's bound 2(Φε)ᵢ/ε where the spectral "
+                       "radius of Γ is < 1, and the critical couplings of the infinite lattices.")
 
 
 @report_for("inferential_bethe_limit")
@@ -126,17 +129,19 @@ def bethe_limit_against_coupling(df: pd.DataFrame, out) -> None:
     cols = keys + [c for c in ("nu", "nu_over_eps", "log_x", "J_critical", "supercritical",
                                "nu_eps_to_zero", "slope_at_zero") if c in df]
     out.table("inferential_bethe_limit", df[cols].sort_values(keys).reset_index(drop=True),
-              caption="Corollary A.6 (formula 24): worst-case nu over Ising trees of maximum degree "
-                      "Delta; nu_eps_to_zero > 0 above the transition tanh J = 1/(Delta-1).")
+              caption="Corollary A.6 (formula 24): worst-case inferential privacy loss ν over "
+                      "Ising trees of maximum degree Δ; its limit as ε → 0 is positive exactly "
+                      "above the transition tanh J = 1/(Δ − 1).")
     degrees = sorted(df["degree"].unique())
-    eps_values = sorted(df["eps"].unique())[:MAX_CURVES]
-    fig, axes = out.small_multiples(len(degrees), sharex=True, sharey=True)
-    for ax, deg in zip(axes, degrees):
-        for i, eps in enumerate(eps_values):
+    eps_all = sorted(df["eps"].unique())
+    panels = [(deg, part) for deg in degrees for part in chunks(eps_all)]  # <= MAX_CURVES each
+    fig, axes = out.small_multiples(len(panels), sharex=True, sharey=True)
+    for ax, (deg, part) in zip(axes, panels):
+        for eps in part:
             g = df[(df["degree"] == deg) & (df["eps"] == eps)].sort_values("J")
             ax.plot(g["J"], g["nu_over_eps"], label=rf"$\varepsilon={eps:g}$",
                     markevery=max(1, len(g) // 8),
-                    **curve_style(i))
+                    **curve_style(eps_all.index(eps)))
         if deg > 2:
             ax.axvline(math.atanh(1.0 / (deg - 1)), color="0.4", lw=0.9, ls="-.", marker="",
                        label=r"critical $\tanh J = 1/(\Delta-1)$")
@@ -146,5 +151,5 @@ def bethe_limit_against_coupling(df: pd.DataFrame, out) -> None:
     axes[0].set_ylabel(r"$\nu/\varepsilon$ at the Bethe lattice root")
     legend_outside(fig)
     out.figure("inferential_bethe_limit_vs_J", fig,
-               caption="nu/eps on the Bethe lattice against J: bounded below the transition, "
-                       "diverging like 1/eps above it (nu tends to a positive constant).")
+               caption="ν/ε on the Bethe lattice against J: bounded below the transition, "
+                       "diverging like 1/ε above it (ν tends to a positive constant).")

@@ -14,7 +14,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from pipeline.report.core import ok_rows, report_for
-from pipeline.report.style import MARKERS, chunks, curve_style, legend_outside, panel_legend
+from pipeline.report.style import (MARKERS, MAX_CURVES, chunks, curve_style, legend_outside,
+                                   panel_legend)
 
 
 
@@ -52,31 +53,36 @@ def examples_5_6(df, out):
                  "influence_joint", "influence_joint_closed_form", "nontrivial"]].copy()
     table["joint_lp_minus_closed_form"] = table["influence_joint"] - table["influence_joint_closed_form"]
     out.table("examples_5_6", table,
-              caption="Seed 003 Examples 5 and 6 on K2: utility by LP (= closed form), influence of the "
+              caption="Seed 003 Examples 5 and 6 on K₂: utility by LP (= closed form), influence of the "
                       "independent optimum (closed form, dense search, LP) and of the joint optimum "
                       "(two-stage LP vs closed form).")
-    fig, axes = out.new_figure(ncols=2, aspect=0.85)
-    ax1, ax2 = np.asarray(axes).ravel()
-    n = 0
-    for delta, grp in opt.groupby("delta"):
-        for col, name in (("influence_independent", "independent"), ("influence_joint", "joint (LP)")):
-            style = curve_style(n)
-            label = rf"{name}, $\delta={delta:g}$"
-            ax1.plot(grp["utility"], grp[col], label=label, **style)
-            ax2.plot(grp["eps"], grp[col], **style)
-            n += 1
-    for ax in (ax1, ax2):
-        ax.axhline(0.5, color="grey", lw=0.8, ls=(0, (1, 3)), marker="",
-                   label=r"Theorem 1 bound $\frac{1}{2}$")
-        ax.set_ylabel(r"influence $\iota = \max\,\Pr[M(d) \neq M(d')]$")
-    ax1.set_xlabel(r"utility $U = \Pr[M(d_1) = 1]$")
-    ax2.set_xlabel(r"privacy $\varepsilon$ (nats)")
-    ax1.set_title(r"utility–influence trade-off ($K_2$)")
-    ax2.set_title(r"influence against $\varepsilon$ ($K_2$)")
-    legend_outside(fig, axes=[ax1])
-    out.figure("tradeoff_examples_5_6", fig,
-               caption="Examples 5/6 (Fig. 8 of seed 003): both classes reach the same utility at each "
-                       "(ε, δ); joint mechanisms reach it with lower influence.")
+    # two curves per delta (independent, joint) in each panel: MAX_CURVES // 2 deltas a
+    # figure, further deltas in further figures
+    for part, deltas in enumerate(chunks(sorted(opt["delta"].unique()), MAX_CURVES // 2)):
+        fig, axes = out.new_figure(ncols=2, aspect=0.85)
+        ax1, ax2 = np.asarray(axes).ravel()
+        n = 0
+        for delta in deltas:
+            grp = opt[opt["delta"] == delta]
+            for col, name in (("influence_independent", "independent"),
+                              ("influence_joint", "joint (LP)")):
+                style = curve_style(n)
+                label = rf"{name}, $\delta={delta:g}$"
+                ax1.plot(grp["utility"], grp[col], label=label, **style)
+                ax2.plot(grp["eps"], grp[col], **style)
+                n += 1
+        for ax in (ax1, ax2):
+            ax.axhline(0.5, color="grey", lw=0.8, ls=(0, (1, 3)), marker="",
+                       label=r"Theorem 1 bound $\frac{1}{2}$")
+            ax.set_ylabel(r"influence $\iota = \max\,\Pr[M(d) \neq M(d')]$")
+        ax1.set_xlabel(r"utility $U = \Pr[M(d_1) = 1]$")
+        ax2.set_xlabel(r"privacy $\varepsilon$ (nats)")
+        ax1.set_title(r"utility–influence trade-off ($K_2$)")
+        ax2.set_title(r"influence against $\varepsilon$ ($K_2$)")
+        legend_outside(fig, axes=[ax1])
+        out.figure("tradeoff_examples_5_6" + (f"_{part + 1}" if part else ""), fig,
+                   caption="Examples 5/6 (Fig. 8 of seed 003): both classes reach the same utility "
+                           "at each (ε, δ); joint mechanisms reach it with lower influence.")
 
 
 @report_for("low_influence")
@@ -94,9 +100,12 @@ def mechanism_tradeoff(df, out):
     couplings = sorted(set(mech["coupling"].where(mech["mechanism"] != "theorem3", "joint")))
     mechanisms = sorted(set(mech["mechanism"]))
     graphs = list(dict.fromkeys(mech.sort_values("graph_label")["graph_label"]))
-    fig, axes = out.small_multiples(len(graphs), sharey=True)
-    for ax, graph in zip(axes, graphs):
-        for cfg, grp in mech[mech["graph_label"] == graph].groupby("config"):
+    # one small multiple per dataset graph, and per group of MAX_CURVES configurations
+    panels = [(graph, part) for graph in graphs
+              for part in chunks(sorted(set(mech.loc[mech["graph_label"] == graph, "config"])))]
+    fig, axes = out.small_multiples(len(panels), sharey=True)
+    for ax, (graph, part) in zip(axes, panels):
+        for cfg, grp in mech[mech["config"].isin(part)].groupby("config"):
             grp = grp.sort_values("eps")
             coupling = "joint" if grp["mechanism"].iloc[0] == "theorem3" else grp["coupling"].iloc[0]
             c = curve_style(couplings.index(coupling))
@@ -145,7 +154,8 @@ def lp_against_bounds(df, out):
             "tight_bound_attained", "thesis_bound_holds", "thesis_bound_violations"]
     out.table("leakage_lp_vs_bounds", d[cols],
               caption="Optimal ε-DP channel utility trace(M)/|A| (LP) against the tight bound "
-                      "1/min_k Σ_h e^{−ε d(h,k)} and Theorem 5.3.3 (best vertex), with min-entropy leakage.")
+                      "1/minₖ Σ e^{−ε d(h,k)} (sum over h) and Theorem 5.3.3 (best vertex), with "
+                      "min-entropy leakage.")
     labels = list(dict.fromkeys(d["graph_label"]))
     fig, axes = out.small_multiples(len(labels), max_cols=4, sharex=True)
     for ax, lab in zip(axes, labels):

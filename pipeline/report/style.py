@@ -11,7 +11,9 @@
   more become small multiples (:func:`small_multiples`).
 * Legends go outside the data (:func:`legend_outside`); symbols use mathtext (ν, ε, C¹);
   log axes get plain decade ticks (``10^{-3}``), never ``4×10^0``.
-* :func:`save_figure` refuses a figure with an unlabelled axis.
+* :func:`save_figure` refuses a figure with an unlabelled axis, and one with a panel of more
+  than :data:`MAX_CURVES` curves (reference lines such as ``axhline`` or lines drawn with
+  ``gid="reference"`` do not count; see :func:`panel_curves`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2)),
               (0, (3, 1, 1, 1))]
-MAX_CURVES = 6  # beyond this one panel becomes a grid of small multiples
+MAX_CURVES = 6  # beyond this one panel becomes a grid of small multiples (save_figure checks)
+REFERENCE = "reference"  # gid of a line that is a reference (a limit, a diagonal), not a curve
 FORMATS = ("png", "pdf", "svg")
 
 _SCALE = {"paper": 1.0, "slides": 1.6}
@@ -161,9 +164,12 @@ def legend_outside(fig, axes=None, handles=None, labels=None, where: str = "belo
     return fig.legend(handles, labels, loc=loc, ncols=ncols, title=title)
 
 
-def panel_legend(ax, **kwargs):
-    """A legend of one panel, outside it on the right (for small multiples whose panels show
-    different curves)."""
+def panel_legend(ax, where: str = "right", **kwargs):
+    """A legend of one panel, outside it: on the right, or ``where="below"`` under the panel
+    (for small multiples whose panels show different curves; below suits long labels)."""
+    if where == "below":
+        return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), borderaxespad=0.0,
+                         **kwargs)
     return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
 
 
@@ -222,14 +228,47 @@ def unlabelled_axes(fig) -> list[str]:
     return missing
 
 
+def panel_curves(ax) -> int:
+    """The curves a reader must tell apart in one panel: its visible lines drawn in data
+    coordinates with at least two points, labelled in the panel or explained by a figure
+    legend (an error-bar series counts once; its caps and bars do not count). Reference lines
+    do not count: ``axhline``/``axvline`` (drawn in axes coordinates) and lines given
+    ``gid="reference"``."""
+    from matplotlib.container import ErrorbarContainer
+
+    caps = set()
+    for container in ax.containers:
+        if isinstance(container, ErrorbarContainer):
+            caps.update(container.lines[1] or ())
+    count = 0
+    for line in ax.get_lines():
+        if (line in caps or not line.get_visible() or line.get_gid() == REFERENCE
+                or line.get_transform() is not ax.transData or len(line.get_xdata()) < 2):
+            continue
+        count += 1
+    return count
+
+
+def crowded_panels(fig, limit: int = MAX_CURVES) -> list[str]:
+    """Descriptions of the visible panels of ``fig`` holding more than ``limit`` curves."""
+    out = []
+    for i, ax in enumerate(fig.axes):
+        if ax.get_visible() and not _is_colorbar(ax):
+            n = panel_curves(ax)
+            if n > limit:
+                out.append(f"'{ax.get_title() or f'panel {i}'}' ({n} curves)")
+    return out
+
+
 def _is_colorbar(ax) -> bool:
     return hasattr(ax, "_colorbar") or ax.get_label() == "<colorbar>"
 
 
 def save_figure(fig, outdir, name: str, style: str | None = None) -> list[str]:
     """Write ``name``.png/.pdf/.svg into ``outdir`` and close the figure; returns the file
-    names. Raises :class:`FigureStyleError` (writing nothing) if an axis has no label, a
-    legend lies over an axes, or the layout collapsed (too many decorations for its size)."""
+    names. Raises :class:`FigureStyleError` (writing nothing) if an axis has no label, a panel
+    holds more than :data:`MAX_CURVES` curves (:func:`panel_curves`), a legend lies over an
+    axes, or the layout collapsed (too many decorations for its size)."""
     import matplotlib
     import matplotlib.pyplot as plt
 
@@ -238,6 +277,13 @@ def save_figure(fig, outdir, name: str, style: str | None = None) -> list[str]:
     if missing:
         plt.close(fig)
         raise FigureStyleError(f"figure {name}: unlabelled {', '.join(missing)}")
+    crowded = crowded_panels(fig)
+    if crowded:
+        plt.close(fig)
+        raise FigureStyleError(f"figure {name}: more than {MAX_CURVES} curves in panel "
+                               f"{', '.join(crowded)}; split them into small multiples "
+                               "(chunks, small_multiples), or mark reference lines "
+                               "gid='reference'")
     files = []
     try:
         with matplotlib.rc_context(rc_params(style)), warnings.catch_warnings(record=True) as caught:
