@@ -228,6 +228,127 @@ def test_export_selection_and_bad_arguments(tmp_path):
         assert "Traceback" not in proc.stderr and not (tmp_path / "bad").exists()
 
 
+# --------------------------------------------------------------------------- selections
+OTHER_CODE = "feedfacefeedface"
+IS_PARAMS = {"lattice": "488", "n": 2}  # boundary: its default, free
+
+
+@pytest.fixture
+def mixed_store(tmp_path):
+    """independent_sets rows of run a (m = 1..3, this code), run b (m = 4, other code), a part
+    written before provenance was recorded (m = 5: no run_id, no code_id), and rows of an
+    older experiment version (m = 1..2, run v0)."""
+    store(tmp_path, "independent_sets", {"m": [1, 2, 3]}, IS_PARAMS, "a")
+    store(tmp_path, "independent_sets", {"m": [4]}, IS_PARAMS, "b", code=OTHER_CODE)
+    store(tmp_path, "independent_sets", {"m": [5]}, IS_PARAMS, "old", stamp=False)
+    import dataclasses
+
+    exp = get_experiment("independent_sets")
+    older = dataclasses.replace(exp, version=0)  # the same experiment as an older version
+    table, _ = run_batch(Grid(older, {"m": [1, 2]}, IS_PARAMS), range(2))
+    assert set(table["experiment_version"].to_pylist()) == {0}
+    PartWriter(experiment_dir(tmp_path, "independent_sets"), "v0",
+               stamp=provenance_stamp(exp, "v0")).write(table)
+    return tmp_path
+
+
+def test_load_with_a_selection(mixed_store):
+    """pipeline.load(...) with every kind of selection, and the warnings of its coverage."""
+    here = code_id(get_experiment("independent_sets"))
+    load = lambda **kw: pipeline.load(mixed_store, "independent_sets", **kw)  # noqa: E731
+    everything = load()
+    assert len(everything) == 7 and sorted(everything.experiment_version) == [0, 0] + [1] * 5
+    assert "coverage" not in everything.attrs  # no selection: the plain table
+    df = load(run_id="a")
+    assert sorted(df.m) == [1, 2, 3] and set(df.code_id) == {here}
+    cov = df.attrs["coverage"]
+    assert [r["run_id"] for r in cov["runs"]] == ["a"] and cov["code_ids"] == {here: 3}
+    assert cov["warnings"] == []
+    # two runs of different code: the rows mix code_ids, and the coverage says so
+    df = load(run_id=["a", "b"])
+    assert sorted(df.m) == [1, 2, 3, 4]
+    warnings = df.attrs["coverage"]["warnings"]
+    assert len(warnings) == 1 and "the selection mixes 2 code_ids" in warnings[0]
+    assert f"{here}: 3 rows" in warnings[0] and f"{OTHER_CODE}: 1 rows" in warnings[0]
+    assert sorted(load(code_id=OTHER_CODE).m) == [4]
+    assert sorted(load(code_id=[here], version="latest").m) == [1, 2, 3]
+    # versions: the latest, an older one, both (a warning)
+    assert sorted(load(version="latest", run_id=["a", "b", "v0"]).m) == [1, 2, 3, 4]
+    old = load(version=0, run_id="v0")
+    assert sorted(old.m) == [1, 2] and set(old.experiment_version) == {0}
+    both = load(version=[0, 1], run_id=["a", "v0"])
+    assert len(both) == 5
+    assert "the selection mixes experiment versions [0, 1]" in both.attrs["coverage"]["warnings"]
+    # a grid (dicts): exactly its points; a point never stored is reported missing; rows of
+    # the part without provenance carry no code_id, and mixed with others that is a warning
+    df = load(grid={"m": [1, 5, 9]}, params=IS_PARAMS)
+    assert sorted(df.m) == [1, 5]
+    cov = df.attrs["coverage"]
+    assert cov["grid"]["points"] == 3 and cov["grid"]["missing"] == 1
+    assert cov["grid"]["missing_examples"][0]["m"] == 9
+    assert cov["rows_without_code_id"] == 1 and cov["rows_without_run_id"] == 1
+    assert ("1 row(s) carry no code_id (written before code identities were recorded)"
+            in cov["warnings"])
+    assert "1 of 3 point(s) of the grid have no stored row (run the sweep to fill them in)" \
+        in cov["warnings"]
+    # the words of run.py: the YAML's grid with overrides on top, then a run_id filter
+    words = ["experiment=independent_sets", "grid.m=[1,2,4]", "grid.n=[2]",
+             "grid.boundary=[free]"]
+    assert sorted(load(select=words).m) == [1, 2, 4]
+    assert sorted(load(select=words, run_id="a").m) == [1, 2]
+    assert load(select=words, code_id="0000000000000000").empty
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_report_and_export_take_run_code_and_version_selections(mixed_store, tmp_path):
+    """run.py report=true with run_id=/code_id=/version=, and export with code_id=/version=:
+    the rows they cover, and the warnings on stderr."""
+    here = code_id(get_experiment("independent_sets"))
+    base = ["report=true", "experiment=independent_sets", f"results_dir={mixed_store}",
+            "report_scope=all"]
+    report = mixed_store / "independent_sets" / "_report"
+
+    def rows_of(index: str) -> int:
+        return int(index.split("- rows: ", 1)[1].split(";", 1)[0])
+
+    proc = run_cli(*base, "run_id=b")
+    assert proc.returncode == 0, proc.stderr
+    index = (report / "index.md").read_text()
+    assert "run_id in {b}" in index and rows_of(index) == 1 and f"`{OTHER_CODE}` (1 rows)" in index
+    proc = run_cli(*base, f"code_id={here}")
+    assert proc.returncode == 0, proc.stderr
+    index = (report / "index.md").read_text()
+    assert rows_of(index) == 3 and "`b`" not in index  # run b's code is not this code
+    proc = run_cli(*base, "version=0")
+    assert proc.returncode == 0, proc.stderr
+    index = (report / "index.md").read_text()
+    assert "version in {0}" in index and rows_of(index) == 2 and "experiment version(s): 0" in index
+    proc = run_cli(*base, "run_id=[a,b]")  # two code_ids: a warning, also on stderr
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: the selection mixes 2 code_ids" in proc.stderr
+    assert "**warning**: the selection mixes 2 code_ids" in (report / "index.md").read_text()
+    proc = run_cli(*base, "run_id=nosuch")
+    assert proc.returncode == 2 and "no stored rows" in proc.stderr
+
+    folder = mixed_store / "independent_sets"
+    for words, rows, warning in (
+            ([f"code_id={OTHER_CODE}"], 1, None),
+            (["version=0"], 2, None),
+            (["version=0,1"], 7, "the selection mixes experiment versions [0, 1]"),
+            (["experiment=independent_sets", "grid.m=[1,5]", "grid.n=[2]",
+              "grid.boundary=[free]"], 2, "1 row(s) carry no code_id")):
+        to = tmp_path / ("pkg-" + str(len(list(tmp_path.glob("pkg-*")))))
+        proc = export(folder, to, "--format", "csv", *words)
+        assert proc.returncode == 0, proc.stderr
+        cov = json.loads((to / "datapackage.json").read_text())["pipeline"]["coverage"]
+        assert cov["rows"] == rows, (words, cov["rows"])
+        if warning:
+            assert f"warning: {warning}" in proc.stderr, proc.stderr
+        else:
+            assert "warning:" not in proc.stderr, proc.stderr
+
+
 # --------------------------------------------------------------------------- readers
 def test_readme_reader_lines_run(tmp_path, monkeypatch):
     """The README's pandas / polars / DuckDB lines, as printed there, on a results folder."""
