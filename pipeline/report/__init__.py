@@ -9,7 +9,7 @@ import pkgutil
 
 _discovered = False
 # the report machinery itself; every other module of the package is a family's plug-in
-_NOT_PLUGINS = ("core", "build", "summary", "style", "columns", "html", "options")
+_NOT_PLUGINS = ("core", "build", "summary", "style", "columns", "html", "latex", "options")
 
 
 def discover() -> None:
