@@ -5,9 +5,11 @@ import itertools
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.cli import ConfigError, apply_node_overrides, split_node_overrides
-from pipeline.engine.grid import Grid, expand_value, seed_of, task_id_of
+from pipeline.engine.grid import LAZY_AXIS, Grid, expand_value, seed_of, task_id_of
 from pipeline.experiments.base import (Choice, Experiment, Interval, Param, ParamError,
                                        PointCheck, REQUIRED)
 
@@ -188,3 +190,90 @@ def test_optional_parameter_accepts_null_and_values():
         Grid(exp, {"t": [2.0]}, {})
     with pytest.raises(ParamError, match="cannot read None as int"):
         Grid(exp, {}, {"k": None})  # a parameter with a real default stays required-typed
+
+
+def wide():
+    """Every scalar kind a grid axis holds, including values whose hash fragment is special
+    (-0.0 folds to 0.0; inf and nan are quoted; strings are JSON-escaped)."""
+    return Experiment(
+        name="wide", version=3,
+        params=[Param("a", float, 1.0), Param("b", int, 0), Param("s", str, "x"),
+                Param("flag", bool, False), Param("w", "float_list", [0.5]),
+                Param("c", float, 2.0)],
+        columns={"out": pa.float64()}, run=lambda p, s: {"out": 0.0})
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    floats=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=4),
+    ints=st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=3),
+    strings=st.lists(st.text(max_size=4), min_size=1, max_size=2),
+    flags=st.lists(st.booleans(), min_size=1, max_size=2),
+    data=st.data())
+def test_batch_columns_are_point_and_task_id_for_every_value_kind(floats, ints, strings, flags, data):
+    grid = {"a": floats, "b": ints, "s": strings, "flag": flags}
+    if data.draw(st.booleans()):
+        grid["zip"] = [{"w": [[0.1], [0.2, -0.0]], "c": [float("inf"), -1.5]}]
+    g = Grid(wide(), grid, {})
+    indices = data.draw(st.lists(st.integers(0, g.total - 1), min_size=1, max_size=20))
+    columns, ids = g.batch_columns(indices)
+    assert ids == [g.task_id(i) for i in indices]
+    for k, i in enumerate(indices):
+        expected = g.point(i)
+        got = {name: columns[name][k] for name in g.param_names}
+        assert _fragment_all(got) == _fragment_all(expected)  # nan != nan: compare by fragment
+
+
+@given(st.lists(st.one_of(st.floats(width=64), st.integers(), st.booleans(), st.text(max_size=5),
+                          st.none(), st.lists(st.floats(width=64), max_size=3))))
+def test_fragments_of_is_fragment_of_each(values):
+    from pipeline.engine.grid import _fragment, _fragments_of
+
+    assert _fragments_of(values) == [_fragment(v) for v in values]
+
+
+def _fragment_all(point):
+    from pipeline.engine.grid import _fragment
+
+    return {k: _fragment(v) for k, v in point.items()}
+
+
+def test_batch_columns_of_lazy_axes_match_point_and_task_id():
+    # axes longer than LAZY_AXIS: a range, a float array (with -0.0 and inf), and a zip group
+    big = LAZY_AXIS + 5
+    floats = np.linspace(-1.0, 1.0, big)
+    floats[[3, 7]] = [-0.0, np.inf]
+    g = Grid(wide(), {"b": {"range": [-7, 3 * big - 7, 3]},
+                      "zip": [{"a": floats.tolist(), "s": [f"p{i}" for i in range(big)],
+                               "flag": [i % 2 == 0 for i in range(big)]}]},
+             {"c": 0.25})
+    lazy = [axis for axis in g.axes if axis._fragments is None]
+    assert len(lazy) == 2  # both axes decode lazily here
+    indices = np.array([0, 1, 3, 7, big * big - 1, 12_345_678, 7 * big + 3])
+    columns, ids = g.batch_columns(indices)
+    assert ids == [g.task_id(int(i)) for i in indices]
+    for k, i in enumerate(indices):
+        assert {n: columns[n][k] for n in g.param_names} == g.point(int(i))
+
+
+@pytest.mark.parametrize("grid, params, indices", [
+    ({"eps": [0.1, 0.2], "k": [1, 2, 3]}, {}, range(6)),
+    ({"graph": ["path", "cycle"], "zip": [{"k": [1, 2, 3], "n": [5, 6, 7]}]}, {"weights": [1, 2]},
+     [5, 0, 3, 3]),
+    ({"weights": [[0.5], [0.1, 0.2]], "flag": [True, False]}, {"eps": 2.0}, range(4)),
+    # axes longer than LAZY_AXIS keep their values and fragments lazy
+    ({"eps": {"linspace": [0.1, 1, 1000]}, "k": {"range": [1, 1001]},
+      "n": {"range": [1, 200_001]}}, {}, np.array([0, 1, 199_999, 10**6, 2 * 10**11 - 1])),
+    ({}, {"k": 7}, [0]),
+])
+def test_batch_identities_match_point_and_task_id(grid, params, indices):
+    """Grid.identities (the worker's one-pass batch decoding) is point() and task_id()."""
+    g = Grid(toy(), grid, params)
+    points, ids = g.identities(indices)
+    assert points == [g.point(int(i)) for i in indices]
+    assert ids == [g.task_id(int(i)) for i in indices]
+    assert [list(p) for p in points] == [g.param_names] * len(points)  # same key order
+    points[0]["weights"].append(9.0)  # list values are copies, never shared with the grid
+    assert g.point(int(indices[0]))["weights"] != points[0]["weights"]
+    with pytest.raises(IndexError):
+        g.identities([g.total])

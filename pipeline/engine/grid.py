@@ -21,6 +21,7 @@ until it is iterated).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -105,6 +106,20 @@ def _fragment(value: Any) -> str:
     return json.dumps(value)
 
 
+def _fragments_of(values: list) -> list[str]:
+    """``[_fragment(v) for v in values]``, with the common scalar types dispatched inline."""
+    out = []
+    for v in values:
+        kind = type(v)
+        if kind is float and v != 0.0 and v - v == 0.0:  # finite, non-zero: its repr
+            out.append(repr(v))
+        elif kind is int:
+            out.append(str(v))
+        else:
+            out.append(_fragment(v))
+    return out
+
+
 LAZY_AXIS = 100_000  # longer axes keep their values lazy and hash fragments on demand
 
 
@@ -115,9 +130,10 @@ class Axis:
         self.names = names
         self.values = values  # single: typed values (list, range or float array); zip: tuples
         self.single = single
-        self._fragments = None
+        self._fragments = self._typed = None
         if len(values) <= LAZY_AXIS:
-            self._fragments = [tuple(_fragment(v) for v in self.at(d)) for d in range(len(values))]
+            self._typed = [self.at(d) for d in range(len(values))]
+            self._fragments = [tuple(_fragment(v) for v in t) for t in self._typed]
 
     def __len__(self) -> int:
         return len(self.values)
@@ -132,6 +148,30 @@ class Axis:
         if self._fragments is not None:
             return self._fragments[d][pos]
         return _fragment(self.at(d)[pos])
+
+    def columns(self, digits: np.ndarray) -> tuple[list[list], list[list[str]]]:
+        """For positions ``digits`` of this axis: per name, the typed values and their hash
+        fragments (what ``at`` and ``fragment`` give one by one, a column at a time)."""
+        width = len(self.names)
+        if self._typed is not None:
+            rows = [self._typed[d] for d in digits.tolist()]
+            frags = [self._fragments[d] for d in digits.tolist()]
+            if width == 1:
+                return [[r[0] for r in rows]], [[f[0] for f in frags]]
+            return [list(c) for c in zip(*rows)], [list(c) for c in zip(*frags)]
+        if self.single:
+            values = self.values
+            if isinstance(values, range):
+                column = [values[d] for d in digits.tolist()]
+                return [column], [[str(v) for v in column]]  # json.dumps(int) is str(int)
+            if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+                column = values[digits].tolist()  # +0.0 was folded in when the axis was built
+                return [column], [_fragments_of(column)]
+            column = [_python_scalar(values[d]) for d in digits.tolist()]
+            return [column], [_fragments_of(column)]
+        rows = [self.values[d] for d in digits.tolist()]
+        cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in range(width)]
+        return cols, [_fragments_of(c) for c in cols]
 
 
 def _python_scalar(value: Any) -> Any:
@@ -288,6 +328,8 @@ class Grid:
                 plan.append((key, where[name]))
             else:
                 plan.append((key + _fragment(self.fixed[name]), None))
+        self.list_params = [p.name for p in self.experiment.params
+                             if p.type in ("int_list", "float_list")]
         self._hash_prefix = prefix + ',"params":{'
         self._hash_plan = plan
 
@@ -321,6 +363,48 @@ class Grid:
             for name, value in zip(axis.names, axis.at(d)):
                 point[name] = value
         return {name: _copy(point[name]) for name in self.param_names}
+
+    def batch_columns(self, indices: Sequence[int]) -> tuple[dict[str, list], list[str]]:
+        """The parameter values of a batch of points as columns (name -> one value per index)
+        and their task ids, built a column at a time: each axis decodes its digits and hash
+        fragments for the whole batch, so the per-point work is one join and one sha256 (a
+        worker's bookkeeping runs under the GIL beside hundreds of sleeping threads: issue 14).
+        ``columns[name][k]`` is ``point(indices[k])[name]``; list values are shared, not copied."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        n = int(idx.size)
+        if n and (idx.min() < 0 or idx.max() >= self.total):
+            raise IndexError(int(idx[(idx < 0) | (idx >= self.total)][0]))
+        values: dict[str, list] = {}
+        fragments: dict[str, list[str]] = {}
+        rest = idx
+        for axis, size in zip(reversed(self.axes), reversed(self.sizes)):  # last varies fastest
+            rest, digits = np.divmod(rest, size)
+            cols, frags = axis.columns(digits)
+            for name, col, frag in zip(axis.names, cols, frags):
+                values[name], fragments[name] = col, frag
+        columns = {name: values[name] if name in values else [self.fixed[name]] * n
+                   for name in self.param_names}
+        repeat = itertools.repeat
+        parts = [repeat(key, n) if loc is None else
+                 [key + f for f in fragments[self.axes[loc[0]].names[loc[1]]]]
+                 for key, loc in self._hash_plan]
+        prefix, sha256 = self._hash_prefix, hashlib.sha256
+        if not parts:
+            return columns, [task_id_of(prefix + "}}")] * n
+        ids = [sha256((prefix + ",".join(row) + "}}").encode()).hexdigest()[:24]
+               for row in zip(*parts)]
+        return columns, ids
+
+    def identities(self, indices: Sequence[int]) -> tuple[list[dict], list[str]]:
+        """``([point(i) ...], [task_id(i) ...])`` for a batch (see :meth:`batch_columns`)."""
+        columns, ids = self.batch_columns(indices)
+        names = self.param_names
+        points = [dict(zip(names, row)) for row in zip(*(columns[n] for n in names))] \
+            if names else [{} for _ in ids]
+        for name in self.list_params:  # list values are copies, never shared between points
+            for point in points:
+                point[name] = list(point[name])
+        return points, ids
 
     def iter_indices(self) -> Iterator[int]:
         return iter(range(self.total))

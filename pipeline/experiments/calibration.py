@@ -42,7 +42,10 @@ def run(p: dict, seed: int) -> list[dict]:
     if p["fail_every"] and p["x"] % p["fail_every"] == 0:
         raise ValueError(f"calibration failure requested at x={p['x']}")
     draw = (seed >> 10) * 2.0**-53
-    return [{"value": p["x"] * p["scale"] + r, "draw": draw, "label": f"x{p['x']}-r{r}"}
+    x, scale = p["x"], p["scale"]
+    if p["rows"] == 1:  # the common case, kept lean: this is the harness's stand-in kernel
+        return {"value": x * scale, "draw": draw, "label": f"x{x}-r0"}
+    return [{"value": x * scale + r, "draw": draw, "label": f"x{x}-r{r}"}
             for r in range(p["rows"])]
 
 
