@@ -253,17 +253,18 @@ def test_watchdog_raises_when_queued_tasks_stop_finishing():
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("workers", [1, 2])
 def test_poison_point_run_finishes_with_exactly_that_point_failed(tmp_path, workers):
-    # The run (there 3000 points, crash_at=1234, auto batches), smaller: the same
-    # mechanics (batches lost with their workers, nannies giving up, the LocalCluster left
-    # without a worker process) at fewer worker deaths, each costing a process start.
+    # The issue's own run: 3,000 points, automatic batches, one point that kills its worker
+    # (batches lost with their workers, split until the point is alone, retried, stored failed)
     t0 = time.time()
-    proc = run_cli("experiment=calibration", "grid.x={range:[0,60]}", "params.work_us=1000",
-                   "params.crash_at=34", "batch_size=2", f"cluster.n_workers={workers}",
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,3000]}", "params.work_us=1000",
+                   "params.crash_at=1234", f"cluster.n_workers={workers}",
                    f"results_dir={tmp_path}", *FAST, timeout=280)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
     df = pipeline.load(tmp_path, "calibration")
-    assert len(df) == 60 and df.task_id.is_unique
-    assert df[df.status == "failed"].x.tolist() == [34]
+    assert len(df) == 3000 and df.task_id.is_unique
+    failed = df[df.status == "failed"]
+    assert failed.x.tolist() == [1234]
+    assert failed.error.iloc[0].startswith("lost on the cluster 2 times: KilledWorker")
     assert last_run(tmp_path / "calibration")["status"] == "finished"
     print(f"poison run on {workers} worker(s): {time.time() - t0:.0f} s")
 

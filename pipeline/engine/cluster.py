@@ -30,12 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+import dask
+
 from pipeline.engine.address import (AddressConfigError, SchedulerCheckFailed, check_security,
                                      make_security, probe_scheduler)
 from pipeline.store.redact import redact
 
 log = logging.getLogger("pipeline")
 LOCAL_DASHBOARD = "127.0.0.1:8787"  # loopback: the dashboard is unauthenticated (README)
+# Worker deaths a task may be present at before the scheduler gives up on it (Dask's default
+# is 3), on the schedulers we start. The driver splits a lost batch and retries a lost single
+# point itself (runner.py), so each extra allowance only multiplies the worker restarts a
+# point that kills its worker costs.
+ALLOWED_FAILURES = 1
 
 
 class ClusterConfigError(ValueError):
@@ -716,18 +723,20 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
             _bounded("client.close", lambda: client.close(timeout=10), 15)
         return
     if kind in BATCH_SYSTEMS:
-        cluster = make_batch_cluster(cfg)
+        with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+            cluster = make_batch_cluster(cfg)
     else:
         n_workers = cfg.get("n_workers") or os.cpu_count() or 1
-        cluster = LocalCluster(
-            n_workers=int(n_workers),
-            threads_per_worker=int(_get(cfg, "threads_per_worker", 1)),
-            processes=True,
-            memory_limit=_get(cfg, "memory_limit", "auto"),
-            # loopback by default: the dashboard is unauthenticated (see README, SSH tunnel)
-            dashboard_address=str(_get(cfg, "dashboard_address", LOCAL_DASHBOARD)),
-            silence_logs=logging.ERROR,
-        )
+        with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+            cluster = LocalCluster(
+                n_workers=int(n_workers),
+                threads_per_worker=int(_get(cfg, "threads_per_worker", 1)),
+                processes=True,
+                memory_limit=_get(cfg, "memory_limit", "auto"),
+                # loopback by default: the dashboard is unauthenticated (see README, SSH tunnel)
+                dashboard_address=str(_get(cfg, "dashboard_address", LOCAL_DASHBOARD)),
+                silence_logs=logging.ERROR,
+            )
     try:
         client = Client(cluster)
     except BaseException:

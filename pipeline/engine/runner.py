@@ -30,7 +30,9 @@ log = logging.getLogger("pipeline")
 TARGET_BATCH_SECONDS = 0.2  # the per-task floor: a batch carries at least this much work
 MAX_TASKS_PER_SECOND = 50.0  # Dask tasks per second for the whole cluster (BENCHMARKS.md)
 MAX_BATCH_SECONDS = 60.0  # bound on a batch's predicted duration
-LOST_ATTEMPTS = 3  # a single point lost with its worker is tried this often before it fails
+LOST_SPLIT = 8  # a batch lost with its worker is resubmitted as this many pieces,
+LOST_SINGLES = 64  # or as single points when it holds at most this many
+LOST_ATTEMPTS = 2  # a single point lost with its workers is tried this often before it fails
 WAKE_SECONDS = 1.0  # the driver loop wakes at least this often, whatever the cluster does
 GATHER_TIMEOUT_S = 30.0  # bound on fetching one wake's finished results in one go
 
@@ -146,8 +148,17 @@ class SweepStats:
 
 def _warm_up(grid: Grid) -> tuple[int, str]:
     """Runs on each worker before the sweep: imports the experiment and builds the grid (so
-    the first timed batch does not pay for it) and reports what the worker would compute."""
-    return grid.version, grid.canonical(0)
+    the first timed batch does not pay for it) and reports what the worker would compute.
+
+    Then it freezes what the process holds (modules, the grid) out of the garbage collector's
+    reach: a full collection walks every tracked object under the GIL, and on a worker with
+    hundreds of threads each pass stalled all of them (BENCHMARKS.md, issue 14)."""
+    import gc
+
+    answer = grid.version, grid.canonical(0)
+    gc.collect()
+    gc.freeze()
+    return answer
 
 
 class WorkerMismatch(RuntimeError):
@@ -206,6 +217,14 @@ def _fetch(fut):
     if fut.status == "cancelled":
         return None, RuntimeError(f"{fut.key} was cancelled on the cluster")
     return _NOT_YET, None  # pending again: its result was lost with a worker and is recomputed
+
+
+def _split(chunk, pieces: int) -> list:
+    """``chunk`` (a range or an index array) cut into at most ``pieces`` contiguous, non-empty
+    parts of near-equal length."""
+    n = len(chunk)
+    bounds = [n * k // pieces for k in range(pieces + 1)]
+    return [chunk[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def _task_costs(table, n: int, seconds: float) -> np.ndarray:
@@ -367,12 +386,13 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             table, seconds = result
             sizer.observe(chunk, _task_costs(table, len(chunk), seconds), seconds)
         elif len(chunk) > 1:
-            # Lost with its workers (a crash, the OOM killer): bisect, so that only the point
+            # Lost with its workers (a crash, the OOM killer): split it, so that only the point
             # that kills workers ends up failed, not the 10^4 innocent ones batched with it.
+            # Eight ways, not two, and small ones into single points: each level costs the
+            # worker deaths of one lost batch (each a process start).
             fut.release()
-            half = len(chunk) // 2
-            submit(chunk[:half])
-            submit(chunk[half:])
+            for piece in _split(chunk, len(chunk) if len(chunk) <= LOST_SINGLES else LOST_SPLIT):
+                submit(piece)
             return
         else:
             index = int(chunk[0])
