@@ -281,3 +281,34 @@ def test_unreachable_scheduler_is_a_crash_not_bad_input(tmp_path):
     assert proc.returncode == 3 and "the sweep crashed" in proc.stderr
     manifest = pipeline.store.read_manifest(tmp_path / "calibration")
     assert manifest["runs"][-1]["status"] == "crashed"
+
+
+def test_main_in_process_leaves_the_logging_of_the_process_alone(tmp_path, capsys):
+    """run.py's main() runs in-process (tests, notebooks): it must not reconfigure Python's
+    logging. Hydra's logging presets call dictConfig, which closed every handler of the process
+    and disabled every existing logger; a handler that closes its stream on close (absl's does,
+    for any stream that is not sys.stderr at that moment) then closed a stream still in use."""
+    import io
+    import logging
+
+    from pipeline.cli import main
+
+    class ClosesItsStream(logging.StreamHandler):
+        def close(self):
+            self.stream.close()
+            super().close()
+
+    stream = io.StringIO()
+    handler = ClosesItsStream(stream)
+    other = logging.getLogger("some.library")
+    other.addHandler(handler)
+    try:
+        for _ in range(2):
+            assert main(["experiment=calibration", "grid.x=[1,2]", "dry_run=true",
+                         f"results_dir={tmp_path}"]) == 0
+        assert not stream.closed and not other.disabled and handler in other.handlers
+        other.warning("still here")
+        assert "still here" in stream.getvalue()
+        assert "tasks in grid: 2" in capsys.readouterr().out
+    finally:
+        other.removeHandler(handler)
