@@ -27,7 +27,15 @@ from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN, field_metadata
 
 def result_schema(grid: Grid) -> pa.Schema:
     """The Arrow schema of a batch's rows; each field carries its description and unit as
-    field metadata (experiments.base.document, engine.schema.BOOKKEEPING_DOCS)."""
+    field metadata (experiments.base.document, engine.schema.BOOKKEEPING_DOCS). Built once
+    per grid (a worker caches its grids), not once per batch."""
+    cached = getattr(grid, "_result_schema", None)
+    if cached is None:
+        cached = grid._result_schema = _build_result_schema(grid)
+    return cached
+
+
+def _build_result_schema(grid: Grid) -> pa.Schema:
     exp = grid.experiment
     fields = [pa.field(p.name, p.arrow_type) for p in exp.params]
     fields += [pa.field(name, typ) for name, typ in exp.columns.items()]
@@ -168,7 +176,13 @@ def run_batch(grid: Grid, indices: Sequence[int],
             clock.arm(task_timeout, {"key": key, "index": int(indices[i]), "task_id": task_ids[i],
                                      "timeout_s": task_timeout, "worker": where}, worker)
         try:
-            rows = _as_rows(run(point, seeds[i]))
+            out = run(point, seeds[i])
+            if type(out) is dict and allowed.issuperset(out):  # the common case, inline
+                elapsed[i] = clock_t() - t0
+                for name, column in out_items:
+                    column.append(out.get(name))
+                continue
+            rows = _as_rows(out)
             for row in rows:
                 if not allowed.issuperset(row):
                     raise KeyError(f"undeclared output column(s) {sorted(set(row) - allowed)}")
@@ -176,10 +190,10 @@ def run_batch(grid: Grid, indices: Sequence[int],
             rows = [{}]
             statuses[i], errors[i] = "failed", _error_text(exc)
         finally:
+            started[i] = t0
             if clock is not None:
                 clock.disarm()
         elapsed[i] = clock_t() - t0
-        started[i] = t0
         if len(rows) != 1:
             counts[i] = len(rows)
         for row in rows:

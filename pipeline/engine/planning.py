@@ -26,6 +26,7 @@ import numpy as np
 PLAN_CHUNK = 65_536  # grid indices hashed at a time when the store is not empty
 MAX_BATCH = 50_000  # tasks per batch: bounds the rows a worker returns in one table
 COST_BUCKETS = 2_048
+STAGGER = 0.5  # spread of the first wave's batch sizes (+-25 %), met by the last wave's
 MAX_PROBES = 128  # enough to follow the cost along the grid; more only add start-up latency
 
 
@@ -207,6 +208,15 @@ class CostModel:
     interpolation is the unbiased guess), the nearest measured value beyond the ends.
     Because the grid's last axis varies fastest, the cost along fast axes averages within a
     bucket, and the slow axes (the ones that make batches uneven) are followed bucket by bucket.
+
+    Probes (one point each, run together while the cluster starts) are kept apart from
+    batches: a probe's time carries the start-up contention (1 ms sleeps measured 1-28 ms),
+    and ahead of the batches the probes are all the model knows. Contention only adds time,
+    so a probe-only bucket takes the lower envelope of its neighbouring probes (the minimum
+    of 5), which follows a real trend along the grid within a few per cent; a bucket measured
+    on only a few batch points takes the median of its neighbours. (A point mispredicted 3x
+    too dear cuts batches 3x too short, and under the task-rate cap that is 3x fewer points
+    per second; one predicted too cheap only makes its batch longer, up to the bound.)
     """
 
     def __init__(self, total: int, buckets: int = COST_BUCKETS):
@@ -215,21 +225,25 @@ class CostModel:
         self.width = self.total / self.buckets
         self._sum = np.zeros(self.buckets)
         self._count = np.zeros(self.buckets)
+        self._probe_sum = np.zeros(self.buckets)
+        self._probe_count = np.zeros(self.buckets)
         self._mean = None  # interpolated per-bucket cost, rebuilt lazily
         self.overhead = 0.0  # seconds per point outside the experiment (engine, Arrow)
 
     @property
     def measured(self) -> bool:
-        return bool(self._count.any())
+        return bool(self._count.any() or self._probe_count.any())
 
     def bucket_of(self, indices: np.ndarray) -> np.ndarray:
         return np.minimum((np.asarray(indices) / self.width).astype(np.int64), self.buckets - 1)
 
-    def observe(self, indices, costs: np.ndarray, batch_seconds: float | None = None) -> None:
+    def observe(self, indices, costs: np.ndarray, batch_seconds: float | None = None,
+                probe: bool = False) -> None:
         indices = np.asarray(indices)
         costs = np.maximum(np.asarray(costs, dtype=float), 1e-7)
-        np.add.at(self._sum, self.bucket_of(indices), costs)
-        np.add.at(self._count, self.bucket_of(indices), 1.0)
+        buckets = self.bucket_of(indices)
+        np.add.at(self._probe_sum if probe else self._sum, buckets, costs)
+        np.add.at(self._probe_count if probe else self._count, buckets, 1.0)
         if batch_seconds is not None and len(costs) >= 16:
             # per-point engine overhead; small batches (probes) are dominated by the fixed
             # per-batch cost, which says nothing about the cost per point
@@ -239,11 +253,21 @@ class CostModel:
 
     def bucket_costs(self) -> np.ndarray:
         if self._mean is None:
-            seen = self._count > 0
-            if not seen.any():
+            batch = self._count > 0
+            probe_only = (self._probe_count > 0) & ~batch
+            if not (batch.any() or probe_only.any()):
                 raise ValueError("no cost measured yet")
+            costs = np.zeros(self.buckets)
+            costs[batch] = self._sum[batch] / self._count[batch]
+            if probe_only.any():
+                # contention only ever adds time: the lower envelope of neighbouring probes
+                probed = self._probe_sum[probe_only] / self._probe_count[probe_only]
+                costs[probe_only] = _running(np.min, probed)
+            seen = batch | probe_only
             centres = np.arange(self.buckets)
-            logs = np.log(self._sum[seen] / self._count[seen])
+            weak = (self._count[seen] < WEAK_BUCKET_POINTS) & ~probe_only[seen]
+            logs = np.log(costs[seen])
+            logs[weak] = _running(np.median, logs)[weak]
             self._mean = np.exp(np.interp(centres, centres[seen], logs)) + self.overhead
         return self._mean
 
@@ -258,6 +282,20 @@ class CostModel:
         b = int(self.bucket_of(np.array([start]))[0])
         head = ((b + 1) * self.width - start) * mean[b]
         return density * (head + float(mean[b + 1:].sum()) * self.width)
+
+
+WEAK_BUCKET_POINTS = 8  # a bucket measured on fewer batch points is checked against its neighbours
+SMOOTHING_WINDOW = 5
+
+
+def _running(statistic, values: np.ndarray) -> np.ndarray:
+    """``statistic`` (np.min, np.median) over a window of :data:`SMOOTHING_WINDOW` neighbours
+    of each value (fewer at the ends), in grid order."""
+    if values.size < 3:
+        return values.copy()
+    half = SMOOTHING_WINDOW // 2
+    padded = np.pad(values, half, mode="edge")
+    return statistic(np.lib.stride_tricks.sliding_window_view(padded, SMOOTHING_WINDOW), axis=1)
 
 
 class TokenBucket:
@@ -326,7 +364,9 @@ class BatchSizer:
         self.fixed = fixed
         self.clock = clock
         self.limiter: TokenBucket | None = None
-        self._round = None  # [batches left in this round, seconds per batch, threads]
+        # [batches left in this wave, seconds per batch, threads, waves left, size shape]
+        self._round = None
+        self._waves_started = 0
         self.probed = False
         self.probes_out = 0  # probes not yet reported
         self.probe_t0 = self.probe_half = None
@@ -350,17 +390,48 @@ class BatchSizer:
             if gss >= self.floor_seconds(threads):
                 return min(self.max_s, gss)
             return max(self.min_s, gss)
-        # Whole rounds of one batch per thread, each at least the floor: the cluster then
-        # finishes about threads / floor <= max_tasks_per_second batches per second, and
-        # the last round ends together on every thread. A round's size is fixed when it
-        # starts (sized per batch, R / threads would shrink geometrically within a round).
+        # Whole rounds (waves) of one batch per thread, each about the floor: the cluster
+        # then finishes about threads / floor <= max_tasks_per_second batches per second.
+        # A wave's batch size is fixed when the wave starts (sized per batch, R / threads
+        # would shrink geometrically within it). Waves are staggered: the first one's
+        # batches range over +-STAGGER/2 of the size, so the wave ends spread over time
+        # instead of every thread finishing at once (1,024 batches ending together stalled
+        # Dask for seconds), and the last one's batches come in decreasing size: Dask hands
+        # queued batches out first in, first out, so the thread that frees first (a short
+        # first batch, an early start, fast points) takes the largest last batch, and every
+        # thread ends together.
         if self._round is None or self._round[0] <= 0 or self._round[2] != threads:
-            floor = self.floor_seconds(threads)
-            rounds = max(1, math.floor(remaining / (threads * floor)))
-            self._round = [threads, max(self.min_s, min(self.max_s, remaining / (threads * rounds))),
-                           threads]
+            if self._round is None or self._round[2] != threads:
+                # a new plan: as many waves as the floor allows, at least two to stagger
+                per_thread = remaining / threads
+                waves = max(1, math.floor(per_thread / self.floor_seconds(threads)))
+                if waves == 1 and per_thread >= 2 * self.min_s:
+                    waves = 2
+                self._round = [0, 0.0, threads, waves]  # [left, size, threads, waves left]
+                self._waves_started = 0
+            waves_left = self._round[3]
+            size = remaining / (threads * max(1, waves_left))
+            self._round = [threads, max(self.min_s, min(self.max_s, size)), threads,
+                           waves_left - 1, self._wave_shape(threads, waves_left)]
+        left = self._round[0]
         self._round[0] -= 1
-        return self._round[1]
+        shape = self._round[4]
+        factor = 1.0 if shape is None else shape(threads - left)
+        return max(self.min_s, min(self.max_s, self._round[1] * factor))
+
+    def _wave_shape(self, threads: int, waves_left: int):
+        """Size factor of the j-th batch of the wave starting now (j = 0..threads-1), or None
+        for a uniform wave."""
+        first = self._waves_started == 0
+        self._waves_started += 1
+        if threads < 2 or (first and waves_left < 2):
+            return None
+        span = STAGGER / (threads - 1)
+        if first:  # increasing: ends spread over +-STAGGER/2 of the wave
+            return lambda j: 1.0 + STAGGER * (j / (threads - 1) - 0.5)
+        if waves_left == 1:  # the last: decreasing, to meet the first wave's spread
+            return lambda j: 1.0 + STAGGER / 2 - span * j
+        return None
 
     def next_batches(self, threads: int, in_flight: int) -> list[np.ndarray]:
         """The batches to submit now: as many as the in-flight bound (2 x threads + 2) and
@@ -398,8 +469,9 @@ class BatchSizer:
 
     def observe(self, indices: np.ndarray, costs: np.ndarray, batch_seconds: float | None) -> None:
         """A finished batch: its points' measured costs (seconds each) feed the cost model."""
-        self.model.observe(indices, costs, batch_seconds)
-        if len(indices) == 1 and int(indices[0]) in self._probe_ids:
+        probe = len(indices) == 1 and int(indices[0]) in self._probe_ids
+        self.model.observe(indices, costs, batch_seconds, probe=probe)
+        if probe:
             self._probe_ids.discard(int(indices[0]))
             self.probes_out -= 1
             if self.probe_half is None and self.probes_out <= self.submitted / 2:

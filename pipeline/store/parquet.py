@@ -137,11 +137,13 @@ class PartWriter:
         return self._buffer_rows
 
     def _stamped(self, table: pa.Table) -> pa.Table:
+        # once per part file (on the writer's thread), not once per batch on the driver's
         for name, (value, typ) in self.stamp.items():
             if name not in table.column_names:
                 # typ may be a pa.Field, to carry field metadata (description, unit)
                 fld = typ if isinstance(typ, pa.Field) else pa.field(name, typ)
-                table = table.append_column(fld, pa.array([value] * table.num_rows, fld.type))
+                column = pa.repeat(pa.scalar(value, fld.type), table.num_rows)
+                table = table.append_column(fld, column)
         return table
 
     def _next_name(self) -> str:
@@ -151,7 +153,7 @@ class PartWriter:
 
     def _write_now(self, name: str, tables: list[pa.Table]) -> Path:
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
-        final = write_part_file(self.path, name, table)
+        final = write_part_file(self.path, name, self._stamped(table))
         self.rows += table.num_rows
         self.seq += 1
         return final
@@ -160,7 +162,6 @@ class PartWriter:
         """Add a result table; returns the part file when one was written synchronously."""
         if table.num_rows == 0:
             return None
-        table = self._stamped(table)
         if not self.buffered:
             return self._write_now(self._next_name(), [table])
         self._raise_if_failed()
