@@ -141,6 +141,7 @@ BAD_KEYS = [
     ({"kind": "local", "dashboard_address": "notaport"}, "cluster.dashboard_address"),
     ({"kind": "local", "dashboard_address": "host:99999"}, "port 0-65535"),
     ({"kind": "local", "n_workers": 0}, "cluster.n_workers"),
+    ({"kind": "local", "worker_profile": "maybe"}, "cluster.worker_profile must be true or false"),
     ({"kind": "address", "address": "tcp://h:8786", "timeout": "forever"}, "cluster.timeout"),
     ({"kind": "address", "address": "h:8786"}, "cluster.address must be a scheduler address"),
     ({"kind": "nosuch"}, "slurm, pbs, sge, lsf, htcondor"),

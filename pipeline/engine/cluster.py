@@ -261,7 +261,8 @@ def _schema(kind: str) -> dict[str, Callable[[str, Any], Any]]:
     """Every key a kind accepts, with its validator (None values skip the validator)."""
     if kind == "local":
         return {"kind": _anything, "n_workers": _int(1), "threads_per_worker": _int(1),
-                "memory_limit": _memory_limit, "dashboard_address": _host_port}
+                "memory_limit": _memory_limit, "dashboard_address": _host_port,
+                "worker_profile": _flag}
     if kind == "address":  # `security` (TLS) belongs to the address kind's own settings
         return {"kind": _anything, "address": _scheduler_address, "timeout": _duration,
                 "security": _anything}
@@ -727,7 +728,11 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
             cluster = make_batch_cluster(cfg)
     else:
         n_workers = cfg.get("n_workers") or os.cpu_count() or 1
-        with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+        # Dask's statistical profiler walks every worker thread's stack every 10 ms: with
+        # hundreds of threads per process it took a core of a 2-core machine (BENCHMARKS.md)
+        profile = bool(_get(cfg, "worker_profile", False))
+        with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+                              "distributed.worker.profile.enabled": profile}):
             cluster = LocalCluster(
                 n_workers=int(n_workers),
                 threads_per_worker=int(_get(cfg, "threads_per_worker", 1)),
