@@ -27,6 +27,9 @@ PLAN_CHUNK = 65_536  # grid indices hashed at a time when the store is not empty
 MAX_BATCH = 50_000  # tasks per batch: bounds the rows a worker returns in one table
 COST_BUCKETS = 2_048
 STAGGER = 0.5  # spread of the first wave's batch sizes (+-25 %), met by the last wave's
+# Waves are sized at least this much over the floor: a batch predicted too dear runs short,
+# and at the cap its thread then waits for a token (10 ms sleeps predicted 15 % dear cost 15 %)
+HEADROOM = 1.25
 MAX_PROBES = 128  # enough to follow the cost along the grid; more only add start-up latency
 
 
@@ -404,7 +407,7 @@ class BatchSizer:
             if self._round is None or self._round[2] != threads:
                 # a new plan: as many waves as the floor allows, at least two to stagger
                 per_thread = remaining / threads
-                waves = max(1, math.floor(per_thread / self.floor_seconds(threads)))
+                waves = max(1, math.floor(per_thread / (HEADROOM * self.floor_seconds(threads))))
                 if waves == 1 and per_thread >= 2 * self.min_s:
                     waves = 2
                 self._round = [0, 0.0, threads, waves]  # [left, size, threads, waves left]
