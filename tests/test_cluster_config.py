@@ -90,6 +90,10 @@ def test_job_script_of_every_batch_system(kind, tmp_path):
     assert "--interface lo" in script and "--resources MEM=1" in script
     assert "--death-timeout 60" in script
     assert "module load python/3.11" in script
+    # workers run without Dask's profiler, set before the user's prologue can override it
+    assert script.index(cl.NO_PROFILER) < script.index("module load python/3.11")
+    assert cl.NO_PROFILER not in cl.job_script(conf(kind, **COMMON, **overrides,
+                                                    worker_profile=True))
     assert not Path(LOGS).exists()  # building the script created no directory
 
 

@@ -74,6 +74,9 @@ BATCH_SYSTEMS: dict[str, BatchSystem] = {
     "moab": BatchSystem("MoabCluster", "Moab", "account", ("resource_spec",)),
 }
 KINDS = ("local", "address", *BATCH_SYSTEMS)
+# Dask's statistical profiler walks every worker thread's stack every 10 ms (BENCHMARKS.md:
+# ~8 core-s per 40 s sweep at 1,024 threads); off unless cluster.worker_profile=true
+NO_PROFILER = "export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False"
 
 DEFAULTS = {
     "cores": 1, "processes": 1, "memory": "4GB", "walltime": None, "minimum_jobs": 0,
@@ -277,7 +280,7 @@ def _schema(kind: str) -> dict[str, Callable[[str, Any], Any]]:
         "death_timeout": _duration, "dashboard_address": _host_port,
         "lifetime_margin": _duration, "lifetime_stagger": _duration,
         "worker_start_timeout": _duration, "max_submit_failures": _int(1),
-        "disk": _bytes, "resource_spec": _text, "use_stdin": _flag,
+        "disk": _bytes, "resource_spec": _text, "use_stdin": _flag, "worker_profile": _flag,
     }
     if kind == "htcondor":
         del keys["queue"]
@@ -421,7 +424,8 @@ def job_kwargs(cfg: Mapping[str, Any]) -> dict:
         worker_extra_args=extra_args,
         job_extra_directives=(_get(cfg, "job_extra_directives", {} if kind == "htcondor" else [])),
         job_directives_skip=list(_get(cfg, "job_directives_skip", [])),
-        job_script_prologue=list(_get(cfg, "job_script_prologue", [])),
+        job_script_prologue=[*([] if _get(cfg, "worker_profile", False) else [NO_PROFILER]),
+                             *_get(cfg, "job_script_prologue", [])],
         local_directory=cfg.get("local_directory"),
         log_directory=(str(Path(cfg["log_directory"]).expanduser().absolute())
                        if cfg.get("log_directory") else None),
@@ -728,8 +732,6 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
             cluster = make_batch_cluster(cfg)
     else:
         n_workers = cfg.get("n_workers") or os.cpu_count() or 1
-        # Dask's statistical profiler walks every worker thread's stack every 10 ms: with
-        # hundreds of threads per process it took a core of a 2-core machine (BENCHMARKS.md)
         profile = bool(_get(cfg, "worker_profile", False))
         with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                               "distributed.worker.profile.enabled": profile}):
