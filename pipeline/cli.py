@@ -479,19 +479,27 @@ def sweep(grid, conf: dict, options: dict) -> int:
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
     try:  # first, as it reads every part: a damaged one stops the sweep before anything is written
         from pipeline.store.compaction import recover
 
+        scope.enter_context(termination_signals())
+        _pause_at("planning")
         recovered = recover(path)  # a compaction killed mid-way: finish or undo it first
         plan = plan_sweep(grid, path, options["retry_failed"])
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM/SIGHUP: nothing is written yet
+        scope.close()
+        lock.__exit__(None, None, None)
+        print(f"\ninterrupted ({getattr(exc, 'signame', 'SIGINT')}) while planning: nothing "
+              "was written", file=sys.stderr)
+        return getattr(exc, "exit_code", EXIT_INTERRUPTED)
     except BaseException:
+        scope.close()
         lock.__exit__(None, None, None)
         raise
-    scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
     writer = stats = None
     try:
         try:  # from the moment the handlers are in, every signal takes the except below
-            scope.enter_context(termination_signals())
             record["log"] = str(scope.enter_context(run_log(path, run_id)))
             _start_run_log(record, mark_dead_runs(path, lock_held=True))
             if recovered:
@@ -576,8 +584,8 @@ PAUSE_ENV = "PIPELINE_SWEEP_PAUSE_AT"  # tests: sleep at a step of the sweep's s
 
 def _pause_at(step: str) -> None:
     """Test hook: with PIPELINE_SWEEP_PAUSE_AT=step, announce the step and sleep (so that a
-    signal lands there). Steps: ``code_check`` (before the code-change check, nothing in the
-    manifest yet), ``first_manifest`` (just after the first ``running`` record)."""
+    signal lands there). Steps: ``planning`` (the lock taken, the store being read),
+    ``code_check`` (before the code-change check, nothing in the manifest yet), ``first_manifest`` (just after the first ``running`` record)."""
     if os.environ.get(PAUSE_ENV) == step:
         print(f"sweep paused at {step}", file=sys.stderr, flush=True)
         time.sleep(120)

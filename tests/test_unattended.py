@@ -387,6 +387,33 @@ def test_a_signal_during_start_up_is_handled_like_ctrl_c(tmp_path, step, sig, co
     assert len(pd.read_parquet(folder)) == 10
 
 
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_planning_writes_nothing_and_frees_the_lock(tmp_path, sig, code):
+    """Ctrl-C (or SIGTERM) while the store is read for planning, the lock already taken:
+    a message and the exit code, no traceback, no run record, and the lock is free."""
+    folder = tmp_path / "calibration"
+    args = ["experiment=calibration", "grid.x={range:[0,10]}", "params.work_us=0",
+            "cluster.n_workers=1", f"results_dir={tmp_path}", *FAST]
+    assert run_cli(*args[:1], "grid.x={range:[0,4]}", *args[2:]).returncode == 0
+    before = json.loads((folder / "_manifest.json").read_text())
+    driver = cli(*args, env={**os.environ, "PIPELINE_SWEEP_PAUSE_AT": "planning"})
+    seen = []
+    while not any("sweep paused at planning" in line for line in seen):
+        line = driver.stderr.readline()  # bounded by the test's timeout
+        assert line, f"driver ended ({driver.wait()}) before planning: {''.join(seen)}"
+        seen.append(line)
+    driver.send_signal(sig)
+    _, err = driver.communicate(timeout=60)
+    err = "".join(seen) + err
+    assert driver.returncode == code, err
+    assert "Traceback" not in err and f"interrupted ({sig.name}) while planning" in err
+    assert json.loads((folder / "_manifest.json").read_text()) == before  # no record added
+    proc = run_cli(*args)  # the lock is free
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_parquet(folder)) == 10
+
+
 def _kill_9(driver) -> None:
     """kill -9 the driver, as a node crash would, then its LocalCluster's processes."""
     os.kill(driver.pid, signal.SIGKILL)
