@@ -414,6 +414,58 @@ def test_a_signal_while_planning_writes_nothing_and_frees_the_lock(tmp_path, sig
     assert len(pd.read_parquet(folder)) == 10
 
 
+def _signals_mid_sweep(tmp_path, count):
+    """A sleeping sweep of 120,000 points on 16 threads (~8 s); ``count`` SIGINTs 50 ms apart
+    once it has run 2 s. Returns (args, driver's exit code, its stderr)."""
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=1000",
+            "grid.x={range:[0,120000]}", "cluster.n_workers=2", "cluster.threads_per_worker=8",
+            f"results_dir={tmp_path}", *FAST]
+    driver = cli(*args, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = []
+    while not any("cluster up" in line for line in seen):
+        line = driver.stderr.readline()  # bounded by the test's timeout
+        assert line, f"driver ended ({driver.wait()}): {''.join(seen)}"
+        seen.append(line)
+    time.sleep(2.0)
+    for _ in range(count):
+        driver.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+    _, err = driver.communicate(timeout=90)
+    return args, driver.returncode, "".join(seen) + err
+
+
+@pytest.mark.timeout(300)
+def test_a_second_ctrl_c_during_the_shutdown_does_not_cut_it_short(tmp_path):
+    """Users press Ctrl-C twice. The second one, during the flush and the cluster's close,
+    only says the shutdown is under way: everything is flushed, the run is recorded
+    interrupted, no traceback (a raised second interrupt left Dask's exit handler one)."""
+    args, code, err = _signals_mid_sweep(tmp_path, 2)
+    assert code == 130, err
+    assert "Traceback" not in err and "still saving results and shutting down" in err, err
+    run = last_run(tmp_path / "calibration")
+    assert run["status"] == "interrupted" and run["written"]["flushed"] is True
+    assert 0 < run["written"]["rows"] < 120_000
+    proc = run_cli(*args, timeout=200)
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(tmp_path / "calibration")
+    assert len(df) == 120_000 and df.task_id.is_unique
+
+
+@pytest.mark.timeout(300)
+def test_a_third_ctrl_c_leaves_at_once_and_the_rerun_resumes(tmp_path):
+    """The third signal leaves without waiting (os._exit): the part files written are intact,
+    the run left 'running' is marked dead by the rerun, which completes without duplicates."""
+    args, code, err = _signals_mid_sweep(tmp_path, 3)
+    assert code == 130, err
+    assert "leaving now" in err, err
+    proc = run_cli(*args, timeout=200)
+    assert proc.returncode == 0, proc.stderr
+    runs = read_manifest(tmp_path / "calibration")["runs"]
+    assert runs[-2]["status"] in ("interrupted", "killed")  # "killed" if it left mid-flush
+    df = pd.read_parquet(tmp_path / "calibration")
+    assert len(df) == 120_000 and df.task_id.is_unique
+
+
 def _kill_9(driver) -> None:
     """kill -9 the driver, as a node crash would, then its LocalCluster's processes."""
     os.kill(driver.pid, signal.SIGKILL)

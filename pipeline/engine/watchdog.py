@@ -276,19 +276,46 @@ class Terminated(KeyboardInterrupt):
         self.exit_code = 128 + signum
 
 
+LEAVE_NOW_MESSAGE = ("\nleaving now, without waiting for the shutdown: part files already "
+                     "written are safe; a rerun resumes (and recomputes what was not flushed)")
+
+
 @contextlib.contextmanager
 def termination_signals() -> Iterator[None]:
     """Turn SIGTERM (``scancel``, ``timeout``, ``kill``) and SIGHUP (the terminal closed) into
-    :class:`Terminated` in the main thread for the duration of the block."""
+    :class:`Terminated` in the main thread for the duration of the block, and make a repeated
+    signal patient: the first SIGINT/SIGTERM/SIGHUP raises (the sweep flushes, records
+    ``interrupted`` and closes its cluster, each step bounded); a second one, arriving during
+    that shutdown, only says that it is under way (raised there, it cut the flush or the
+    cluster's close short and left Dask's exit handler a traceback); a third leaves at once
+    (``os._exit``, 128 + signal number: the part files written are safe, the local workers
+    follow their parent)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    import os
+    import sys
 
-    def raise_terminated(signum, _frame):
-        raise Terminated(signum)
+    signals_seen = 0
+
+    def handle(signum, _frame):
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen == 1:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Terminated(signum)
+        if signals_seen == 2:
+            print("\nstill saving results and shutting down (each step is bounded); send it "
+                  "again to leave at once", file=sys.stderr, flush=True)
+            return
+        print(LEAVE_NOW_MESSAGE, file=sys.stderr, flush=True)
+        os._exit(128 + signum)
 
     wanted = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
-    saved = {s: signal.signal(s, raise_terminated) for s in wanted}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not if ignored (nohup &)
+        wanted.append(signal.SIGINT)
+    saved = {s: signal.signal(s, handle) for s in wanted}
     try:
         yield
     finally:
