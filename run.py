@@ -8,7 +8,11 @@ See README.md for every option. Exit codes: 0 all tasks ok, 1 some tasks failed,
 
 import sys
 
-from pipeline.cli import main
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:  # Ctrl-C during the imports (a second or so) too: a message, not a traceback
+        from pipeline.cli import main
+
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        sys.exit(130)

@@ -93,4 +93,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:  # the commands' own writes are atomic (temp file, rename)
+        print("\ninterrupted", file=sys.stderr)
+        sys.exit(130)

@@ -414,6 +414,19 @@ def test_a_signal_while_planning_writes_nothing_and_frees_the_lock(tmp_path, sig
     assert len(pd.read_parquet(folder)) == 10
 
 
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_run_py_imports_is_a_message_not_a_traceback(tmp_path):
+    """The first second of run.py is imports (Hydra, Dask): Ctrl-C there exits 130 quietly."""
+    driver = cli("experiment=calibration", "grid.x={range:[0,10]}", f"results_dir={tmp_path}",
+                 *FAST, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(0.3)
+    driver.send_signal(signal.SIGINT)
+    _, err = driver.communicate(timeout=60)
+    assert driver.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    assert not (tmp_path / "calibration").exists()
+
+
 def _signals_mid_sweep(tmp_path, count):
     """A sleeping sweep of 120,000 points on 16 threads (~8 s); ``count`` SIGINTs 50 ms apart
     once it has run 2 s. Returns (args, driver's exit code, its stderr)."""
