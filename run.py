@@ -13,6 +13,6 @@ if __name__ == "__main__":
         from pipeline.cli import main
 
         sys.exit(main(sys.argv[1:]))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # SIGTERM/SIGHUP arrive as watchdog.Terminated
         print("\ninterrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(getattr(exc, "exit_code", 130))

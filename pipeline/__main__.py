@@ -95,6 +95,6 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
-    except KeyboardInterrupt:  # the commands' own writes are atomic (temp file, rename)
+    except KeyboardInterrupt as exc:  # the commands write atomically (temp file, rename)
         print("\ninterrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(getattr(exc, "exit_code", 130))

@@ -460,7 +460,8 @@ def sweep(grid, conf: dict, options: dict) -> int:
     from pipeline.engine.progress import Progress, run_log, runlog
     from pipeline.engine.provenance import check_code_changes, code_id, provenance_stamp
     from pipeline.engine.runner import plan_sweep, run_sweep
-    from pipeline.engine.watchdog import Watchdog, termination_signals, watchdog_options
+    from pipeline.engine.watchdog import (Watchdog, shutdown_started, termination_signals,
+                                          watchdog_options)
     from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
                                         experiment_dir, mark_dead_runs, new_run_id,
                                         update_manifest)
@@ -488,10 +489,11 @@ def sweep(grid, conf: dict, options: dict) -> int:
         recovered = recover(path)  # a compaction killed mid-way: finish or undo it first
         plan = plan_sweep(grid, path, options["retry_failed"])
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM/SIGHUP: nothing is written yet
-        scope.close()
+        shutdown_started()  # a repeated signal waits for the lock's release below
         lock.__exit__(None, None, None)
         print(f"\ninterrupted ({getattr(exc, 'signame', 'SIGINT')}) while planning: nothing "
               "was written", file=sys.stderr)
+        scope.close()
         return getattr(exc, "exit_code", EXIT_INTERRUPTED)
     except BaseException:
         scope.close()
@@ -544,6 +546,7 @@ def sweep(grid, conf: dict, options: dict) -> int:
                                       checks=[*cluster_checks(client),
                                               Watchdog(client, **watchdog_options(conf))])
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
+            shutdown_started()  # (run_sweep did, if it was running)
             signame = getattr(exc, "signame", "SIGINT")
             record.update(status="interrupted", finished_at=_now(), signal=signame,
                           written=_flushed(writer))

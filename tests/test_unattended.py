@@ -427,6 +427,37 @@ def test_ctrl_c_while_run_py_imports_is_a_message_not_a_traceback(tmp_path):
     assert not (tmp_path / "calibration").exists()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_signals_raise_until_the_shutdown_has_started():
+    """A first Ctrl-C can be swallowed on its way (raised inside a __del__, such as a dropped
+    Dask future's, Python only prints 'Exception ignored'): the next one must still
+    interrupt. Only once the shutdown has started is a repeated signal patient."""
+    from pipeline.engine.watchdog import shutdown_started, termination_signals
+
+    class DroppedFuture:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler runs here: raised inside __del__
+                pass
+
+    with termination_signals():
+        DroppedFuture()  # the first Ctrl-C is swallowed
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10**6):
+                pass
+        with pytest.raises(KeyboardInterrupt) as term:  # SIGTERM: Terminated (exit 143)
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10**6):
+                pass
+        assert getattr(term.value, "exit_code", None) == 143
+        shutdown_started()
+        os.kill(os.getpid(), signal.SIGINT)  # patient now: a message, no exception
+        for _ in range(10**5):
+            pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def _signals_mid_sweep(tmp_path, count):
     """A sleeping sweep of 120,000 points on 16 threads (~8 s); ``count`` SIGINTs 50 ms apart
     once it has run 2 s. Returns (args, driver's exit code, its stderr)."""

@@ -25,6 +25,7 @@ from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table, run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
 from pipeline.engine.progress import Progress
+from pipeline.engine.watchdog import shutdown_started
 from pipeline.store.parquet import PartWriter, stored_ids
 
 log = logging.getLogger("pipeline")
@@ -281,6 +282,9 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
             for check in checks:
                 check()
             raise
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: from here on, the shutdown
+        shutdown_started()
+        raise
     finally:
         writer.close()  # whatever happened, every finished result is on disk before we leave
         stats.parts = writer.seq

@@ -278,34 +278,43 @@ class Terminated(KeyboardInterrupt):
 
 LEAVE_NOW_MESSAGE = ("\nleaving now, without waiting for the shutdown: part files already "
                      "written are safe; a rerun resumes (and recomputes what was not flushed)")
+_SHUTTING_DOWN = threading.Event()
+
+
+def shutdown_started() -> None:
+    """The sweep is handling an interrupt (flushing, closing its cluster): from now on, within
+    :func:`termination_signals`, a repeated signal is patient."""
+    _SHUTTING_DOWN.set()
 
 
 @contextlib.contextmanager
 def termination_signals() -> Iterator[None]:
     """Turn SIGTERM (``scancel``, ``timeout``, ``kill``) and SIGHUP (the terminal closed) into
     :class:`Terminated` in the main thread for the duration of the block, and make a repeated
-    signal patient: the first SIGINT/SIGTERM/SIGHUP raises (the sweep flushes, records
-    ``interrupted`` and closes its cluster, each step bounded); a second one, arriving during
-    that shutdown, only says that it is under way (raised there, it cut the flush or the
-    cluster's close short and left Dask's exit handler a traceback); a third leaves at once
-    (``os._exit``, 128 + signal number: the part files written are safe, the local workers
-    follow their parent)."""
+    signal patient once the shutdown has started (:func:`shutdown_started`, called where the
+    interrupt is handled: a first interrupt swallowed on its way, say in a ``__del__``, must
+    not leave Ctrl-C unable to stop the sweep). Until then every SIGINT/SIGTERM/SIGHUP raises.
+    During the shutdown (the flush, ``interrupted`` recorded, the cluster closed, each step
+    bounded) the next signal only says that it is under way (raised there, it cut the flush or
+    the cluster's close short and left Dask's exit handler a traceback); the one after leaves
+    at once (``os._exit``, 128 + signal number: the part files written are safe, the local
+    workers follow their parent)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     import os
     import sys
 
-    signals_seen = 0
+    repeats = 0
 
     def handle(signum, _frame):
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen == 1:
+        nonlocal repeats
+        if not _SHUTTING_DOWN.is_set():
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise Terminated(signum)
-        if signals_seen == 2:
+        repeats += 1
+        if repeats == 1:
             print("\nstill saving results and shutting down (each step is bounded); send it "
                   "again to leave at once", file=sys.stderr, flush=True)
             return
@@ -315,9 +324,11 @@ def termination_signals() -> Iterator[None]:
     wanted = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not if ignored (nohup &)
         wanted.append(signal.SIGINT)
+    _SHUTTING_DOWN.clear()
     saved = {s: signal.signal(s, handle) for s in wanted}
     try:
         yield
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
+        _SHUTTING_DOWN.clear()
