@@ -214,12 +214,15 @@ class CostModel:
 
     Probes (one point each, run together while the cluster starts) are kept apart from
     batches: a probe's time carries the start-up contention (1 ms sleeps measured 1-28 ms),
-    and ahead of the batches the probes are all the model knows. Contention only adds time,
-    so a probe-only bucket takes the lower envelope of its neighbouring probes (the minimum
-    of 5), which follows a real trend along the grid within a few per cent; a bucket measured
-    on only a few batch points takes the median of its neighbours. (A point mispredicted 3x
-    too dear cuts batches 3x too short, and under the task-rate cap that is 3x fewer points
-    per second; one predicted too cheap only makes its batch longer, up to the bound.)
+    and ahead of the batches the probes are all the model knows. A probe-only bucket takes
+    the lower envelope of its 5 neighbouring probes, scaled up where batches show that it
+    runs low (a fast axis: see ``_probe_estimate``). A bucket measured on only a few batch
+    points takes the median of its neighbours. Every bucket no batch has measured is
+    predicted at least ``RECENT_FLOOR`` times the latest batches' per-point cost: single
+    probes can all land on cheap values, and a batch cut from them carries many times its
+    predicted time (a last batch of 18,000 points ran 84 s after every other thread had
+    finished). A point predicted too dear cuts its batch short, which under the task-rate cap
+    costs throughput for a wave; one predicted too cheap makes its batch run long.
     """
 
     def __init__(self, total: int, buckets: int = COST_BUCKETS):
@@ -232,6 +235,7 @@ class CostModel:
         self._probe_count = np.zeros(self.buckets)
         self._mean = None  # interpolated per-bucket cost, rebuilt lazily
         self.overhead = 0.0  # seconds per point outside the experiment (engine, Arrow)
+        self.recent = 0.0  # per-point cost of the latest batches (moving average)
 
     @property
     def measured(self) -> bool:
@@ -252,6 +256,9 @@ class CostModel:
             # per-batch cost, which says nothing about the cost per point
             sample = max(0.0, batch_seconds - float(costs.sum())) / len(costs)
             self.overhead = sample if self.overhead == 0.0 else 0.8 * self.overhead + 0.2 * sample
+        if not probe and len(costs) >= WEAK_BUCKET_POINTS:
+            mean = float(costs.mean())
+            self.recent = mean if self.recent == 0.0 else 0.8 * self.recent + 0.2 * mean
         self._mean = None
 
     def bucket_costs(self) -> np.ndarray:
@@ -263,16 +270,37 @@ class CostModel:
             costs = np.zeros(self.buckets)
             costs[batch] = self._sum[batch] / self._count[batch]
             if probe_only.any():
-                # contention only ever adds time: the lower envelope of neighbouring probes
-                probed = self._probe_sum[probe_only] / self._probe_count[probe_only]
-                costs[probe_only] = _running(np.min, probed)
+                costs[probe_only] = self._probe_estimate(batch)[probe_only]
             seen = batch | probe_only
             centres = np.arange(self.buckets)
             weak = (self._count[seen] < WEAK_BUCKET_POINTS) & ~probe_only[seen]
             logs = np.log(costs[seen])
             logs[weak] = _running(np.median, logs)[weak]
-            self._mean = np.exp(np.interp(centres, centres[seen], logs)) + self.overhead
+            mean = np.exp(np.interp(centres, centres[seen], logs))
+            if self.recent > 0.0:  # the safety net ahead of the batches (class docstring)
+                ahead = self._count < WEAK_BUCKET_POINTS
+                mean[ahead] = np.maximum(mean[ahead], RECENT_FLOOR * self.recent)
+            self._mean = mean + self.overhead
         return self._mean
+
+    def _probe_estimate(self, batch: np.ndarray) -> np.ndarray:
+        """Per-bucket cost from the probes: the lower envelope of neighbouring probes (5), as
+        contention only adds time (at 1,024 threads, start-up delays reached 100x a 1 ms
+        point: means and medians of neighbouring probes cut first waves 100x short). A probe
+        is one point, though: where the cost varies along a fast axis, neighbouring probes
+        sit on different values of it and their minimum is its cheapest value (1/37 of the
+        bucket's mean for 8 fast values from 1 ms to 1 s). So once batches have measured
+        probed buckets, the 5 nearest the frontier scale the envelope up by the median ratio
+        of batch to envelope (never down: the envelope already shed the contention)."""
+        probed = self._probe_count > 0
+        envelope = np.zeros(self.buckets)
+        envelope[probed] = _running(np.min, self._probe_sum[probed] / self._probe_count[probed])
+        both = np.flatnonzero(probed & batch & (self._count >= WEAK_BUCKET_POINTS))
+        if both.size:
+            near = both[-PROBE_CALIBRATION_BUCKETS:]
+            factor = float(np.median(self._sum[near] / self._count[near] / envelope[near]))
+            envelope[probed] *= min(max(factor, 1.0), 64.0)
+        return envelope
 
     def predict(self, indices: np.ndarray) -> np.ndarray:
         return self.bucket_costs()[self.bucket_of(indices)]
@@ -287,6 +315,8 @@ class CostModel:
         return density * (head + float(mean[b + 1:].sum()) * self.width)
 
 
+RECENT_FLOOR = 0.5  # a point not yet measured by batches costs at least this x the latest ones
+PROBE_CALIBRATION_BUCKETS = 5  # batch-measured probe buckets nearest the frontier
 WEAK_BUCKET_POINTS = 8  # a bucket measured on fewer batch points is checked against its neighbours
 SMOOTHING_WINDOW = 5
 
@@ -412,8 +442,13 @@ class BatchSizer:
                     waves = 2
                 self._round = [0, 0.0, threads, waves]  # [left, size, threads, waves left]
                 self._waves_started = 0
+            # re-planned at every wave: a plan made from probes measured dear would otherwise
+            # keep cutting waves under the floor once batches have corrected the model
             waves_left = self._round[3]
-            size = remaining / (threads * max(1, waves_left))
+            if self._waves_started:
+                waves_left = max(1, min(waves_left, math.floor(
+                    remaining / threads / (HEADROOM * self.floor_seconds(threads)))))
+            size = remaining / (threads * waves_left)
             self._round = [threads, max(self.min_s, min(self.max_s, size)), threads,
                            waves_left - 1, self._wave_shape(threads, waves_left)]
         left = self._round[0]
