@@ -228,9 +228,13 @@ def test_same_table_on_one_and_two_workers(tmp_path):
 
 
 def test_slurm_cluster_is_constructible():
-    pytest.importorskip("dask_jobqueue")
+    # dask-jobqueue is a dependency; importing it directly here would replace this process's
+    # SIGINT handler with sys.exit() (the pipeline imports it through cluster._import_jobqueue)
+    import signal
+
     from pipeline.engine.cluster import make_slurm_cluster
 
+    handler = signal.getsignal(signal.SIGINT)
     cluster = make_slurm_cluster({"queue": "compute", "account": "proj42", "cores": 4,
                                   "processes": 2, "memory": "8GB", "walltime": "02:00:00",
                                   "minimum_jobs": 0, "maximum_jobs": 7,
@@ -243,6 +247,7 @@ def test_slurm_cluster_is_constructible():
         assert cluster._adaptive is not None and cluster._adaptive.maximum == 7 * 2
     finally:
         cluster.close()
+    assert signal.getsignal(signal.SIGINT) is handler  # Ctrl-C still ours
 
 
 def test_a_point_that_kills_its_worker_fails_alone(tmp_path):
