@@ -15,7 +15,7 @@ def main(argv: list[str]) -> int:
     """``python -m pipeline compact RESULTS_DIR/NAME [--target-rows N] [--target-mib M]``."""
     import argparse
 
-    from pipeline.cli import EXIT_BAD_STORE
+    from pipeline.exit_codes import EXIT_BAD_STORE
     from pipeline.store.integrity import BadPartFile
     from pipeline.store.parquet import StoreLocked
 

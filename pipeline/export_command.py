@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pipeline.cli import EXIT_BAD_STORE
+from pipeline.exit_codes import EXIT_BAD_STORE
 from pipeline.report.export import DEFAULT_LICENSE, LICENSES, ExportError, export_package
 from pipeline.report.selection import SelectionError
 from pipeline.selection_args import parse_selection_args

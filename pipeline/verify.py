@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pipeline.cli import EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_OK
+from pipeline.exit_codes import EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_OK
 
 USAGE = "usage: python -m pipeline verify RESULTS_DIR/NAME [--repair]"
 

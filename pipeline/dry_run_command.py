@@ -1,0 +1,43 @@
+"""``run.py ... dry_run=true``: what a sweep would run, and a batch system's job script;
+nothing is written."""
+
+from __future__ import annotations
+
+from pipeline.exit_codes import EXIT_OK
+
+
+def dry_run(grid, options: dict) -> int:
+    from pipeline.engine.cluster import dry_run_text
+    from pipeline.engine.grid import describe_axes, fixed_summary
+    from pipeline.engine.runner import count_done
+    from pipeline.store.parquet import checked_schemas, experiment_dir
+
+    path = experiment_dir(options["results_dir"], grid.name)
+    checked_schemas(path)  # a damaged footer or a foreign part file: exit 4, naming it
+    done_ok, done_failed = count_done(grid, path)
+    to_run = grid.total - done_ok - (0 if options["retry_failed"] else done_failed)
+    print(f"experiment {grid.name} (version {grid.version}) -> {path}")
+    print(f"tasks in grid: {grid.total:,}")
+    print(f"already done:  {done_ok:,} ok, {done_failed:,} failed ("
+          f"{'re-run: retry_failed=true' if options['retry_failed'] else 'skipped'})")
+    print(f"to run:        {to_run:,}")
+    from pipeline.engine.provenance import code_id, stale_points
+
+    stale = stale_points(grid, path, code_id(grid.experiment))[0].size
+    if stale:
+        fate = ("re-run: rerun_changed=true" if options["rerun_changed"]
+                else "kept; rerun_changed=true re-runs them")
+        print(f"other code:    {stale:,} stored ok point(s) computed by another code_id ({fate})")
+    for axis, dropped in grid.duplicates_dropped.items():
+        print(f"note: {dropped} duplicate value(s) of {axis} dropped from the grid")
+    print("axes:")
+    print("\n".join(describe_axes(grid)) or "  (none: a single point)")
+    print("fixed:")
+    print("\n".join(fixed_summary(grid)) or "  (none)")
+    print("sample points:")
+    for i in grid.sample_indices(5):
+        print(f"  #{i} task_id={grid.task_id(i)} {grid.point(i)}")
+    batch_jobs = dry_run_text(options.get("cluster") or {})  # batch systems: the job script
+    if batch_jobs:
+        print(batch_jobs)
+    return EXIT_OK

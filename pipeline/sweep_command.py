@@ -1,0 +1,255 @@
+"""``run.py experiment=NAME ...``: one sweep from a validated grid to stored parts, the run
+record and the summary (``pipeline.cli`` parses and validates, then calls :func:`sweep`)."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import logging
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from pipeline.exit_codes import (EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED,
+                                 EXIT_FAILED_TASKS, EXIT_INTERRUPTED, EXIT_OK)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("pipeline", "numpy", "scipy", "pandas", "pyarrow", "dask", "distributed",
+            "hydra-core", "omegaconf", "networkx", "dask-jobqueue")
+log = logging.getLogger("pipeline")
+
+
+def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
+    """Run a validated sweep: lock, plan, run log and manifest, cluster, the driver loop;
+    every way out (finished, interrupted, crashed) recorded in the manifest."""
+    from pipeline.engine.cluster import cluster_checks, connect
+    from pipeline.engine.progress import Progress, run_log, runlog
+    from pipeline.engine.provenance import check_code_changes, code_id, provenance_stamp
+    from pipeline.engine.runner import plan_sweep, run_sweep
+    from pipeline.engine.watchdog import (Watchdog, shutdown_started, termination_signals,
+                                          watchdog_options)
+    from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
+                                        experiment_dir, mark_dead_runs, new_run_id,
+                                        update_manifest)
+
+    path = experiment_dir(options["results_dir"], grid.name)
+    run_id = new_run_id()
+    record = {
+        "run_id": run_id, "experiment": grid.name, "version": grid.version,
+        "status": "running", "started_at": _now(), "finished_at": None,
+        "host": socket.gethostname(), "user": _user(), "pid": os.getpid(),
+        "python": platform.python_version(), "platform": platform.platform(),
+        "packages": _versions(), "git": _git_info(), "argv": argv, "config": conf,
+    }
+    try:
+        lock = SweepLock(path, run_id).__enter__()
+    except StoreLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
+    try:  # first, as it reads every part: a damaged one stops the sweep before anything is written
+        from pipeline.store.compaction import recover
+
+        scope.enter_context(termination_signals())
+        _pause_at("planning")
+        recovered = recover(path)  # a compaction killed mid-way: finish or undo it first
+        plan = plan_sweep(grid, path, options["retry_failed"])
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM/SIGHUP: nothing is written yet
+        shutdown_started()  # a repeated signal waits for the lock's release below
+        lock.__exit__(None, None, None)
+        print(f"\ninterrupted ({getattr(exc, 'signame', 'SIGINT')}) while planning: nothing "
+              "was written", file=sys.stderr)
+        scope.close()
+        return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+    except BaseException:
+        scope.close()
+        lock.__exit__(None, None, None)
+        raise
+    writer = stats = None
+    try:
+        try:  # from the moment the handlers are in, every signal takes the except below
+            record["log"] = str(scope.enter_context(run_log(path, run_id)))
+            _start_run_log(record, mark_dead_runs(path, lock_held=True))
+            if recovered:
+                log.info("an interrupted compaction of %s was %s", path, recovered)
+            removed = clean_temp_files(path)
+            if removed:
+                log.info("removed %d unfinished temp file(s) left by a killed run", removed)
+            _pause_at("code_check")
+            stale = check_code_changes(grid, path, plan, options["rerun_changed"], log)
+            record["counts"] = {"grid_total": plan.total, "already_ok": plan.done_ok,
+                                "already_failed_skipped": plan.done_failed,
+                                "to_run": int(plan.pending.size), "other_code": stale}
+            record["code_id"] = code_id(grid.experiment)
+            record["heartbeat_at"] = _now()
+            update_manifest(path, record)
+            _pause_at("first_manifest")
+            log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name,
+                     plan.total, plan.done_ok + plan.done_failed, plan.pending.size, path)
+            writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id),
+                                flush_rows=options.get("flush_rows", 1_000_000),
+                                flush_mib=options.get("flush_mib", 64.0),
+                                flush_seconds=options.get("flush_seconds", 60.0))
+
+            def heartbeat(snapshot: dict) -> None:  # 15b: read by `python -m pipeline status`
+                record.update(progress=snapshot, heartbeat_at=_now())
+                update_manifest(path, record)
+            if plan.pending.size:
+                cluster_cfg = conf.get("cluster") or {}
+                with connect(cluster_cfg, log, probe=False) as client:  # probed in validate()
+                    record["cluster"] = {"kind": cluster_cfg.get("kind", "local"),
+                                         "dashboard": client.dashboard_link,
+                                         "threads": sum(client.nthreads().values())}
+                    runlog.info("cluster: %s", json.dumps(record["cluster"]))
+                    bar = Progress(grid.name, int(plan.pending.size), options["progress"],
+                                   heartbeat=heartbeat)
+                    stats = run_sweep(grid, client, writer, plan.pending,
+                                      batch_size=options["batch_size"],
+                                      progress=options["progress"], bar=bar,
+                                      task_timeout=options["task_timeout"],
+                                      max_tasks_per_second=options.get("max_tasks_per_second", 50.0),
+                                      max_batch_seconds=options.get("max_batch_seconds", 60.0),
+                                      checks=[*cluster_checks(client),
+                                              Watchdog(client, **watchdog_options(conf))])
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
+            shutdown_started()  # (run_sweep did, if it was running)
+            signame = getattr(exc, "signame", "SIGINT")
+            record.update(status="interrupted", finished_at=_now(), signal=signame,
+                          written=_flushed(writer))
+            update_manifest(path, record)
+            runlog.info("interrupted (%s): %d part file(s) kept", signame, _parts(writer))
+            print(f"\ninterrupted ({signame}): {_parts(writer)} part file(s) kept; rerun the same "
+                  "command to resume", file=sys.stderr)
+            return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+        except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
+            from pipeline.store.integrity import BadPartFile
+            from pipeline.store.redact import redact
+
+            error = redact(f"{type(exc).__name__}: {exc}")  # no password from an address
+            record.update(status="crashed", finished_at=_now(), error=error,
+                          written=_flushed(writer))
+            update_manifest(path, record)
+            runlog.info("crashed: %s", error)
+            print(f"\nerror: the sweep crashed: {error}\n{_parts(writer)} part file(s) kept; fix "
+                  "the cause and rerun the same command to resume", file=sys.stderr)
+            return EXIT_BAD_STORE if isinstance(exc, BadPartFile) else EXIT_CRASHED
+        if stats is not None:
+            record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
+                                    rows=stats.rows, parts=stats.parts, batches=stats.batches,
+                                    elapsed_s=round(stats.elapsed_s, 3),
+                                    warmup_s=round(stats.warmup_s, 3))
+        record.update(status="finished", finished_at=_now())
+        update_manifest(path, record)
+        runlog.info("summary: finished; %s; first error: %s", json.dumps(record["counts"]),
+                    stats.first_errors[0] if stats and stats.first_errors else None)
+    finally:
+        lock.__exit__(None, None, None)
+        scope.close()
+    return _summarise(grid, path, plan, stats)
+
+
+PAUSE_ENV = "PIPELINE_SWEEP_PAUSE_AT"  # tests: sleep at a step of the sweep's start-up
+
+
+def _pause_at(step: str) -> None:
+    """Test hook: with PIPELINE_SWEEP_PAUSE_AT=step, announce the step and sleep (so that a
+    signal lands there). Steps: ``planning`` (the lock taken, the store being read),
+    ``code_check`` (before the code-change check, nothing in the manifest yet), ``first_manifest`` (just after the first ``running`` record)."""
+    if os.environ.get(PAUSE_ENV) == step:
+        print(f"sweep paused at {step}", file=sys.stderr, flush=True)
+        time.sleep(120)
+
+
+def _parts(writer) -> int:
+    return writer.seq if writer is not None else 0
+
+
+def _start_run_log(record: dict, dead_runs: list[dict]) -> None:
+    """15b: the run log's opening lines; runs left 'running' by dead drivers (just marked)."""
+    from pipeline.engine.progress import runlog
+
+    for dead in dead_runs:
+        log.warning("run %s (host %s, pid %s) was left 'running' by a driver that died; marked "
+                    "'%s'", dead["run_id"], dead.get("host"), dead.get("pid"), dead["status"])
+    from pipeline.store.redact import redact_secrets
+
+    # redacted here as in the manifest (the log's formatter redacts every line again)
+    argv, config = redact_secrets([str(a) for a in record["argv"]]), redact_secrets(record["config"])
+    runlog.info("run %s of %s on host %s, pid %d; argv: %s", record["run_id"], record["experiment"],
+                record["host"], record["pid"], " ".join(argv))
+    runlog.info("config: %s", json.dumps(config, default=str, sort_keys=True))
+
+
+def _flushed(writer) -> dict:
+    """What is on disk after a sweep stopped early; ``flushed`` says the buffer was emptied."""
+    if writer is None:  # stopped before the writer existed: nothing was buffered
+        return {"rows": 0, "parts": 0, "flushed": True}
+    try:
+        writer.close()  # run_sweep already did; a second close is a no-op
+        flushed = writer.buffered_rows == 0
+    except Exception:  # the disk refused: say so, keep what is there
+        flushed = False
+    return {"rows": writer.rows, "parts": writer.seq, "flushed": flushed}
+
+
+def _summarise(grid, path, plan, stats) -> int:
+    from pipeline.report.summary import summary_table
+
+    failed_now = stats.failed if stats else 0
+    ran = stats.ran if stats else 0
+    print(f"\nresults: {path}  (load with pipeline.load({str(path.parent)!r}, {grid.name!r}))")
+    tasks_ok = plan.done_ok + (stats.ok if stats else 0)
+    tasks_failed = plan.done_failed + failed_now
+    print(summary_table(path, grid.experiment, tasks_ok, tasks_failed))
+    if stats and stats.ran:
+        print(f"ran {stats.ran:,} tasks in {stats.elapsed_s:.1f} s "
+              f"({stats.ran / max(stats.elapsed_s, 1e-9):,.0f} tasks/s), {stats.parts} part file(s)")
+    if failed_now or plan.done_failed:
+        first = (stats.first_errors[0] if stats and stats.first_errors else
+                 "see the error column of the failed rows")
+        print(f"FAILED: {failed_now} of {ran} task(s) failed this run"
+              f"{f', {plan.done_failed} earlier failure(s) skipped (retry_failed=true re-runs them)' if plan.done_failed else ''}"
+              f"; first error: {first}", file=sys.stderr)
+        return EXIT_FAILED_TASKS
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- provenance
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+def _versions() -> dict:
+    out = {}
+    for pkg in PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _git_info() -> dict:
+    def git(*cmd):
+        return subprocess.run(["git", "-C", str(REPO_ROOT), *cmd], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        return {"commit": commit or None, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
