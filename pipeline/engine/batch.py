@@ -19,9 +19,10 @@ import time
 import traceback
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 
-from pipeline.engine.grid import Grid, seed_of
+from pipeline.engine.grid import Grid, seed_of, task_id_of
 from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN, field_metadata
 
 
@@ -78,6 +79,15 @@ def _error_text(exc: BaseException) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" [{os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name}]" if tb else ""
     return f"{type(exc).__name__}: {exc}{where}"
+
+
+class _PointFailed:
+    """A point's exception, caught in the loop and turned into a failed row after it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str):
+        self.error = error
 
 
 TIMEOUT_TOPIC = "pipeline-task-timeout"
@@ -154,59 +164,78 @@ def run_batch(grid: Grid, indices: Sequence[int],
     out_columns = list(exp.columns)
     allowed = set(out_columns)
     run = exp.run
-    params, task_ids = grid.batch_columns(indices)
+    params, canonical = grid.batch_canonical(indices)
     names, list_params = grid.param_names, grid.list_params
-    seeds = [seed_of(tid) for tid in task_ids]
-    n = len(task_ids)
-    statuses, errors = ["ok"] * n, [None] * n
-    elapsed, started, counts = [0.0] * n, [0.0] * n, [1] * n
-    # outputs go straight into columns: no row dict outlives its point (fewer objects for
-    # the garbage collector to walk while hundreds of threads share this process)
+    n = len(indices)
+    # Everything per point happens between its neighbours' sleeps, not in blocks before or
+    # after the loop: a block holds the GIL that the batch's sibling threads wait on, and
+    # at hundreds of threads per process those waits add up (issue 14). Each point is the
+    # grid's fixed values with its own axis values written over them (a small dict copy).
+    template = {name: grid.fixed.get(name) for name in names}
+    varying = [(name, params[name]) for name in names if name not in grid.fixed]
+    task_ids: list = [None] * n
+    seeds = [0] * n
+    statuses, errors, counts = ["ok"] * n, [None] * n, [1] * n
+    started, finished = [0.0] * n, [0.0] * n
     outputs: dict[str, list] = {name: [] for name in out_columns}
     out_items = list(outputs.items())
     clock_t = time.perf_counter
     wall0_us, perf0 = time.time_ns() // 1000, clock_t()
 
-    for i, values in enumerate(zip(*(params[name] for name in names))):
-        point = dict(zip(names, values))
+    for i, text in enumerate(canonical):
+        task_ids[i] = task_id = task_id_of(text)
+        seeds[i] = seed = seed_of(task_id)
+        point = template.copy()
+        for name, column in varying:
+            point[name] = column[i]
         for name in list_params:  # a kernel may mutate its input: each point gets its own
             point[name] = list(point[name])
-        t0 = clock_t()
         if clock is not None:
-            clock.arm(task_timeout, {"key": key, "index": int(indices[i]), "task_id": task_ids[i],
+            clock.arm(task_timeout, {"key": key, "index": int(indices[i]), "task_id": task_id,
                                      "timeout_s": task_timeout, "worker": where}, worker)
+        started[i] = clock_t()
         try:
-            out = run(point, seeds[i])
-            if type(out) is dict and allowed.issuperset(out):  # the common case, inline
-                elapsed[i] = clock_t() - t0
-                for name, column in out_items:
-                    column.append(out.get(name))
-                continue
-            rows = _as_rows(out)
-            for row in rows:
-                if not allowed.issuperset(row):
-                    raise KeyError(f"undeclared output column(s) {sorted(set(row) - allowed)}")
+            out = run(point, seed)
         except Exception as exc:  # a failing point is data, not a crash
-            rows = [{}]
-            statuses[i], errors[i] = "failed", _error_text(exc)
-        finally:
-            started[i] = t0
+            out = _PointFailed(_error_text(exc))
+        finally:  # also on SystemExit: an armed clock would end the process later
+            finished[i] = clock_t()
             if clock is not None:
                 clock.disarm()
-        elapsed[i] = clock_t() - t0
-        if len(rows) != 1:
-            counts[i] = len(rows)
+        if type(out) is dict and allowed.issuperset(out):  # the common case, inline
+            for name, column in out_items:
+                column.append(out.get(name))
+            continue
+        if type(out) is _PointFailed:
+            rows = [{}]
+            statuses[i], errors[i] = "failed", out.error
+        else:
+            try:
+                rows = _as_rows(out)
+                for row in rows:
+                    if not allowed.issuperset(row):
+                        raise KeyError(f"undeclared output column(s) {sorted(set(row) - allowed)}")
+            except Exception as exc:
+                rows = [{}]
+                statuses[i], errors[i] = "failed", _error_text(exc)
+        counts[i] = len(rows)
         for row in rows:
             for name, column in out_items:
                 column.append(row.get(name))
 
-    # wall-clock stamps from one reading plus monotonic offsets: two clock calls per point fewer
-    started_us = [wall0_us + int((t - perf0) * 1e6) for t in started]
-    finished_us = [s + int(e * 1e6) for s, e in zip(started_us, elapsed)]
-    columns = _assemble(params, counts, outputs, {
-        "task_id": task_ids, "experiment_version": [grid.version] * n,
-        "status": statuses, "error": errors, "elapsed_s": elapsed,
-        "worker": [_worker_name()] * n, "started_at": started_us,
+    # wall-clock stamps from one reading plus monotonic offsets, in numpy: the bulk work
+    # between points holds the GIL that the batch's sibling threads wait on
+    started_s, finished_s = np.array(started), np.array(finished)
+    elapsed = finished_s - started_s
+    started_us = wall0_us + ((started_s - perf0) * 1e6).astype(np.int64)
+    finished_us = started_us + (elapsed * 1e6).astype(np.int64)
+    ok = all(status == "ok" for status in statuses)
+    per_point = {name: _Constant(grid.fixed[name]) if name in grid.fixed else params[name]
+                 for name in names}
+    columns = _assemble(per_point, counts, outputs, {
+        "task_id": task_ids, "experiment_version": _Constant(grid.version),
+        "status": _Constant("ok") if ok else statuses, "error": _Constant(None) if ok else errors,
+        "elapsed_s": elapsed, "worker": _Constant(_worker_name()), "started_at": started_us,
         "finished_at": finished_us, "seed": seeds})
     try:
         table = _to_table(columns, schema)
@@ -217,15 +246,27 @@ def run_batch(grid: Grid, indices: Sequence[int],
     return table, time.perf_counter() - t_batch
 
 
+class _Constant:
+    """A column with one value in every row (a fixed parameter, the worker's name): built by
+    Arrow in one call instead of from a list of n references."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
 def _assemble(params: dict[str, list], counts: list[int], outputs: dict[str, list],
               per_task: dict[str, list]) -> dict[str, list]:
-    """Column lists: per-task values (parameters, bookkeeping) repeated once per row the task
-    emitted, beside the output columns."""
+    """Columns: per-task values (parameters, bookkeeping) repeated once per row the task
+    emitted, beside the output columns. A column is a list, a numpy array or a _Constant."""
     single = all(c == 1 for c in counts)
 
-    def repeat(values: list) -> list:
-        if single:
+    def repeat(values):
+        if single or type(values) is _Constant:
             return values
+        if isinstance(values, np.ndarray):
+            return np.repeat(values, counts)
         return [v for v, c in zip(values, counts) for _ in range(c)]
 
     columns = {name: repeat(values) for name, values in params.items()}
@@ -238,9 +279,13 @@ def _assemble(params: dict[str, list], counts: list[int], outputs: dict[str, lis
 
 
 def _to_table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
+    rows = len(columns["row_index"])
     arrays = []
     for f in schema:
         values = columns[f.name]
+        if type(values) is _Constant:
+            arrays.append(_constant_array(values.value, f.type, rows))
+            continue
         if f.name == "seed" and not isinstance(values, list):
             values = list(values)
         if pa.types.is_timestamp(f.type):
@@ -250,9 +295,21 @@ def _to_table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _constant_array(value, type_: pa.DataType, rows: int) -> pa.Array:
+    if value is None:
+        return pa.nulls(rows, type_)
+    if pa.types.is_timestamp(type_):
+        return pa.array([value] * rows, pa.int64()).cast(type_)
+    return pa.repeat(pa.scalar(value, type_, from_pandas=True), rows)
+
+
 def _isolate_bad_rows(columns, schema, tasks, out_columns):
     """A value that does not fit its declared Arrow type fails its task, not the batch."""
     types = {f.name: f.type for f in schema}
+    rows = len(columns["row_index"])
+    for name in ("status", "error"):
+        if type(columns[name]) is _Constant:
+            columns[name] = [columns[name].value] * rows
     for first, count in tasks:
         problem = None
         for r in range(first, first + count):

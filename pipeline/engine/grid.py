@@ -367,9 +367,17 @@ class Grid:
     def batch_columns(self, indices: Sequence[int]) -> tuple[dict[str, list], list[str]]:
         """The parameter values of a batch of points as columns (name -> one value per index)
         and their task ids, built a column at a time: each axis decodes its digits and hash
-        fragments for the whole batch, so the per-point work is one join and one sha256 (a
-        worker's bookkeeping runs under the GIL beside hundreds of sleeping threads: issue 14).
+        fragments for the whole batch, so the per-point work is one join and one sha256.
         ``columns[name][k]`` is ``point(indices[k])[name]``; list values are shared, not copied."""
+        columns, canonical = self.batch_canonical(indices)
+        sha256 = hashlib.sha256
+        return columns, [sha256(c.encode()).hexdigest()[:24] for c in canonical]
+
+    def batch_canonical(self, indices: Sequence[int]) -> tuple[dict[str, list], Iterator[str]]:
+        """Like :meth:`batch_columns`, with the canonical strings the task ids hash instead of
+        the ids, as a lazy iterator: a worker hashes each point just before running it, spread
+        between the points, instead of in one block that holds the GIL its batch's sibling
+        threads wait on (issue 14)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         n = int(idx.size)
         if n and (idx.min() < 0 or idx.max() >= self.total):
@@ -388,12 +396,10 @@ class Grid:
         parts = [repeat(key, n) if loc is None else
                  [key + f for f in fragments[self.axes[loc[0]].names[loc[1]]]]
                  for key, loc in self._hash_plan]
-        prefix, sha256 = self._hash_prefix, hashlib.sha256
+        prefix = self._hash_prefix
         if not parts:
-            return columns, [task_id_of(prefix + "}}")] * n
-        ids = [sha256((prefix + ",".join(row) + "}}").encode()).hexdigest()[:24]
-               for row in zip(*parts)]
-        return columns, ids
+            return columns, repeat(prefix + "}}", n)
+        return columns, (prefix + ",".join(row) + "}}" for row in zip(*parts))
 
     def identities(self, indices: Sequence[int]) -> tuple[list[dict], list[str]]:
         """``([point(i) ...], [task_id(i) ...])`` for a batch (see :meth:`batch_columns`)."""

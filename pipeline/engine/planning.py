@@ -30,6 +30,8 @@ STAGGER = 0.5  # spread of the first wave's batch sizes (+-25 %), met by the las
 # Waves are sized at least this much over the floor: a batch predicted too dear runs short,
 # and at the cap its thread then waits for a token (10 ms sleeps predicted 15 % dear cost 15 %)
 HEADROOM = 1.25
+TAIL_FINEST = 8  # the final round's batches: floor / TAIL_FINEST seconds (not below min)
+TAIL_PER_THREAD = 3  # ... and up to this many per thread, as the token budget allows
 MAX_PROBES = 128  # enough to follow the cost along the grid; more only add start-up latency
 
 
@@ -400,6 +402,7 @@ class BatchSizer:
         # [batches left in this wave, seconds per batch, threads, waves left, size shape]
         self._round = None
         self._waves_started = 0
+        self._final: tuple[int, float] | None = None  # the final round: (batches, seconds each)
         self.probed = False
         self.probes_out = 0  # probes not yet reported
         self.probe_t0 = self.probe_half = None
@@ -432,9 +435,16 @@ class BatchSizer:
         # Dask for seconds), and the last one's batches come in decreasing size: Dask hands
         # queued batches out first in, first out, so the thread that frees first (a short
         # first batch, an early start, fast points) takes the largest last batch, and every
-        # thread ends together.
-        if self._round is None or self._round[0] <= 0 or self._round[2] != threads:
+        # thread ends together. What the model gets wrong (costs drift on a loaded node) is
+        # taken up by a final round of small batches, first come, first served.
+        if (self._final and self._round is not None and self._round[0] <= 0
+                and self._round[2] == threads):
+            count, size = self._final
+            self._final = (1, size)  # after the final round (the model erred): more of the same
+            self._round = [count, size, threads, 0, None]
+        elif self._round is None or self._round[0] <= 0 or self._round[2] != threads:
             if self._round is None or self._round[2] != threads:
+                self._final = None
                 # a new plan: as many waves as the floor allows, at least two to stagger
                 per_thread = remaining / threads
                 waves = max(1, math.floor(per_thread / (HEADROOM * self.floor_seconds(threads))))
@@ -448,6 +458,10 @@ class BatchSizer:
             if self._waves_started:
                 waves_left = max(1, min(waves_left, math.floor(
                     remaining / threads / (HEADROOM * self.floor_seconds(threads)))))
+            if self._waves_started and waves_left == 1:
+                self._final = self._final_round(threads, remaining)
+                if self._final:
+                    remaining -= self._final[0] * self._final[1]
             size = remaining / (threads * waves_left)
             self._round = [threads, max(self.min_s, min(self.max_s, size)), threads,
                            waves_left - 1, self._wave_shape(threads, waves_left)]
@@ -456,6 +470,17 @@ class BatchSizer:
         shape = self._round[4]
         factor = 1.0 if shape is None else shape(threads - left)
         return max(self.min_s, min(self.max_s, self._round[1] * factor))
+
+    def _final_round(self, threads: int, remaining: float) -> tuple[int, float] | None:
+        """After the last wave, a round of small batches taken first come, first served: the
+        threads the last wave frees early take several, so noise in the waves' costs does not
+        spread the threads' end times by more than one small batch."""
+        tokens = self.limiter.available() if self.limiter is not None else self.burst(threads)
+        tokens += self.cap * remaining / threads - threads  # the last wave's own
+        count = int(max(0, min(TAIL_PER_THREAD * threads, tokens)))
+        size = max(self.min_s, self.floor_seconds(threads) / TAIL_FINEST)
+        count = min(count, int(remaining / 2 / size))  # at most half the work left
+        return (count, size) if count >= threads else None
 
     def _wave_shape(self, threads: int, waves_left: int):
         """Size factor of the j-th batch of the wave starting now (j = 0..threads-1), or None
