@@ -277,11 +277,18 @@ def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job
         return ("restart 1" in log
                 and "pipeline driver: exit" in log.split("restart 1", 1)[1])
 
+    held_since = []
+
     def requeued_job_finished():
         if finished_after_restart():
             return True
-        if state() == ["PD", "BeginTime"]:  # SLURM holds a requeued job a while; release it
-            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=15)
+        if state() == ["PD", "BeginTime"]:  # SLURM holds a requeued job a while; release it,
+            # but not within seconds of the requeue: slurmd refuses a credential issued in
+            # the second its predecessor's was revoked ("Job credential revoked")
+            held_since.append(time.monotonic())
+            if time.monotonic() - held_since[0] > 3.0:
+                subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"],
+                               timeout=15)
         return False
 
     try:
