@@ -277,3 +277,30 @@ def test_batch_identities_match_point_and_task_id(grid, params, indices):
     assert g.point(int(indices[0]))["weights"] != points[0]["weights"]
     with pytest.raises(IndexError):
         g.identities([g.total])
+
+
+def test_run_batch_rows_are_the_grids_points_ids_and_seeds():
+    """run_batch builds each point from the grid's fixed values and axis columns and hashes
+    its id inside the loop: every row must still be point(i), task_id(i) and seed_of(it),
+    with failed points and multi-row points in the same batch."""
+    from pipeline.engine.batch import run_batch
+    from pipeline.experiments.base import get_experiment
+    g = Grid(get_experiment("calibration"), {"x": [3, 4, 6], "fail_every": [0, 2]},
+             {"rows": 2, "scale": 0.5})
+    indices = [5, 0, 3, 2]
+    df = run_batch(g, indices)[0].to_pandas()
+    expected = []
+    for i in indices:
+        point, tid = g.point(i), g.task_id(i)
+        fails = point["fail_every"] and point["x"] % point["fail_every"] == 0
+        for r in range(1 if fails else 2):
+            expected.append((point["x"], point["fail_every"], tid, seed_of(tid),
+                             "failed" if fails else "ok", r,
+                             None if fails else point["x"] * 0.5 + r))
+    got = [(r.x, r.fail_every, r.task_id, r.seed, r.status, r.row_index,
+            None if r.value != r.value else r.value) for r in df.itertuples()]
+    assert got == expected
+    assert (df.scale == 0.5).all() and (df.rows == 2).all()  # the fixed values, one Arrow call
+    assert df.error[df.status == "failed"].str.startswith("ValueError").all()
+    assert df.error[df.status == "ok"].isna().all()
+    assert (df.finished_at >= df.started_at).all() and (df.elapsed_s >= 0).all()

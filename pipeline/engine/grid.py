@@ -370,8 +370,7 @@ class Grid:
         fragments for the whole batch, so the per-point work is one join and one sha256.
         ``columns[name][k]`` is ``point(indices[k])[name]``; list values are shared, not copied."""
         columns, canonical = self.batch_canonical(indices)
-        sha256 = hashlib.sha256
-        return columns, [sha256(c.encode()).hexdigest()[:24] for c in canonical]
+        return columns, [task_id_of(c) for c in canonical]
 
     def batch_canonical(self, indices: Sequence[int]) -> tuple[dict[str, list], Iterator[str]]:
         """Like :meth:`batch_columns`, with the canonical strings the task ids hash instead of
