@@ -292,8 +292,10 @@ class CostModel:
         is one point, though: where the cost varies along a fast axis, neighbouring probes
         sit on different values of it and their minimum is its cheapest value (1/37 of the
         bucket's mean for 8 fast values from 1 ms to 1 s). So once batches have measured
-        probed buckets, the 5 nearest the frontier scale the envelope up by the median ratio
-        of batch to envelope (never down: the envelope already shed the contention)."""
+        probed buckets, the 5 nearest the frontier scale the envelope by the median ratio of
+        batch to envelope: up on a fast axis, and down where every probe was slowed alike
+        (all probes run while the cluster starts; 1 ms sleeps probed at 1.8 ms on 64 threads,
+        which no envelope sheds, kept the whole sweep predicted 1.8x dear)."""
         probed = self._probe_count > 0
         envelope = np.zeros(self.buckets)
         envelope[probed] = _running(np.min, self._probe_sum[probed] / self._probe_count[probed])
@@ -301,7 +303,7 @@ class CostModel:
         if both.size:
             near = both[-PROBE_CALIBRATION_BUCKETS:]
             factor = float(np.median(self._sum[near] / self._count[near] / envelope[near]))
-            envelope[probed] *= min(max(factor, 1.0), 64.0)
+            envelope[probed] *= min(max(factor, 1.0 / 64.0), 64.0)
         return envelope
 
     def predict(self, indices: np.ndarray) -> np.ndarray:
@@ -315,6 +317,18 @@ class CostModel:
         b = int(self.bucket_of(np.array([start]))[0])
         head = ((b + 1) * self.width - start) * mean[b]
         return density * (head + float(mean[b + 1:].sum()) * self.width)
+
+
+    def index_leaving(self, seconds: float, density: float = 1.0) -> int:
+        """The grid index from which the predicted seconds to the end are ``seconds``: the
+        inverse of :meth:`remaining`."""
+        per_bucket = self.bucket_costs() * self.width * density
+        after = np.concatenate([np.cumsum(per_bucket[::-1])[::-1][1:], [0.0]])  # from b + 1 on
+        b = int(np.searchsorted(-after, -seconds, side="left"))  # first bucket with after <= s
+        if b >= self.buckets:
+            return 0
+        into = (seconds - after[b]) / per_bucket[b] * self.width  # indices taken from bucket b
+        return int(min(self.total, max(0, round((b + 1) * self.width - into))))
 
 
 RECENT_FLOOR = 0.5  # a point not yet measured by batches costs at least this x the latest ones
@@ -403,6 +417,8 @@ class BatchSizer:
         self._round = None
         self._waves_started = 0
         self._final: tuple[int, float] | None = None  # the final round: (batches, seconds each)
+        self._round_count = 0  # batches in the current round
+        self._round_end: int | None = None  # grid index the current round's last batch reaches
         self.probed = False
         self.probes_out = 0  # probes not yet reported
         self.probe_t0 = self.probe_half = None
@@ -442,6 +458,8 @@ class BatchSizer:
             count, size = self._final
             self._final = (1, size)  # after the final round (the model erred): more of the same
             self._round = [count, size, threads, 0, None]
+            self._round_count = count
+            self._round_end = None  # cut by duration: what the model still gets wrong, it splits
         elif self._round is None or self._round[0] <= 0 or self._round[2] != threads:
             if self._round is None or self._round[2] != threads:
                 self._final = None
@@ -458,18 +476,34 @@ class BatchSizer:
             if self._waves_started:
                 waves_left = max(1, min(waves_left, math.floor(
                     remaining / threads / (HEADROOM * self.floor_seconds(threads)))))
+            self._round_end = None
             if self._waves_started and waves_left == 1:
                 self._final = self._final_round(threads, remaining)
                 if self._final:
                     remaining -= self._final[0] * self._final[1]
+            if waves_left == 1:  # the last wave ends where the final round (or the grid) starts
+                self._round_end = self.plan.total if not self._final else \
+                    self.model.index_leaving(self._final[0] * self._final[1], self.plan.density())
             size = remaining / (threads * waves_left)
             self._round = [threads, max(self.min_s, min(self.max_s, size)), threads,
                            waves_left - 1, self._wave_shape(threads, waves_left)]
+            self._round_count = threads
         left = self._round[0]
         self._round[0] -= 1
         shape = self._round[4]
-        factor = 1.0 if shape is None else shape(threads - left)
-        return max(self.min_s, min(self.max_s, self._round[1] * factor))
+        weight = (lambda j: 1.0) if shape is None else shape
+        j = self._round_count - left  # this batch's place in its round
+        if self._round_end is not None:
+            # The last wave and the final round are cut as shares of what lies between here
+            # and their end, re-predicted at every batch: cut from a duration fixed when the
+            # wave was planned, a model that learns meanwhile (costs measured lower than the
+            # probes said) lets the wave run into the final round's points, and the threads
+            # it was meant to even out end apart again.
+            between = remaining - self.model.remaining(self._round_end, self.plan.density())
+            # the weights are linear in j: their sum over the batches left is exact this way
+            share = weight(j) / (left * (weight(j) + weight(self._round_count - 1)) / 2)
+            return max(self.min_s, min(self.max_s, between * share))
+        return max(self.min_s, min(self.max_s, self._round[1] * weight(j)))
 
     def _final_round(self, threads: int, remaining: float) -> tuple[int, float] | None:
         """After the last wave, a round of small batches taken first come, first served: the
