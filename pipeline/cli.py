@@ -14,10 +14,13 @@ manifest says "interrupted"; rerun to resume).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -184,8 +187,29 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = saved
 
 
+@contextlib.contextmanager
+def _interrupts_after_imports():
+    """Hold a Ctrl-C that arrives during Hydra's import (under a second) until it is over.
+
+    Hydra builds OmegaConf structured configs as it imports; an interrupt raised inside them
+    leaves OmegaConf half-built, and what escapes is an AttributeError with a traceback, not
+    a KeyboardInterrupt (seen once in CI). The held Ctrl-C is raised right after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
+
+
 def _main(argv: list[str] | None = None) -> int:
-    import hydra
+    with _interrupts_after_imports():
+        import hydra
 
     _setup_logging()
     args = list(sys.argv[1:] if argv is None else argv)

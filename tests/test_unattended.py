@@ -427,6 +427,23 @@ def test_ctrl_c_while_run_py_imports_is_a_message_not_a_traceback(tmp_path):
     assert not (tmp_path / "calibration").exists()
 
 
+def test_a_ctrl_c_during_hydras_import_is_held_until_the_import_is_over():
+    """Hydra builds OmegaConf configs as it imports; a KeyboardInterrupt raised inside them
+    escaped as an AttributeError with a traceback (CI, once). The interrupt is held until
+    the import is over, then raised as itself."""
+    from pipeline.cli import _interrupts_after_imports
+
+    reached_end = False
+    with pytest.raises(KeyboardInterrupt):
+        with _interrupts_after_imports():
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10**5):  # the handler runs here: it must not raise
+                pass
+            reached_end = True
+    assert reached_end
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_signals_raise_until_the_shutdown_has_started():
     """A first Ctrl-C can be swallowed on its way (raised inside a __del__, such as a dropped
