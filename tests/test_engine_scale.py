@@ -20,7 +20,8 @@ import pytest
 
 from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
-from pipeline.engine.planning import MAX_PROBES, BatchSizer, CostModel, PendingPlan, TokenBucket
+from pipeline.engine.planning import (MAX_PROBES, BatchSizer, CostModel, PendingPlan, TokenBucket,
+                                      probe_block)
 from pipeline.engine.runner import plan_sweep
 from pipeline.experiments.base import get_experiment
 from pipeline.store.parquet import PartWriter, load
@@ -29,15 +30,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # --------------------------------------------------------------------------- simulated cluster
-def simulate(threads, n, cost, cap=50.0, max_s=60.0, join_at=None, measured=None):
+def simulate(threads, n, cost, cap=50.0, max_s=60.0, join_at=None, measured=None, sizes=None):
     """A discrete-event cluster: ``threads`` slots take queued batches in submission order
     (Dask's FIFO priority) and take exactly ``cost(indices).sum()`` seconds. The driver reacts
     to every completion, and otherwise wakes when the token bucket allows the next batch or
     after a second. ``join_at=(t, threads)`` grows the cluster mid-sweep (adaptive scaling).
     ``measured(indices)``, if given, is what the workers report instead of the true cost.
+    ``sizes``: the grid's axis lengths (the last fastest), for the probes; one axis if None.
     Returns (wall / ideal, submission times, batches with their start and duration)."""
     clock = [0.0]
-    plan = PendingPlan(None, n)
+    plan = PendingPlan(None, n, sizes=sizes)
     sizer = BatchSizer(plan, max_tasks_per_second=cap, max_batch_seconds=max_s,
                        clock=lambda: clock[0])
     queue, running, submits, batches = [], [], [], []
@@ -336,6 +338,60 @@ def test_points_no_batch_measured_cost_at_least_half_the_latest_batches():
     ahead = model.predict(np.arange(100_000, 640_000, 1000))
     assert ahead.min() >= 0.5 * costs.mean() * 0.95
 
+def test_a_probe_samples_every_fast_axis_evenly():
+    """The axes that cycle within a cost bucket are sampled as a Latin hypercube: each axis's
+    values evenly, none on one value alone (a plain stride of 32 / 8 = 4 would put every
+    point on the same value of the innermost axis of 2)."""
+    assert probe_block([640_000], 312.5) == (1, [0])  # no axis fits in a bucket: one point
+    period, offsets = probe_block([20_000, 8], 78.1)  # the fast axis fits: the whole cycle
+    assert period == 8 and offsets.tolist() == list(range(8))
+    period, offsets = probe_block([1_000, 16, 2], 48.8)  # axes of 2 and 16 fit, 1,000 not
+    assert period == 32 and offsets.size == 8
+    inner, middle = offsets % 2, offsets // 2
+    assert np.bincount(inner).tolist() == [4, 4]
+    assert np.unique(middle).size == 8 and middle.max() - middle.min() >= 12
+    assert np.unique(np.arange(2, 32, 4) % 2).size == 1  # what a plain stride would sample
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 20_000]},
+                                                "work_us": FAST_AXIS.tolist()}, {})
+    plan = PendingPlan(grid, grid.total)  # the axis lengths come from the grid
+    probes = plan.probes(16, CostModel(grid.total).width)
+    assert probes[0].tolist() == list(range(8))  # the grid's start is measured too
+    for probe in probes:
+        assert sorted(grid.point(int(i))["work_us"] for i in probe) == sorted(FAST_AXIS)
+
+
+def test_probes_that_cover_a_fast_axis_keep_the_first_wave_within_its_bound():
+    """One-point probes on a fast axis see its values at random; the first wave, cut before
+    any batch reports, then carried up to 5x the 60 s bound (1 ms .. 1 s), or ran the sweep
+    at 8x ideal (10 us .. 25 ms). Probes that sample the fast axis measure the bucket's mean."""
+    n = 8 * 20_000
+    dear = np.tile(FAST_AXIS, n // 8)
+    _, _, single = simulate(64, n, lambda b: dear[b])
+    ratio, _, sampled = simulate(64, n, lambda b: dear[b], sizes=[n // 8, 8])
+    assert max(d for _, d, b in single) > 2 * 60.0  # the old probes: over the bound
+    assert max(d for _, d, b in sampled) <= 60.0 and ratio < 1.05
+    cheap = np.tile(np.logspace(-5, np.log10(0.025), 8), n // 8)
+    assert simulate(64, n, lambda b: cheap[b])[0] > 2.0
+    assert simulate(64, n, lambda b: cheap[b], sizes=[n // 8, 8])[0] < 1.1
+
+
+def test_a_probe_lost_for_good_is_not_waited_for():
+    """A probe split to isolate a point that kills workers, or stored failed, no longer holds
+    the sizing back: a sweep whose every point kills its worker would otherwise wait forever."""
+    plan = PendingPlan(None, 100_000)
+    now = [0.0]
+    sizer = BatchSizer(plan, clock=lambda: now[0])
+    probes = sizer.next_batches(8, 0)
+    assert len(probes) == 8 and sizer.next_batches(8, len(probes)) == []  # waiting for them
+    for probe in probes:
+        sizer.abandon(probe)
+    batches = sizer.next_batches(8, 0)  # sizing goes on, a point at a time until one runs
+    assert batches and all(len(b) == 1 for b in batches)
+    sizer.observe(batches[0], np.array([0.001]), 0.001)
+    now[0] += 10.0  # tokens for more
+    assert len(sizer.next_batches(8, 0)[0]) > 1
+
+
 # --------------------------------------------------------------------------- lazy planning
 def test_planning_a_billion_points_keeps_driver_memory_bounded(tmp_path):
     exp = get_experiment("calibration")
@@ -369,7 +425,7 @@ def test_lazy_plan_hands_out_every_pending_point_once(tmp_path):
     writer.write(run_batch(grid, range(0, 5000, 2))[0])
     plan = plan_sweep(grid, tmp_path).pending
     expected = [i for i in range(5000) if i % 2 == 1]
-    spread = plan.probes(40)
+    spread = np.concatenate(plan.probes(40))
     rest = []
     while not plan.exhausted:
         rest.extend(plan.take(337).tolist())

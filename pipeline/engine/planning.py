@@ -33,6 +33,7 @@ HEADROOM = 1.25
 TAIL_FINEST = 8  # the final round's batches: floor / TAIL_FINEST seconds (not below min)
 TAIL_PER_THREAD = 3  # ... and up to this many per thread, as the token budget allows
 MAX_PROBES = 128  # enough to follow the cost along the grid; more only add start-up latency
+PROBE_POINTS = 8  # points in one probe where fast axes vary within a cost bucket
 
 
 class PendingPlan:
@@ -48,9 +49,12 @@ class PendingPlan:
     def __init__(self, grid, total: int, *, explicit: np.ndarray | None = None,
                  ok_ids: np.ndarray | None = None, failed_ids: np.ndarray | None = None,
                  retry_failed: bool = False, to_run: int | None = None,
-                 done_ok: int = 0, done_failed: int = 0):
+                 done_ok: int = 0, done_failed: int = 0, sizes=None):
         self.grid = grid
         self.total = int(total)
+        # the grid's axis lengths, the last varying fastest (probes sample the fast ones)
+        self.sizes = [int(n) for n in (sizes if sizes is not None else
+                                       getattr(grid, "sizes", None) or [self.total])]
         self.done_ok, self.done_failed = int(done_ok), int(done_failed)
         self._explicit = None if explicit is None else np.asarray(explicit, dtype=np.int64)
         self._ok = ok_ids if ok_ids is not None and ok_ids.size else None
@@ -165,28 +169,41 @@ class PendingPlan:
         self.taken += out.size
         return out
 
-    def probes(self, count: int) -> np.ndarray:
-        """Up to ``count`` pending points spread evenly over the part of the grid not yet
-        handed out, taken out of order: one-point batches that measure the cost along the
-        whole grid before any large batch is committed."""
+    def probes(self, count: int, width: float = 1.0) -> list[np.ndarray]:
+        """Up to ``count`` probes spread evenly over the part of the grid not yet handed out,
+        the first at its start, taken out of order: small batches that measure the cost along the whole grid before
+        any large batch is committed. Each probe estimates the mean cost of a point near it:
+        where axes cycle within ``width`` indices (a cost bucket), it samples them
+        (:func:`probe_block`), else it is one point."""
         start = self.next_index()
         span = self.total - start
+        period, offsets = probe_block(self.sizes, width)
+        if span <= 2 * count * period:
+            period, offsets = 1, np.zeros(1, dtype=np.int64)
         if self._explicit is not None or count <= 0 or span <= 2 * count:
-            return np.zeros(0, dtype=np.int64)
-        candidates = start + (np.arange(count, dtype=np.int64) * span) // count + span // (2 * count)
+            return []
+        # the first at the start: the grid's start is always measured
+        bases = start + (np.arange(count, dtype=np.int64) * span) // count
+        bases = bases // period * period  # a block starts where the fast axes start over
+        candidates = (bases[:, None] + offsets[None, :]).ravel()
+        block = np.repeat(np.arange(count), offsets.size)
+        keep = (candidates >= start) & (candidates < self.total)
+        candidates, block = candidates[keep], block[keep]
         buffered = self._buf[self._pos:]
         in_buffer = candidates < self._scan
-        early = candidates[in_buffer]
-        early = early[np.isin(early, buffered)]  # pending, already buffered: take them out
+        pending = np.ones(candidates.size, dtype=bool)
+        pending[in_buffer] = np.isin(candidates[in_buffer], buffered)
+        early = candidates[in_buffer & pending]  # pending, already buffered: take them out
         if early.size:
             self._buf, self._pos = buffered[~np.isin(buffered, early)], 0
-        late = candidates[~in_buffer]
-        if self.filtered and late.size:
-            late = late[self._is_pending(self._hash(late))]
-        self._out_of_order.update(int(i) for i in late)
-        candidates = np.concatenate([early, late])
+        late = ~in_buffer
+        if self.filtered and late.any():
+            pending[late] = self._is_pending(self._hash(candidates[late]))
+        self._out_of_order.update(int(i) for i in candidates[late & pending])
+        candidates, block = candidates[pending], block[pending]
         self.taken += candidates.size
-        return candidates
+        cuts = np.flatnonzero(np.diff(block)) + 1
+        return [piece for piece in np.split(candidates, cuts) if piece.size]
 
     def density(self) -> float:
         """Pending points per grid index over what is left (1 on a fresh store)."""
@@ -194,6 +211,35 @@ class PendingPlan:
             return 1.0
         span = max(1, self.total - self.next_index())
         return min(1.0, self.remaining / span)
+
+
+def probe_block(sizes, width: float, points: int = PROBE_POINTS) -> tuple[int, np.ndarray]:
+    """(period, offsets): what one probe runs. The innermost axes whose combined length fits
+    in ``width`` indices (a cost bucket) cycle within the bucket, and a batch averages over
+    them; a one-point probe sits on one of their values, and where cost varies along them
+    it mismeasures the bucket (its cheapest value was 1/37 of the mean for 8 values from
+    1 ms to 1 s: the first wave, cut from it, ran many times over its bound). So a probe
+    samples them: ``points`` offsets within one cycle of ``period`` indices, a Latin
+    hypercube over the fast axes (on each, its values covered evenly; the strata are
+    permuted by a different multiplier prime to ``points`` on each axis, so that no axis
+    is sampled on one value alone, as a plain stride can be). Without such axes: (1, [0])."""
+    fast, period = [], 1
+    for size in reversed([int(n) for n in sizes]):
+        if size <= 1:
+            continue
+        if period * size > width:
+            break
+        fast.append(size)
+        period *= size
+    if period <= points:
+        return period, np.arange(period, dtype=np.int64)
+    multipliers = [m for m in range(1, 4 * points) if math.gcd(m, points) == 1]
+    offsets, stride = np.zeros(points, dtype=np.int64), 1
+    for axis, size in enumerate(fast):  # fast[0] is the innermost axis
+        strata = (np.arange(points) * multipliers[axis % len(multipliers)]) % points
+        offsets += ((strata + 0.5) * size / points).astype(np.int64) * stride
+        stride *= size
+    return period, np.unique(offsets)
 
 
 def compact_chunk(chunk: np.ndarray):
@@ -247,9 +293,13 @@ class CostModel:
         return np.minimum((np.asarray(indices) / self.width).astype(np.int64), self.buckets - 1)
 
     def observe(self, indices, costs: np.ndarray, batch_seconds: float | None = None,
-                probe: bool = False) -> None:
+                probe: bool = False, at: int | None = None) -> None:
+        """Measured seconds per point. A probe's points all count for the bucket of grid
+        index ``at`` (the probe's place): together they sample the fast axes there."""
         indices = np.asarray(indices)
         costs = np.maximum(np.asarray(costs, dtype=float), 1e-7)
+        if probe and at is not None:
+            indices = np.full(indices.shape, int(at))
         buckets = self.bucket_of(indices)
         np.add.at(self._probe_sum if probe else self._sum, buckets, costs)
         np.add.at(self._probe_count if probe else self._count, buckets, 1.0)
@@ -422,7 +472,7 @@ class BatchSizer:
         self.probed = False
         self.probes_out = 0  # probes not yet reported
         self.probe_t0 = self.probe_half = None
-        self._probe_ids: set[int] = set()
+        self._probes: dict[int, tuple[int, int]] = {}  # probe tasks out: first -> (points, at)
         self.rate_limited = False  # the last call stopped for want of a token
         self.submitted = 0
 
@@ -543,15 +593,23 @@ class BatchSizer:
         if self.fixed is None and not self.probed:
             self.probed = True
             count = min(threads, MAX_PROBES, bound - in_flight)
-            spread = self.plan.probes(count - 1)
-            # The grid's start is always measured too; where points cannot be spread
-            # (an explicit index list), the probes are simply the first points.
-            first = self.plan.take(count - spread.size)
-            out = [np.array([index], dtype=np.int64) for index in [*first, *spread]]
-            self.limiter.tokens -= len(out)  # count <= the burst, and the bucket starts full
+            spread = self.plan.probes(count, self.model.width)
+            # Where points cannot be spread (an explicit index list, a grid smaller than
+            # twice the probes), the probes are simply the first points.
+            first = self.plan.take(count - len(spread))
+            probes = [np.array([index], dtype=np.int64) for index in first] + spread
+            # A probe of several points (fast axes) runs as several tasks where threads are
+            # free for them: all probe tasks fit in one wave, <= 2 x threads <= the burst.
+            points = sum(probe.size for probe in probes)
+            per_task = max(1, math.ceil(points / max(threads, len(probes))))
+            for probe in probes:
+                at = int(probe[probe.size // 2])
+                for piece in np.array_split(probe, math.ceil(probe.size / per_task)):
+                    out.append(piece)
+                    self._probes[int(piece[0])] = (piece.size, at)
+            self.limiter.tokens -= len(out)  # the bucket starts full
             self.submitted += len(out)
             self.probes_out, self.probe_t0 = len(out), self.clock()
-            self._probe_ids = {int(b[0]) for b in out}
             return out
         if self.fixed is None and not self._probes_settled():
             return out
@@ -566,13 +624,28 @@ class BatchSizer:
 
     def observe(self, indices: np.ndarray, costs: np.ndarray, batch_seconds: float | None) -> None:
         """A finished batch: its points' measured costs (seconds each) feed the cost model."""
-        probe = len(indices) == 1 and int(indices[0]) in self._probe_ids
-        self.model.observe(indices, costs, batch_seconds, probe=probe)
+        first = int(indices[0]) if len(indices) else -1
+        entry = self._probes.get(first)
+        probe = entry is not None and entry[0] == len(indices)
+        self.model.observe(indices, costs, batch_seconds, probe=probe,
+                           at=entry[1] if probe else None)
         if probe:
-            self._probe_ids.discard(int(indices[0]))
-            self.probes_out -= 1
-            if self.probe_half is None and self.probes_out <= self.submitted / 2:
-                self.probe_half = self.clock()
+            self._probe_done(first)
+
+    def abandon(self, indices) -> None:
+        """A batch lost on the cluster for good, or split to isolate a point that kills
+        workers: if it was a probe, sizing stops waiting for it (a sweep whose every point
+        kills its worker would otherwise wait for its probes forever)."""
+        first = int(indices[0]) if len(indices) else -1
+        entry = self._probes.get(first)
+        if entry is not None and entry[0] == len(indices):
+            self._probe_done(first)
+
+    def _probe_done(self, first: int) -> None:
+        del self._probes[first]
+        self.probes_out -= 1
+        if self.probe_half is None and self.probes_out <= self.submitted / 2:
+            self.probe_half = self.clock()
 
     def _probes_settled(self) -> bool:
         """Large batches wait until the probes have measured the grid: all of them, or, if
@@ -586,6 +659,8 @@ class BatchSizer:
     def _size(self, threads: int) -> int:
         if self.fixed is not None:
             return self.fixed
+        if not self.model.measured:  # every probe was lost: one point at a time until one runs
+            return 1
         seconds = self.target_seconds(threads)
         here = float(self.model.predict(np.array([self.plan.next_index()]))[0])
         window = int(min(MAX_BATCH, max(64, 4 * seconds / here)))  # enough to reach `seconds`

@@ -188,6 +188,14 @@ def _total_threads(client) -> int:
     return max(1, threads, planned)
 
 
+def _scheduler_in_process(client) -> bool:
+    """Whether the scheduler runs in this process (LocalCluster, a batch-system cluster). Then
+    the workers are reachable from here, as they are from the scheduler, and results are
+    fetched from them directly: relayed through the scheduler, every result crossed the
+    driver's event loop twice (issue 14). Dask falls back to the scheduler for what fails."""
+    return getattr(getattr(client, "cluster", None), "scheduler", None) is not None
+
+
 _NOT_YET = object()
 RESULT_WAIT_S = 2.0
 
@@ -317,6 +325,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     known_threads = [0, -1e9]  # (count, when): asked of the scheduler at most once a second
     timed_out: dict[int, str] = {}  # grid index -> timeout error, not yet stored
     waves = itertools.count()  # submission waves: each runs after the ones before it
+    direct = _scheduler_in_process(client)
 
     def threads() -> int:
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
@@ -419,6 +428,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             # Eight ways, not two, and small ones into single points: each level costs the
             # worker deaths of one lost batch (each a process start).
             fut.release()
+            sizer.abandon(chunk)
             submit_all(_split(chunk, len(chunk) if len(chunk) <= LOST_SINGLES else LOST_SPLIT))
             return
         else:
@@ -431,6 +441,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 return
             error = f"lost on the cluster {LOST_ATTEMPTS} times: {type(lost).__name__}: {lost}"
             table = failed_batch_table(grid, chunk, error)
+            sizer.abandon(chunk)
         fut.release()
         store(table, len(chunk))
 
@@ -456,7 +467,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # left to do it (the unbounded fetch hung the driver: issue 15).
         try:
             results = dict(zip([f.key for f in ok], client.sync(
-                client._gather, ok, callback_timeout=GATHER_TIMEOUT_S))) if ok else {}
+                client._gather, ok, direct=direct, callback_timeout=GATHER_TIMEOUT_S))) \
+                if ok else {}
         except Exception:  # fetch one by one, each bounded
             results = {}
         for fut in done:
