@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 4
 
@@ -51,16 +53,22 @@ class Case:
     check: object  # (ratio_ideal, ratio_bare, parts) -> bool
     mode: str = "sleep"
     bare: bool = True
+    costs: object = None  # grid-order seconds per point, where they differ (n -> array)
 
     @property
     def threads(self) -> int:
         return self.workers * self.threads_per_worker
 
 
-def uneven_total_seconds(n: int) -> float:
-    import numpy as np
+def uneven_costs(n: int):
+    return np.logspace(3, 6, n) * 1e-6
 
-    return float((np.logspace(3, 6, n) * 1e-6).sum())
+
+FAST_VALUES_US = [round(float(v), 1) for v in np.logspace(3, 6, 8)]  # 1 ms .. 1 s
+
+
+def fast_axis_costs(n: int):
+    return np.tile(np.array(FAST_VALUES_US) * 1e-6, n // len(FAST_VALUES_US))
 
 
 def run_pipeline(case: Case, tmp: Path) -> dict:
@@ -70,7 +78,7 @@ def run_pipeline(case: Case, tmp: Path) -> dict:
            f"cluster.threads_per_worker={case.threads_per_worker}",
            "cluster.dashboard_address=:0", "progress=false", f"params.work_mode={case.mode}",
            *case.grid]
-    if case.work_us is not None and not any(g.startswith("'+grid.zip") or "zip" in g for g in case.grid):
+    if case.work_us is not None and not any("zip" in g or "work_us" in g for g in case.grid):
         cmd.append(f"params.work_us={case.work_us}")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -106,8 +114,8 @@ def run_bare(case: Case) -> float:
             Client(cluster) as client:
         client.wait_for_workers(case.workers, timeout=120)
         threads = case.threads
-        if case.name.startswith("uneven"):
-            costs = np.logspace(3, 6, case.tasks) * 1e-6
+        if case.costs is not None:
+            costs = case.costs(case.tasks)
             # perfectly sized: deal the costs round-robin from the dearest (balanced chunks)
             order = np.argsort(costs)[::-1]
             chunks = [costs[order[i::threads]].tolist() for i in range(threads)]
@@ -123,6 +131,7 @@ def run_bare(case: Case) -> float:
 def cases(quick: bool) -> list[Case]:
     k = 8 if quick else 1  # quick: the same shapes, 1/8 of the tasks (the ramp weighs more)
     uneven_n = 286_720 // k
+    fast_x = 28_672 // k  # x 8 values of a fast axis from 1 ms to 1 s: about 40 s ideal
     return [
         Case("1024 thr x 100 ms", 4, 256, 409_600 // k, 100_000.0, [
             "grid.x={range:[0,%d]}" % (409_600 // k)], "<= 1.11x ideal, <= 100 parts",
@@ -136,7 +145,12 @@ def cases(quick: bool) -> list[Case]:
         Case("uneven 1024 thr, 1 ms..1 s", 4, 256, uneven_n, None, [
             "~grid.x", "+grid.zip=[{x:{range:[0,%d]},work_us:{logspace:[3,6,%d]}}]"
             % (uneven_n, uneven_n)], ">= 85% efficiency (<= 1.18x ideal)",
-             lambda ri, rb, p: ri <= 1 / 0.85),
+             lambda ri, rb, p: ri <= 1 / 0.85, costs=uneven_costs),
+        Case("fast axis 1024 thr, 8 x 1 ms..1 s", 4, 256, fast_x * 8, None, [
+            "grid.x={range:[0,%d]}" % fast_x,
+            "grid.work_us=[%s]" % ",".join(str(v) for v in FAST_VALUES_US)],
+             ">= 85% efficiency (<= 1.18x ideal)", lambda ri, rb, p: ri <= 1 / 0.85,
+             costs=fast_axis_costs),
         Case("2,048,000 cheap, 2 workers", 2, 1, 2_048_000 // k, 0.0, [
             "grid.x={range:[0,%d]}" % (2_048_000 // k)], "<= 100 part files",
              lambda ri, rb, p: p <= 100, mode="spin", bare=False),
@@ -153,7 +167,7 @@ def main() -> None:
         for case in cases(args.quick):
             if args.only and args.only not in case.name:
                 continue
-            total = (uneven_total_seconds(case.tasks) if case.work_us is None
+            total = (float(case.costs(case.tasks).sum()) if case.costs is not None
                      else case.tasks * case.work_us * 1e-6)
             ideal = total / case.threads
             got = run_pipeline(case, Path(d))
