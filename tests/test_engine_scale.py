@@ -472,6 +472,40 @@ def test_buffered_writer_reports_a_failing_disk(tmp_path):
 
 
 # --------------------------------------------------------------------------- work_mode
+def test_batches_wait_in_one_queue_in_the_order_they_are_cut():
+    """Every batch is queued on the scheduler (root-ish) for the first thread that frees, in
+    the order the sizer cut it, call after call: the waves' shapes rely on it. A plain
+    client.map with fewer than 2 x threads batches in flight sent them straight to workers."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine.runner import _queue_for_long_batches, map_batches
+
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 1000]}},
+                {"work_us": 300_000.0, "work_mode": "sleep"})
+    with LocalCluster(n_workers=1, threads_per_worker=4, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        scheduler = cluster.scheduler
+        _queue_for_long_batches(client, 1.3)  # short batches: Dask's prefetch stays
+        assert scheduler.WORKER_SATURATION == pytest.approx(1.1)
+        _queue_for_long_batches(client, 20.0)  # long ones: a batch per free thread
+        assert scheduler.WORKER_SATURATION == 1.0
+        first = map_batches(client, grid, [range(i, i + 1) for i in range(3)], -1, {})
+        second = map_batches(client, grid, [np.array([10, 12]), range(20, 22), range(30, 31)],
+                             -2, {"task_timeout": 60.0})
+        futures = first + second
+        deadline = time.monotonic() + 30
+        while len(scheduler.queued) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        states = [scheduler.tasks[f.key] for f in futures]
+        assert all(scheduler.is_rootish(ts) for ts in states)
+        assert [ts.priority for ts in states] == sorted(ts.priority for ts in states)
+        # 6 batches on 4 threads (not over 2 x threads: a plain client.map queues none)
+        assert len(scheduler.queued) == 2
+        tables = [table for table, _ in client.gather(futures)]
+        assert [t["x"].to_pylist() for t in tables] == [[0], [1], [2], [10, 12], [20, 21], [30]]
+    _queue_for_long_batches(type("NoCluster", (), {"cluster": None})(), 20.0)  # a shared one
+
+
 def test_work_mode_sleep_really_sleeps_in_parallel_threads():
     exp = get_experiment("calibration")
     grid = Grid(exp, {"x": {"range": [0, 32]}}, {"work_us": 100_000.0, "work_mode": "sleep"})

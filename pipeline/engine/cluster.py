@@ -43,14 +43,7 @@ LOCAL_DASHBOARD = "127.0.0.1:8787"  # loopback: the dashboard is unauthenticated
 # point itself (runner.py), so each extra allowance only multiplies the worker restarts a
 # point that kills its worker costs.
 ALLOWED_FAILURES = 1
-# A worker is sent a queued batch only when one of its threads is free (Dask's default, 1.1,
-# sends 10 % more: 26 batches waiting per 256-thread worker). The sizer's waves rely on one
-# first-in, first-out queue for the whole cluster: the last wave's smallest batches, held
-# by a worker whose threads all ran long, started 25 s late and ran 15 s past every other
-# thread (1,024 threads, a fast axis: 1.39x ideal; issue 14).
-WORKER_SATURATION = 1.0
-SCHEDULER_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
-                    "distributed.scheduler.worker-saturation": WORKER_SATURATION}
+SCHEDULER_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}
 
 
 class ClusterConfigError(ValueError):
