@@ -9,7 +9,7 @@ from pipeline.exit_codes import EXIT_OK
 def dry_run(grid, options: dict) -> int:
     from pipeline.engine.cluster import dry_run_text
     from pipeline.engine.grid import describe_axes, fixed_summary
-    from pipeline.engine.runner import count_done
+    from pipeline.engine.resume import count_done
     from pipeline.store.parquet import checked_schemas, experiment_dir
 
     path = experiment_dir(options["results_dir"], grid.name)

@@ -31,7 +31,8 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     from pipeline.engine.cluster import cluster_checks, connect
     from pipeline.engine.progress import Progress, run_log, runlog
     from pipeline.engine.provenance import check_code_changes, code_id, provenance_stamp
-    from pipeline.engine.runner import plan_sweep, run_sweep
+    from pipeline.engine.resume import plan_sweep
+    from pipeline.engine.runner import run_sweep
     from pipeline.engine.watchdog import (Watchdog, shutdown_started, termination_signals,
                                           watchdog_options)
     from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,

@@ -22,9 +22,9 @@ from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.planning import (MAX_PROBES, BatchSizer, CostModel, PendingPlan, TokenBucket,
                                       probe_block)
-from pipeline.engine.runner import plan_sweep
+from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
-from pipeline.store.parquet import PartWriter, load
+from pipeline.store.parquet import PartWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -478,16 +478,16 @@ def test_batches_wait_in_one_queue_in_the_order_they_are_cut():
     client.map with fewer than 2 x threads batches in flight sent them straight to workers."""
     from distributed import Client, LocalCluster
 
-    from pipeline.engine.runner import _queue_for_long_batches, map_batches
+    from pipeline.engine.submission import map_batches, queue_for_long_batches
 
     grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 1000]}},
                 {"work_us": 300_000.0, "work_mode": "sleep"})
     with LocalCluster(n_workers=1, threads_per_worker=4, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         scheduler = cluster.scheduler
-        _queue_for_long_batches(client, 1.3)  # short batches: Dask's prefetch stays
+        queue_for_long_batches(client, 1.3)  # short batches: Dask's prefetch stays
         assert scheduler.WORKER_SATURATION == pytest.approx(1.1)
-        _queue_for_long_batches(client, 20.0)  # long ones: a batch per free thread
+        queue_for_long_batches(client, 20.0)  # long ones: a batch per free thread
         assert scheduler.WORKER_SATURATION == 1.0
         first = map_batches(client, grid, [range(i, i + 1) for i in range(3)], -1, {})
         second = map_batches(client, grid, [np.array([10, 12]), range(20, 22), range(30, 31)],
@@ -503,7 +503,7 @@ def test_batches_wait_in_one_queue_in_the_order_they_are_cut():
         assert len(scheduler.queued) == 2
         tables = [table for table, _ in client.gather(futures)]
         assert [t["x"].to_pylist() for t in tables] == [[0], [1], [2], [10, 12], [20, 21], [30]]
-    _queue_for_long_batches(type("NoCluster", (), {"cluster": None})(), 20.0)  # a shared one
+    queue_for_long_batches(type("NoCluster", (), {"cluster": None})(), 20.0)  # a shared one
 
 
 def test_work_mode_sleep_really_sleeps_in_parallel_threads():

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.engine.batch import failed_batch_table, result_schema, run_batch
 from pipeline.engine.grid import Grid
-from pipeline.engine.runner import plan_sweep
+from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
 from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
                                     deduplicate, load, read_manifest, stored_ids,
@@ -117,7 +117,7 @@ def test_part_files_are_valid_parquet_with_zstd(tmp_path, grid):
 
 
 def test_dry_run_count_agrees_with_the_hashing_plan(tmp_path):
-    from pipeline.engine.runner import count_done
+    from pipeline.engine.resume import count_done
 
     exp = get_experiment("calibration")
     stored = Grid(exp, {"x": {"range": [0, 30]}, "zip": [{"rows": [1, 2], "scale": [1.0, 0.5]}]},

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.engine.batch import failed_batch_table, run_batch
 from pipeline.engine.grid import Grid
-from pipeline.engine.runner import plan_sweep
+from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
 from pipeline.store.compaction import INTENT, compact
 from pipeline.store.parquet import PartWriter, load, stored_ids

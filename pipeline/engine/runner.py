@@ -1,4 +1,5 @@
-"""Driver side: plan a sweep against the store, fan batches out on Dask, stream parts to disk.
+"""Driver side: fan a sweep's batches out on Dask and stream their rows to disk (what is still
+to run comes from ``resume.py``, how batches reach Dask from ``submission.py``).
 
 The driver holds the batches in flight and the writer's buffer, never the grid. The loop wakes
 at least once a second whatever the cluster does, runs the caller's ``checks``, flushes aged
@@ -18,15 +19,15 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table, run_batch
+from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table
 from pipeline.engine.grid import Grid
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
+from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
 from pipeline.engine.watchdog import shutdown_started
-from pipeline.store.parquet import PartWriter, stored_ids
+from pipeline.store.parquet import PartWriter
 
 log = logging.getLogger("pipeline")
 TARGET_BATCH_SECONDS = 0.2  # the per-task floor: a batch carries at least this much work
@@ -37,102 +38,6 @@ LOST_SINGLES = 64  # or as single points when it holds at most this many
 LOST_ATTEMPTS = 2  # a single point lost with its workers is tried this often before it fails
 WAKE_SECONDS = 1.0  # the driver loop wakes at least this often, whatever the cluster does
 GATHER_TIMEOUT_S = 30.0  # bound on fetching one wake's finished results in one go
-
-
-@dataclass
-class Plan:
-    total: int
-    pending: PendingPlan  # grid indices still to run, handed out lazily in ascending order
-    done_ok: int
-    done_failed: int  # stored as failed and not retried this time
-
-
-def plan_sweep(grid: Grid, path, retry_failed: bool = False) -> Plan:
-    """Which grid points still need running, given what the store already holds.
-
-    Nothing is materialised per point: a fresh store plans a range; on a non-empty store the
-    counts come from matching stored parameters (:func:`count_done`, linear in what is
-    stored), and the pending points are found lazily, chunk by chunk, by hashing only the
-    chunk about to be submitted. Driver memory is bounded by the store's id set and one chunk.
-    """
-    ok_ids, failed_ids = stored_ids(path)
-    if ok_ids.size == 0 and failed_ids.size == 0:
-        return Plan(grid.total, PendingPlan(grid, grid.total), 0, 0)
-    done_ok, done_failed = count_done(grid, path)
-    skipped = 0 if retry_failed else done_failed
-    pending = PendingPlan(grid, grid.total, ok_ids=ok_ids, failed_ids=failed_ids,
-                          retry_failed=retry_failed, to_run=grid.total - done_ok - skipped,
-                          done_ok=done_ok, done_failed=skipped)
-    return Plan(grid.total, pending, done_ok, skipped)
-
-
-def count_done(grid: Grid, path) -> tuple[int, int]:
-    """(tasks stored ok, tasks stored only failed) among the grid's points, found by matching
-    the stored parameter values against the grid's axes: linear in what is stored, not in
-    the grid, so a dry run of 10^7 points answers in seconds even on a full store.
-    Agrees with :func:`plan_sweep`, which hashes every point (tested)."""
-    import pandas as pd
-
-    from pipeline.engine.grid import _fragment
-    from pipeline.store.parquet import part_files
-
-    files = part_files(path)
-    if not files:
-        return 0, 0
-    names = [p.name for p in grid.experiment.params]
-    # only the columns matched here: a resume of a large store must not load its results
-    import pyarrow.parquet as pq
-
-    from pipeline.store.integrity import BadPartFile, read_parts
-
-    schemas = []
-    for f in files:
-        try:
-            schemas.append(pq.read_schema(f))
-        except Exception as exc:  # a damaged part: name it and the repair command (exit 4)
-            raise BadPartFile(f, f"{type(exc).__name__}: {exc}") from None
-    schema = pa.unify_schemas(schemas, promote_options="permissive")
-    wanted = [c for c in ("task_id", "status", "experiment_version", *names) if c in schema.names]
-    table = read_parts(files, columns=wanted, schema=schema)
-    if any(n not in table.column_names for n in names):
-        table = table.filter(pc.equal(table["experiment_version"], -1))  # an older schema
-    df = table.select(["task_id", "status", "experiment_version",
-                       *[n for n in names if n in table.column_names]]).to_pandas()
-    mask = (df["experiment_version"] == grid.version).to_numpy().copy()
-    list_typed = {p.name for p in grid.experiment.params if p.type in ("int_list", "float_list")}
-
-    def canon(col):
-        return df[col].map(lambda v: _fragment(list(v)) if v is not None else None)
-
-    for name, value in grid.fixed.items():
-        if name in list_typed:
-            mask &= (canon(name) == _fragment(value)).to_numpy()
-        elif value is None:
-            mask &= df[name].isna().to_numpy()
-        else:
-            mask &= (df[name] == value).fillna(False).to_numpy(dtype=bool)
-    for axis in grid.axes:
-        if axis.single:
-            name, values = axis.names[0], axis.values
-            if name in list_typed:
-                mask &= canon(name).isin({_fragment(v) for v in values}).to_numpy()
-            elif isinstance(values, range):
-                v = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
-                lo, hi = min(values[0], values[-1]), max(values[0], values[-1])
-                on_step = np.mod(v - values[0], abs(values.step)) == 0
-                mask &= (v >= lo) & (v <= hi) & on_step
-            else:
-                mask &= df[name].isin(list(np.asarray(values).tolist())).to_numpy()
-        else:
-            keys = pd.DataFrame([axis.at(d) for d in range(len(axis))], columns=list(axis.names))
-            keys = keys.map(lambda v: _fragment(v)).drop_duplicates()
-            stored = df[list(axis.names)].map(lambda v: _fragment(list(v)) if isinstance(v, np.ndarray) else _fragment(v))
-            merged = stored.merge(keys.assign(_hit=True), how="left", on=list(axis.names))
-            mask &= merged["_hit"].fillna(False).to_numpy(dtype=bool)
-    hits = df[mask]
-    ok_ids = set(hits.loc[hits["status"] == "ok", "task_id"])
-    failed_ids = set(hits.loc[hits["status"] == "failed", "task_id"]) - ok_ids
-    return len(ok_ids), len(failed_ids)
 
 
 @dataclass
@@ -186,76 +91,6 @@ def _total_threads(client) -> int:
     # 15a: an adaptive batch cluster grows to the work in flight: plan for all its threads
     planned = getattr(getattr(client, "cluster", None), "pipeline_max_threads", 0)
     return max(1, threads, planned)
-
-
-def map_batches(client, grid: Grid, chunks: list, priority: int, kwargs: dict) -> list:
-    """``client.map(run_batch, ...)`` over ``chunks``, each task marked a data producer.
-
-    Dask queues a task on the scheduler, to go to the first thread that frees, only if it
-    is root-ish: by default only if more than 2 x threads tasks of its kind are in the
-    cluster. The driver keeps about 2 x threads in flight, so batches went straight to a
-    worker picked by Dask's estimate of its load (one average duration for all batches) and
-    waited there for its threads, out of the order the sizer's waves are cut in: on 1,024
-    threads the last wave's smallest batches started 25 s late (issue 14). Marked, every
-    batch waits in one queue, in the order given (``priority``: after earlier calls).
-    This is ``Client.map`` with the mark added, on Dask's internals; where they differ
-    (another Dask version), a plain ``client.map`` (test_engine_scale checks the order and
-    the queueing on the installed Dask)."""
-    if _ProducerMap is not None:
-        try:
-            from distributed.spans import SpanMetadata
-
-            expr = _ProducerMap(run_batch, [[grid] * len(chunks), chunks], key="run_batch",
-                                pure=False, annotations={}, kwargs=kwargs)
-            keys = list(expr.keys)
-            futures = client._graph_to_futures(
-                expr, keys, internal_priority=dict(zip(keys, range(len(keys)))),
-                user_priority=priority, span_metadata=SpanMetadata(
-                    collections=[{"type": "Future"}]))
-            return [futures[key] for key in keys]
-        except (AttributeError, TypeError, ImportError) as exc:  # other Dask internals
-            log.debug("batches submitted with client.map: %s", exc)
-    return client.map(run_batch, [grid] * len(chunks), chunks, pure=False, priority=priority,
-                      **kwargs)
-
-
-try:
-    from dask._task_spec import Task as _Task
-    from distributed.client import _MapExpr
-
-    class _ProducerMap(_MapExpr):
-        def _layer(self):
-            return {key: _Task(key, task.func, *task.args, _data_producer=True, **task.kwargs)
-                    if isinstance(task, _Task) else task for key, task in super()._layer().items()}
-except ImportError:
-    _ProducerMap = None
-
-
-LONG_BATCH_SECONDS = 5.0  # batches this long (the floor: threads / cap) are queued strictly
-
-
-def _queue_for_long_batches(client, floor_seconds: float) -> None:
-    """Where batches are long, a worker is sent one only when one of its threads is free.
-
-    Dask sends each worker 10 % more queued tasks than it has threads, so that a thread that
-    frees starts the next at once, without a round trip to the scheduler. With batches of
-    tens of seconds (the floor grows with threads / max_tasks_per_second), the round trip
-    costs nothing, but 26 batches held by a 256-thread worker whose threads all run long
-    wait there: the last wave's, cut to end together, started 15-25 s late (1,024 threads:
-    1.37-1.40x ideal against 1.07-1.10). With short batches (64 threads: 1.3 s) the
-    prefetch is worth more (22.4 s against 21.1-21.7 s for 64 x 10 ms, the queue strict).
-    Only a scheduler in this process is changed, never a shared one."""
-    scheduler = getattr(getattr(client, "cluster", None), "scheduler", None)
-    if floor_seconds >= LONG_BATCH_SECONDS and hasattr(scheduler, "WORKER_SATURATION"):
-        scheduler.WORKER_SATURATION = 1.0
-
-
-def _scheduler_in_process(client) -> bool:
-    """Whether the scheduler runs in this process (LocalCluster, a batch-system cluster). Then
-    the workers are reachable from here, as they are from the scheduler, and results are
-    fetched from them directly: relayed through the scheduler, every result crossed the
-    driver's event loop twice (issue 14). Dask falls back to the scheduler for what fails."""
-    return getattr(getattr(client, "cluster", None), "scheduler", None) is not None
 
 
 _NOT_YET = object()
@@ -341,7 +176,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
         t_start = time.perf_counter()  # elapsed_s: the sweep proper, comparable across runs
         if not client.nthreads():
             log.info("no workers yet: batches wait in the scheduler until workers join")
-        _queue_for_long_batches(client, _total_threads(client) / max_tasks_per_second)
+        queue_for_long_batches(client, _total_threads(client) / max_tasks_per_second)
         sizer = BatchSizer(plan, max_tasks_per_second=max_tasks_per_second,
                            max_batch_seconds=max_batch_seconds,
                            min_batch_seconds=target_batch_seconds, fixed=fixed)
@@ -388,7 +223,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     known_threads = [0, -1e9]  # (count, when): asked of the scheduler at most once a second
     timed_out: dict[int, str] = {}  # grid index -> timeout error, not yet stored
     waves = itertools.count()  # submission waves: each runs after the ones before it
-    direct = _scheduler_in_process(client)
+    direct = scheduler_in_process(client)
 
     def threads() -> int:
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
