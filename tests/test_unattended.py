@@ -288,6 +288,21 @@ def test_task_timeout_fails_the_hung_point_only(tmp_path):
     assert "timed out after 3 s" in log_text
 
 
+@pytest.mark.timeout(240)
+def test_a_probe_that_hangs_is_not_waited_for(tmp_path):
+    # Automatic batches on one thread: the one probe is the grid's first point, and it hangs.
+    # Its batch is cancelled and its point stored failed; sizing must not wait for it (it did,
+    # forever: the probe was never reported).
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,40]}", "params.work_us=1000",
+                   "params.hang_at=0", "task_timeout=3", "cluster.n_workers=1",
+                   f"results_dir={tmp_path}", *FAST, timeout=200)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 40 and df.task_id.is_unique
+    assert df[df.status == "failed"].x.tolist() == [0]
+    assert set(df[df.x != 0].status) == {"ok"}
+
+
 def test_task_timeout_never_ends_a_process_that_is_not_a_dask_worker():
     from pipeline.engine.batch import run_batch
     from pipeline.engine.grid import Grid

@@ -171,10 +171,10 @@ class PendingPlan:
 
     def probes(self, count: int, width: float = 1.0) -> list[np.ndarray]:
         """Up to ``count`` probes spread evenly over the part of the grid not yet handed out,
-        the first at its start, taken out of order: small batches that measure the cost along the whole grid before
-        any large batch is committed. Each probe estimates the mean cost of a point near it:
-        where axes cycle within ``width`` indices (a cost bucket), it samples them
-        (:func:`probe_block`), else it is one point."""
+        the first at its start, taken out of order: small batches that measure the cost
+        along the whole grid before any large batch is committed. Each probe estimates the
+        mean cost of a point near it: where axes cycle within ``width`` indices (a cost
+        bucket), it samples them (:func:`probe_block`), else it is one point."""
         start = self.next_index()
         span = self.total - start
         period, offsets = probe_block(self.sizes, width)

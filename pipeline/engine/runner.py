@@ -307,6 +307,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 if key == suspect_key:
                     suspect_key = None
                 client.cancel(fut)
+                sizer.abandon(chunk)  # a probe that hung is not waited for
                 submit(chunk)  # without the hung point: submit() filters it out
             elif not any(index in set(int(i) for i in c) for _, c in in_flight.values()):
                 store(failed_batch_table(grid, [index], timed_out.pop(index)), 1)
