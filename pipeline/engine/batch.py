@@ -173,9 +173,9 @@ def run_batch(grid: Grid, indices: Sequence[int],
     n = len(indices)
     # The bookkeeping (ids, seeds, the point dicts, the outputs) is done a strip of points at
     # a time, between the points' own runs: per point, interleaved with the sleeps of 16-256
-    # sibling threads, it ran cache-cold at 3-5x its cost (17-22 us of CPU a point against
-    # 2.3 on a quiet core, issue 14); over a whole batch at once, it held the GIL the
-    # siblings wait on for milliseconds. A strip holds it for tens of microseconds.
+    # sibling threads, it runs cache-cold (bench_point_overhead: 31 us of CPU a point at
+    # STRIP=1, 21 at 32, 3 on a warm core; issue 14); over a whole batch at once, it held the
+    # GIL the siblings wait on for milliseconds. A strip holds it for tens of microseconds.
     # Each point is the grid's fixed values with its own axis values written over them.
     template = {name: grid.fixed.get(name) for name in names}
     varying = [(name, params[name]) for name in names if name not in grid.fixed]
