@@ -304,3 +304,42 @@ def test_run_batch_rows_are_the_grids_points_ids_and_seeds():
     assert df.error[df.status == "failed"].str.startswith("ValueError").all()
     assert df.error[df.status == "ok"].isna().all()
     assert (df.finished_at >= df.started_at).all() and (df.elapsed_s >= 0).all()
+
+
+def test_digest_gives_the_task_id_and_seed():
+    """The worker hashes each point once, to a digest: the ids it writes in one Arrow call and
+    the seeds it cuts from the digest are task_id_of and seed_of of the canonical string."""
+    from pipeline.engine.batch import task_id_array
+    from pipeline.engine.grid import digest_of, seed_of_digest
+
+    g = Grid(toy(), {"eps": [0.1, 0.2, 0.3], "k": [1, 2]}, {})
+    texts = [g.canonical(i) for i in range(g.total)]
+    digests = [digest_of(t) for t in texts]
+    assert task_id_array(digests).to_pylist() == [task_id_of(t) for t in texts]
+    assert [seed_of_digest(d) for d in digests] == [seed_of(task_id_of(t)) for t in texts]
+    assert task_id_array([]).to_pylist() == []
+
+
+@pytest.mark.parametrize("sizes", [[3, 700, 5], [1, 1, 1_998]])
+def test_run_batch_over_many_strips_and_batch_sizes(sizes):
+    """Batches longer than a strip, with two varying axes (the general canonical strings)
+    and fixed values whose Arrow columns are cached per grid and sliced to each batch's
+    length, batch after batch of other lengths."""
+    from pipeline.engine.batch import STRIP, run_batch
+    from pipeline.experiments.base import get_experiment
+
+    g = Grid(get_experiment("calibration"), {"x": {"range": [0, 1_000]}, "scale": [0.5, 2.0]},
+             {"work_us": 0.0, "rows": 1, "work_mode": "sleep"})
+    assert max(sizes) > 2 * STRIP
+    start = 0
+    for n in sizes:
+        indices = list(range(start, start + n))
+        df = run_batch(g, indices)[0].to_pandas()
+        points = [g.point(i) for i in indices]
+        assert df.task_id.tolist() == [g.task_id(i) for i in indices]
+        assert df.seed.tolist() == [seed_of(g.task_id(i)) for i in indices]
+        assert df.value.tolist() == [p["x"] * p["scale"] for p in points]
+        assert (df.work_us == 0.0).all() and (df.work_mode == "sleep").all()
+        assert (df.rows == 1).all() and (df.row_index == 0).all() and (df.status == "ok").all()
+        assert df.error.isna().all() and len(df) == n
+        start += n

@@ -12,6 +12,7 @@ fresh one and the driver stores the point as failed (see ``runner.py``).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import socket
@@ -23,7 +24,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from pipeline.engine.grid import Grid, seed_of, task_id_of
+from pipeline.engine.grid import Grid, seed_of
 from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN, field_metadata
 
 
@@ -165,36 +166,31 @@ def run_batch(grid: Grid, indices: Sequence[int],
     where = str(worker.address) if worker is not None else None
     exp = grid.experiment
     schema = result_schema(grid)
-    out_columns = list(exp.columns)
-    allowed = set(out_columns)
     run = exp.run
     params, canonical = grid.batch_canonical(indices)
     names, list_params = grid.param_names, grid.list_params
     n = len(indices)
-    # The bookkeeping (ids, seeds, the point dicts, the outputs) is done a strip of points at
-    # a time, between the points' own runs: per point, interleaved with the sleeps of 16-256
-    # sibling threads, it runs cache-cold (bench_point_overhead: 31 us of CPU a point at
-    # STRIP=1, 21 at 32, 3 on a warm core; issue 14); over a whole batch at once, it held the
-    # GIL the siblings wait on for milliseconds. A strip holds it for tens of microseconds.
+    # Every instruction a point costs is paid several times over when hundreds of threads sleep
+    # on a few cores: the caches are cold at each wake-up (bench_point_overhead). So the loop
+    # around a point does nothing but time it; ids, seeds and point dicts are made a strip of
+    # points at a time (over a whole batch at once, that would hold the GIL the sibling
+    # threads wait on for milliseconds), and the outputs are gathered in bulk at the end.
     # Each point is the grid's fixed values with its own axis values written over them.
     template = {name: grid.fixed.get(name) for name in names}
     varying = [(name, params[name]) for name in names if name not in grid.fixed]
-    task_ids: list = [None] * n
-    seeds = [0] * n
-    statuses, errors, counts = ["ok"] * n, [None] * n, [1] * n
+    digests: list[bytes] = []
+    seeds: list[int] = []
+    results: list = [None] * n
     started, finished = [0.0] * n, [0.0] * n
-    outputs: dict[str, list] = {name: [] for name in out_columns}
-    out_items = list(outputs.items())
+    sha256, from_bytes = hashlib.sha256, int.from_bytes
     clock_t = time.perf_counter
     wall0_us, perf0 = time.time_ns() // 1000, clock_t()
-    canonical = iter(canonical)
-    results: list = [None] * min(n, STRIP)
 
     for first in range(0, n, STRIP):
         last = min(n, first + STRIP)
-        strip_ids = [task_id_of(text) for text in itertools.islice(canonical, last - first)]
-        strip_seeds = [seed_of(task_id) for task_id in strip_ids]
-        task_ids[first:last], seeds[first:last] = strip_ids, strip_seeds
+        strip = [sha256(text.encode()).digest() for text in canonical(first, last)]
+        digests += strip
+        seeds += [from_bytes(d, "big") >> 193 for d in strip]  # grid.seed_of_digest
         points = []
         for i in range(first, last):
             point = template.copy()
@@ -203,67 +199,93 @@ def run_batch(grid: Grid, indices: Sequence[int],
             for name in list_params:  # a kernel may mutate its input: each point gets its own
                 point[name] = list(point[name])
             points.append(point)
-        for j, point in enumerate(points):
-            i = first + j
-            if clock is not None:
-                clock.arm(task_timeout, {"key": key, "index": int(indices[i]),
-                                         "task_id": strip_ids[j], "timeout_s": task_timeout,
-                                         "worker": where}, worker)
+        if clock is None:
+            for i, point in enumerate(points, first):
+                started[i] = clock_t()
+                try:
+                    results[i] = run(point, seeds[i])
+                except Exception as exc:  # a failing point is data, not a crash
+                    results[i] = _PointFailed(_error_text(exc))
+                finished[i] = clock_t()
+            continue
+        for i, point in enumerate(points, first):
+            clock.arm(task_timeout, {"key": key, "index": int(indices[i]),
+                                     "task_id": digests[i][:12].hex(),
+                                     "timeout_s": task_timeout, "worker": where}, worker)
             started[i] = clock_t()
             try:
-                results[j] = run(point, strip_seeds[j])
-            except Exception as exc:  # a failing point is data, not a crash
-                results[j] = _PointFailed(_error_text(exc))
+                results[i] = run(point, seeds[i])
+            except Exception as exc:
+                results[i] = _PointFailed(_error_text(exc))
             finally:  # also on SystemExit: an armed clock would end the process later
                 finished[i] = clock_t()
-                if clock is not None:
-                    clock.disarm()
-        for j in range(last - first):
-            out, results[j] = results[j], None
-            if type(out) is dict and allowed.issuperset(out):  # the common case, inline
-                for name, column in out_items:
-                    column.append(out.get(name))
-                continue
-            i = first + j
-            if type(out) is _PointFailed:
-                rows = [{}]
-                statuses[i], errors[i] = "failed", out.error
-            else:
-                try:
-                    rows = _as_rows(out)
-                    for row in rows:
-                        if not allowed.issuperset(row):
-                            raise KeyError(
-                                f"undeclared output column(s) {sorted(set(row) - allowed)}")
-                except Exception as exc:
-                    rows = [{}]
-                    statuses[i], errors[i] = "failed", _error_text(exc)
-            counts[i] = len(rows)
-            for row in rows:
-                for name, column in out_items:
-                    column.append(row.get(name))
+                clock.disarm()
 
-    # wall-clock stamps from one reading plus monotonic offsets, in numpy: the bulk work
-    # between points holds the GIL that the batch's sibling threads wait on
+    outputs, counts, statuses, errors = _outputs(results, list(exp.columns))
+    # wall-clock stamps from one reading plus monotonic offsets, in numpy
     started_s, finished_s = np.array(started), np.array(finished)
     elapsed = finished_s - started_s
     started_us = wall0_us + ((started_s - perf0) * 1e6).astype(np.int64)
     finished_us = started_us + (elapsed * 1e6).astype(np.int64)
-    ok = all(status == "ok" for status in statuses)
     per_point = {name: _Constant(grid.fixed[name]) if name in grid.fixed else params[name]
                  for name in names}
     columns = _assemble(per_point, counts, outputs, {
-        "task_id": task_ids, "experiment_version": _Constant(grid.version),
-        "status": _Constant("ok") if ok else statuses, "error": _Constant(None) if ok else errors,
+        "task_id": task_id_array(digests), "experiment_version": _Constant(grid.version),
+        "status": _Constant("ok") if statuses is None else statuses,
+        "error": _Constant(None) if errors is None else errors,
         "elapsed_s": elapsed, "worker": _Constant(_worker_name()), "started_at": started_us,
         "finished_at": finished_us, "seed": seeds})
+    constants = grid.__dict__.setdefault("_constant_columns", {})
     try:
-        table = _to_table(columns, schema)
+        table = _to_table(columns, schema, constants)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        counts = counts or [1] * n
         firsts = [sum(counts[:i]) for i in range(len(counts))]
         table = _to_table(_isolate_bad_rows(columns, schema, list(zip(firsts, counts)),
-                                            out_columns), schema)
+                                            list(exp.columns)), schema)
     return table, time.perf_counter() - t_batch
+
+
+def task_id_array(digests: Sequence[bytes]) -> pa.Array:
+    """The task ids (``grid.task_id_of``: the first 12 bytes of each digest, in hex) as one
+    Arrow string array, hex-encoded in one call instead of a string object per point."""
+    n = len(digests)
+    text = b"".join([d[:12] for d in digests]).hex().encode("ascii")
+    offsets = np.arange(0, 24 * (n + 1), 24, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
+
+
+def _outputs(results: list, out_columns: list[str]):
+    """The kernels' returns as output columns, and per point its row count, status and error
+    (None for each of the three when every point gave one good row: the common case, checked
+    and gathered in bulk)."""
+    n = len(results)
+    allowed = set(out_columns)
+    if (not n or set(map(type, results)) == {dict}) and allowed.issuperset(set().union(*results)):
+        return ({name: list(map(dict.get, results, itertools.repeat(name, n)))
+                 for name in out_columns}, None, None, None)
+    outputs: dict[str, list] = {name: [] for name in out_columns}
+    out_items = list(outputs.items())
+    statuses, errors, counts = ["ok"] * n, [None] * n, [1] * n
+    for i, out in enumerate(results):
+        if type(out) is _PointFailed:
+            rows = [{}]
+            statuses[i], errors[i] = "failed", out.error
+        else:
+            try:
+                rows = _as_rows(out)
+                for row in rows:
+                    if not allowed.issuperset(row):
+                        raise KeyError(
+                            f"undeclared output column(s) {sorted(set(row) - allowed)}")
+            except Exception as exc:
+                rows = [{}]
+                statuses[i], errors[i] = "failed", _error_text(exc)
+        counts[i] = len(rows)
+        for row in rows:
+            for name, column in out_items:
+                column.append(row.get(name))
+    return outputs, counts, statuses, errors
 
 
 class _Constant:
@@ -276,50 +298,72 @@ class _Constant:
         self.value = value
 
 
-def _assemble(params: dict[str, list], counts: list[int], outputs: dict[str, list],
+def _assemble(params: dict[str, list], counts: list[int] | None, outputs: dict[str, list],
               per_task: dict[str, list]) -> dict[str, list]:
     """Columns: per-task values (parameters, bookkeeping) repeated once per row the task
-    emitted, beside the output columns. A column is a list, a numpy array or a _Constant."""
-    single = all(c == 1 for c in counts)
+    emitted, beside the output columns. A column is a list, a numpy array, an Arrow array or a
+    _Constant. ``counts`` None: one row per task."""
+    single = counts is None or all(c == 1 for c in counts)
 
     def repeat(values):
         if single or type(values) is _Constant:
             return values
         if isinstance(values, np.ndarray):
             return np.repeat(values, counts)
+        if isinstance(values, pa.Array):
+            return values.take(np.repeat(np.arange(len(counts)), counts))
         return [v for v, c in zip(values, counts) for _ in range(c)]
 
     columns = {name: repeat(values) for name, values in params.items()}
     columns.update(outputs)
     for name, values in per_task.items():
         columns[name] = repeat(values)
-    rows = sum(counts)
-    columns["row_index"] = [0] * rows if single else [r for c in counts for r in range(c)]
+    if single:
+        columns["row_index"] = np.zeros(len(per_task["task_id"]), np.int64)
+    else:
+        columns["row_index"] = [r for c in counts for r in range(c)]
     return columns
 
 
-def _to_table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
+def _to_table(columns: dict[str, list], schema: pa.Schema,
+              constants: dict | None = None) -> pa.Table:
+    """The columns as one table of ``schema``. ``constants`` (field name -> (value, array)):
+    constant columns built before, sliced instead of built again. Under many threads each
+    Arrow call costs a wait for the GIL after it releases it (issue 14), so a batch makes as
+    few as it can: a cached slice does not release it."""
     rows = len(columns["row_index"])
     arrays = []
     for f in schema:
         values = columns[f.name]
         if type(values) is _Constant:
-            arrays.append(_constant_array(values.value, f.type, rows))
+            arrays.append(_constant_array(values.value, f.type, rows, constants, f.name))
+            continue
+        if isinstance(values, pa.Array):
+            arrays.append(values if values.type == f.type else values.cast(f.type))
             continue
         if f.name == "seed" and not isinstance(values, list):
             values = list(values)
         if pa.types.is_timestamp(f.type):
-            arrays.append(pa.array(values, pa.int64()).cast(f.type))
+            arrays.append(pa.array(np.asarray(values, np.int64), f.type))
         else:
             arrays.append(pa.array(values, f.type, from_pandas=True))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _constant_array(value, type_: pa.DataType, rows: int) -> pa.Array:
+def _constant_array(value, type_: pa.DataType, rows: int, cache: dict | None = None,
+                    name: str = "") -> pa.Array:
+    if cache is not None:
+        hit = cache.get(name)
+        if hit is not None and len(hit[1]) >= rows and hit[0] == value \
+                and type(hit[0]) is type(value):
+            return hit[1].slice(0, rows)
+        made = _constant_array(value, type_, max(rows, 1024))
+        cache[name] = (value, made)
+        return made.slice(0, rows)
     if value is None:
         return pa.nulls(rows, type_)
     if pa.types.is_timestamp(type_):
-        return pa.array([value] * rows, pa.int64()).cast(type_)
+        return pa.array(np.full(rows, value, np.int64), type_)
     return pa.repeat(pa.scalar(value, type_, from_pandas=True), rows)
 
 

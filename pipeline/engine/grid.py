@@ -27,7 +27,7 @@ import math
 import re
 from dataclasses import dataclass
 from itertools import product
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -369,14 +369,15 @@ class Grid:
         and their task ids, built a column at a time: each axis decodes its digits and hash
         fragments for the whole batch, so the per-point work is one join and one sha256.
         ``columns[name][k]`` is ``point(indices[k])[name]``; list values are shared, not copied."""
-        columns, canonical = self.batch_canonical(indices)
-        return columns, [task_id_of(c) for c in canonical]
+        columns, strings = self.batch_canonical(indices)
+        return columns, [task_id_of(c) for c in strings(0, len(indices))]
 
-    def batch_canonical(self, indices: Sequence[int]) -> tuple[dict[str, list], Iterator[str]]:
+    def batch_canonical(self, indices: Sequence[int]
+                        ) -> tuple[dict[str, list], Callable[[int, int], list[str]]]:
         """Like :meth:`batch_columns`, with the canonical strings the task ids hash instead of
-        the ids, as a lazy iterator: a worker hashes each point just before running it, spread
-        between the points, instead of in one block that holds the GIL its batch's sibling
-        threads wait on (issue 14)."""
+        the ids: ``strings(a, b)`` builds those of the batch's points ``a..b-1``. A worker
+        hashes its points a strip at a time between their runs, instead of in one block that
+        holds the GIL its batch's sibling threads wait on (issue 14)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         n = int(idx.size)
         if n and (idx.min() < 0 or idx.max() >= self.total):
@@ -391,14 +392,30 @@ class Grid:
                 values[name], fragments[name] = col, frag
         columns = {name: values[name] if name in values else [self.fixed[name]] * n
                    for name in self.param_names}
+        # The string is constant text with the varying fragments between: runs of fixed
+        # parameters are joined once here, so a point costs a concatenation, not a join of
+        # every parameter.
+        texts, varying = [], []
+        text = self._hash_prefix
+        for k, (key, loc) in enumerate(self._hash_plan):
+            text += ("," if k else "") + key
+            if loc is not None:
+                texts.append(text)
+                varying.append(fragments[self.axes[loc[0]].names[loc[1]]])
+                text = ""
+        tail = text + "}}"
+        if not varying:
+            return columns, lambda a, b: [tail] * (min(b, n) - a)
+        if len(varying) == 1:
+            head, frags = texts[0], varying[0]
+            return columns, lambda a, b: [head + f + tail for f in frags[a:b]]
         repeat = itertools.repeat
-        parts = [repeat(key, n) if loc is None else
-                 [key + f for f in fragments[self.axes[loc[0]].names[loc[1]]]]
-                 for key, loc in self._hash_plan]
-        prefix = self._hash_prefix
-        if not parts:
-            return columns, repeat(prefix + "}}", n)
-        return columns, (prefix + ",".join(row) + "}}" for row in zip(*parts))
+
+        def strings(a: int, b: int) -> list[str]:
+            rows = zip(*(x for t, f in zip(texts, varying) for x in (repeat(t), f[a:b])))
+            return ["".join(row) + tail for row in rows]
+
+        return columns, strings
 
     def identities(self, indices: Sequence[int]) -> tuple[list[dict], list[str]]:
         """``([point(i) ...], [task_id(i) ...])`` for a batch (see :meth:`batch_columns`)."""
@@ -463,6 +480,16 @@ def _copy(value: Any) -> Any:
 def task_id_of(canonical: str) -> str:
     """Stable 96-bit task id (hex) of a canonical parameter string."""
     return hashlib.sha256(canonical.encode()).hexdigest()[:24]
+
+
+def digest_of(canonical: str) -> bytes:
+    """The sha256 digest a task id and seed are cut from (``task_id_of``, ``seed_of_digest``)."""
+    return hashlib.sha256(canonical.encode()).digest()
+
+
+def seed_of_digest(digest: bytes) -> int:
+    """``seed_of(task id)`` from the digest itself: its leading 63 bits."""
+    return int.from_bytes(digest, "big") >> 193
 
 
 def seed_of(task_id: str) -> int:

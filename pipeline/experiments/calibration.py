@@ -29,24 +29,27 @@ def spin(seconds: float) -> None:
 
 
 def run(p: dict, seed: int) -> list[dict]:
-    if p["x"] == p["crash_at"]:
+    x = p["x"]  # each lookup is read once: this is the harness's stand-in kernel, kept lean
+    if x == p["crash_at"]:
         os._exit(70)  # the whole worker process dies, as on a segfault or the OOM killer
-    if p["x"] == p["hang_at"]:
+    if x == p["hang_at"]:
         while True:  # a point that never returns (a deadlock, a solver that never converges)
             time.sleep(3600)
-    if p["work_us"] > 0:
+    work_us = p["work_us"]
+    if work_us > 0:
         if p["work_mode"] == "sleep":
-            time.sleep(p["work_us"] * 1e-6)  # releases the GIL: threads wait in parallel
+            time.sleep(work_us * 1e-6)  # releases the GIL: threads wait in parallel
         else:
-            spin(p["work_us"] * 1e-6)
-    if p["fail_every"] and p["x"] % p["fail_every"] == 0:
-        raise ValueError(f"calibration failure requested at x={p['x']}")
+            spin(work_us * 1e-6)
+    fail_every = p["fail_every"]
+    if fail_every and x % fail_every == 0:
+        raise ValueError(f"calibration failure requested at x={x}")
     draw = (seed >> 10) * 2.0**-53
-    x, scale = p["x"], p["scale"]
-    if p["rows"] == 1:  # the common case, kept lean: this is the harness's stand-in kernel
-        return {"value": x * scale, "draw": draw, "label": f"x{x}-r0"}
-    return [{"value": x * scale + r, "draw": draw, "label": f"x{x}-r{r}"}
-            for r in range(p["rows"])]
+    rows = p["rows"]
+    if rows == 1:  # the common case
+        return {"value": x * p["scale"], "draw": draw, "label": f"x{x}-r0"}
+    scale = p["scale"]
+    return [{"value": x * scale + r, "draw": draw, "label": f"x{x}-r{r}"} for r in range(rows)]
 
 
 EXPERIMENT = register(Experiment(
