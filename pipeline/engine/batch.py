@@ -12,7 +12,6 @@ fresh one and the driver stores the point as failed (see ``runner.py``).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import socket
@@ -24,7 +23,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from pipeline.engine.grid import Grid, seed_of
+from pipeline.engine.grid import (TASK_ID_BYTES, Grid, digests_of, seed_of, seeds_of_digests,
+                                  task_id_of_digest)
 from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN, field_metadata
 
 
@@ -172,8 +172,8 @@ def run_batch(grid: Grid, indices: Sequence[int],
     n = len(indices)
     # Every instruction a point costs is paid several times over when hundreds of threads sleep
     # on a few cores: the caches are cold at each wake-up (bench_point_overhead). So the loop
-    # around a point does nothing but time it; ids, seeds and point dicts are made a strip of
-    # points at a time (over a whole batch at once, that would hold the GIL the sibling
+    # around a point does nothing but time it; digests, seeds and point dicts are made a strip
+    # of points at a time (over a whole batch at once, that would hold the GIL the sibling
     # threads wait on for milliseconds), and the outputs are gathered in bulk at the end.
     # Each point is the grid's fixed values with its own axis values written over them.
     template = {name: grid.fixed.get(name) for name in names}
@@ -182,15 +182,14 @@ def run_batch(grid: Grid, indices: Sequence[int],
     seeds: list[int] = []
     results: list = [None] * n
     started, finished = [0.0] * n, [0.0] * n
-    sha256, from_bytes = hashlib.sha256, int.from_bytes
     clock_t = time.perf_counter
     wall0_us, perf0 = time.time_ns() // 1000, clock_t()
 
     for first in range(0, n, STRIP):
         last = min(n, first + STRIP)
-        strip = [sha256(text.encode()).digest() for text in canonical(first, last)]
+        strip = digests_of(canonical(first, last))
         digests += strip
-        seeds += [from_bytes(d, "big") >> 193 for d in strip]  # grid.seed_of_digest
+        seeds += seeds_of_digests(strip)
         points = []
         for i in range(first, last):
             point = template.copy()
@@ -210,7 +209,7 @@ def run_batch(grid: Grid, indices: Sequence[int],
             continue
         for i, point in enumerate(points, first):
             clock.arm(task_timeout, {"key": key, "index": int(indices[i]),
-                                     "task_id": digests[i][:12].hex(),
+                                     "task_id": task_id_of_digest(digests[i]),
                                      "timeout_s": task_timeout, "worker": where}, worker)
             started[i] = clock_t()
             try:
@@ -235,9 +234,8 @@ def run_batch(grid: Grid, indices: Sequence[int],
         "error": _Constant(None) if errors is None else errors,
         "elapsed_s": elapsed, "worker": _Constant(_worker_name()), "started_at": started_us,
         "finished_at": finished_us, "seed": seeds})
-    constants = grid.__dict__.setdefault("_constant_columns", {})
     try:
-        table = _to_table(columns, schema, constants)
+        table = _to_table(columns, schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         counts = counts or [1] * n
         firsts = [sum(counts[:i]) for i in range(len(counts))]
@@ -247,11 +245,11 @@ def run_batch(grid: Grid, indices: Sequence[int],
 
 
 def task_id_array(digests: Sequence[bytes]) -> pa.Array:
-    """The task ids (``grid.task_id_of``: the first 12 bytes of each digest, in hex) as one
-    Arrow string array, hex-encoded in one call instead of a string object per point."""
-    n = len(digests)
-    text = b"".join([d[:12] for d in digests]).hex().encode("ascii")
-    offsets = np.arange(0, 24 * (n + 1), 24, dtype=np.int32)
+    """``[task_id_of_digest(d) for d in digests]`` as one Arrow string array, hex-encoded in
+    one call instead of a string object per point."""
+    n, width = len(digests), 2 * TASK_ID_BYTES
+    text = b"".join([d[:TASK_ID_BYTES] for d in digests]).hex().encode("ascii")
+    offsets = np.arange(0, width * (n + 1), width, dtype=np.int32)
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
 
 
@@ -325,18 +323,13 @@ def _assemble(params: dict[str, list], counts: list[int] | None, outputs: dict[s
     return columns
 
 
-def _to_table(columns: dict[str, list], schema: pa.Schema,
-              constants: dict | None = None) -> pa.Table:
-    """The columns as one table of ``schema``. ``constants`` (field name -> (value, array)):
-    constant columns built before, sliced instead of built again. Under many threads each
-    Arrow call costs a wait for the GIL after it releases it (issue 14), so a batch makes as
-    few as it can: a cached slice does not release it."""
+def _to_table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
     rows = len(columns["row_index"])
     arrays = []
     for f in schema:
         values = columns[f.name]
         if type(values) is _Constant:
-            arrays.append(_constant_array(values.value, f.type, rows, constants, f.name))
+            arrays.append(_constant_array(values.value, f.type, rows))
             continue
         if isinstance(values, pa.Array):
             arrays.append(values if values.type == f.type else values.cast(f.type))
@@ -350,16 +343,7 @@ def _to_table(columns: dict[str, list], schema: pa.Schema,
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _constant_array(value, type_: pa.DataType, rows: int, cache: dict | None = None,
-                    name: str = "") -> pa.Array:
-    if cache is not None:
-        hit = cache.get(name)
-        if hit is not None and len(hit[1]) >= rows and hit[0] == value \
-                and type(hit[0]) is type(value):
-            return hit[1].slice(0, rows)
-        made = _constant_array(value, type_, max(rows, 1024))
-        cache[name] = (value, made)
-        return made.slice(0, rows)
+def _constant_array(value, type_: pa.DataType, rows: int) -> pa.Array:
     if value is None:
         return pa.nulls(rows, type_)
     if pa.types.is_timestamp(type_):

@@ -27,7 +27,7 @@ import math
 import re
 from dataclasses import dataclass
 from itertools import product
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -477,19 +477,30 @@ def _copy(value: Any) -> Any:
     return list(value) if isinstance(value, list) else value
 
 
+TASK_ID_BYTES = 12  # a task id is the first 96 bits of the sha256 of its canonical string
+
+
+def digests_of(canonicals: Iterable[str]) -> list[bytes]:
+    """The sha256 digests the tasks' ids and seeds are cut from, a list at a time (a worker
+    hashes a strip of points in one call)."""
+    sha256 = hashlib.sha256
+    return [sha256(text.encode()).digest() for text in canonicals]
+
+
+def seeds_of_digests(digests: Iterable[bytes]) -> list[int]:
+    """``seed_of(task id)`` of each digest, from the digest itself: its leading 63 bits."""
+    from_bytes = int.from_bytes
+    return [from_bytes(d, "big") >> 193 for d in digests]  # the leading 63 of 256 bits
+
+
+def task_id_of_digest(digest: bytes) -> str:
+    """The task id (hex) in a digest: its first ``TASK_ID_BYTES`` bytes."""
+    return digest[:TASK_ID_BYTES].hex()
+
+
 def task_id_of(canonical: str) -> str:
     """Stable 96-bit task id (hex) of a canonical parameter string."""
-    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
-
-
-def digest_of(canonical: str) -> bytes:
-    """The sha256 digest a task id and seed are cut from (``task_id_of``, ``seed_of_digest``)."""
-    return hashlib.sha256(canonical.encode()).digest()
-
-
-def seed_of_digest(digest: bytes) -> int:
-    """``seed_of(task id)`` from the digest itself: its leading 63 bits."""
-    return int.from_bytes(digest, "big") >> 193
+    return task_id_of_digest(digests_of([canonical])[0])
 
 
 def seed_of(task_id: str) -> int:
