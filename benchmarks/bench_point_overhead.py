@@ -10,8 +10,14 @@ and each against ``plain``. On this 2-core VM the bookkeeping runs cache-cold be
 ``STRIP`` points of it are done together (``pipeline/engine/batch.py``); ``--strip 1`` gives
 the per-point interleaving it replaced.
 
+``--dask``: the same three, dispatched as bench_cluster_scale's bare Dask baseline is (a
+LocalCluster of 4 x 16 threads, one ``client.map`` chunk per thread, 10,000 points each, nothing
+returned but a count): what the worker side costs inside Dask, without the driver, the store or
+the batch sizing. ``batch`` then runs 1,000-point batches, as the 64 x 1 ms sweep's waves do.
+
     python benchmarks/bench_point_overhead.py            # 4 x 16 threads x 2,500 points
     python benchmarks/bench_point_overhead.py --quick    # 500 points a thread
+    python benchmarks/bench_point_overhead.py --dask     # inside Dask workers (~2 min)
 """
 
 from __future__ import annotations
@@ -82,12 +88,94 @@ def measure(mode: str, points: int, strip: int) -> tuple[float, float, float]:
             sum(r[2] for r in results) / n)
 
 
+def _dask_chunk(mode: str, k: int, points: int, batch_points: int, root: str) -> int:
+    """One thread's share, run as one Dask task (bare Dask's chunk, with the engine's work)."""
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    if mode == "plain":
+        for _ in range(points):
+            time.sleep(0.001)
+        return points
+    import pipeline.engine.batch as batch
+    from pipeline.engine.grid import Grid
+    from pipeline.experiments.base import get_experiment
+    from pipeline.experiments.calibration import run
+
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, PROCESSES * THREADS * points]}},
+                {"work_us": 1000.0, "work_mode": "sleep"})
+    if mode == "kernel":
+        point = grid.point(0)
+        for _ in range(points):
+            run(point, 12345)
+        return points
+    rows = 0
+    for lo in range(k * points, (k + 1) * points, batch_points):
+        rows += batch.run_batch(grid, range(lo, min((k + 1) * points, lo + batch_points)))[0].num_rows
+    return rows
+
+
+def _warm_dask_worker(root: str) -> None:
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    import gc
+
+    import pipeline.engine.batch as batch
+    from pipeline.engine.grid import Grid
+    from pipeline.experiments.base import get_experiment
+
+    batch.run_batch(Grid(get_experiment("calibration"), {"x": {"range": [0, 8]}},
+                         {"work_us": 0.0, "work_mode": "sleep"}), range(4))
+    gc.collect()
+    gc.freeze()  # as the engine's warm-up does
+
+
+def measure_on_dask(client, mode: str, points: int, batch_points: int) -> float:
+    from distributed import wait
+
+    threads = PROCESSES * THREADS
+    t0 = time.perf_counter()
+    futures = client.map(_dask_chunk, [mode] * threads, range(threads), [points] * threads,
+                         [batch_points] * threads, [str(ROOT)] * threads, pure=False)
+    wait(futures, timeout=600)
+    wall = time.perf_counter() - t0
+    assert sum(client.gather(futures)) == threads * points
+    return wall
+
+
+def main_dask(points: int, repeat: int) -> None:
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=PROCESSES, threads_per_worker=THREADS, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        client.wait_for_workers(PROCESSES, timeout=120)
+        client.run(_warm_dask_worker, str(ROOT))
+        walls: dict[str, list[float]] = {}
+        for _ in range(repeat):  # interleaved, so a change in the machine's load hits all three
+            for mode in ("plain", "kernel", "batch"):
+                walls.setdefault(mode, []).append(measure_on_dask(client, mode, points, 1_000))
+    print(f"inside Dask: {PROCESSES} workers x {THREADS} threads, one chunk of {points:,} points of "
+          f"1 ms sleeps a thread (batch: 1,000-point run_batch calls); median of {repeat}")
+    base = sorted(walls["plain"])[len(walls["plain"]) // 2]
+    for mode, values in walls.items():
+        wall = sorted(values)[len(values) // 2]
+        print(f"  {mode:7s} wall {wall:6.3f} s ({wall / base:.3f}x plain)   "
+              f"runs {', '.join(f'{v:.2f}' for v in values)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--strip", type=int, default=None, help="run_batch's STRIP (default: its own)")
-    ap.add_argument("--repeat", type=int, default=2, help="runs of each mode; the best is kept")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="runs of each mode (default 2, the best kept; --dask: 3, the median)")
+    ap.add_argument("--dask", action="store_true", help="inside Dask workers (see the docstring)")
     args = ap.parse_args()
+    if args.dask:
+        main_dask(2_000 if args.quick else 10_000, args.repeat or 3)
+        return
+    args.repeat = args.repeat or 2
     sys.path.insert(0, str(ROOT))
     from pipeline.engine.batch import STRIP
 

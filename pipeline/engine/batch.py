@@ -4,6 +4,10 @@ A batch is (grid, indices). Every point becomes one or more rows; an exception i
 experiment becomes a single ``status=failed`` row carrying the error text, so one bad point
 never loses the batch.
 
+At the end of a sweep the driver may ask a batch to stop early (:func:`request_stop`): it
+returns the rows of the points it has run, the first ones of its indices, and the driver
+re-splits the rest over the threads that have gone idle (``runner.py``).
+
 With ``task_timeout`` set, a watcher thread per worker process times every point; a point over
 its limit cannot be interrupted safely (it may be inside C code), so the watcher reports it on
 the event topic ``TIMEOUT_TOPIC`` and ends the worker process (``os._exit``): the nanny starts a
@@ -140,6 +144,22 @@ def _point_clock() -> _PointClock:
         return _CLOCK
 
 
+# Batches asked to stop after their current point, by name (their Dask key). The generation
+# changes with every request, so the loop around a point compares one integer, not a set.
+_STOP_REQUESTED: set[str] = set()
+_STOP_GENERATION = [0]
+_STOP_REMEMBERED = 100_000  # names kept at most (a request may come after its batch ended)
+
+
+def request_stop(names) -> None:
+    """Ask the batches ``names`` to stop after the point each is running (run on every worker
+    by the driver, ``Client.run``). A batch not started yet runs one point, then stops."""
+    if len(_STOP_REQUESTED) > _STOP_REMEMBERED:
+        _STOP_REQUESTED.clear()
+    _STOP_REQUESTED.update(str(name) for name in names)
+    _STOP_GENERATION[0] += 1
+
+
 def _current_worker():
     """The Dask worker running this task, or None (a direct call). Looked up here, in the
     task's thread: ``get_worker`` is a context variable the watcher thread cannot see."""
@@ -151,19 +171,30 @@ def _current_worker():
         return None
 
 
-def run_batch(grid: Grid, indices: Sequence[int],
-              task_timeout: float | None = None) -> tuple[pa.Table, float]:
+def run_batch(grid: Grid, indices: Sequence[int], task_timeout: float | None = None,
+              stop_name: str | None = None) -> tuple[pa.Table, float]:
     """Run the points ``indices`` of ``grid``; return (rows as a table, wall seconds).
 
     ``task_timeout`` (seconds): a point still running after that long is reported on
     ``TIMEOUT_TOPIC`` with its grid index and this batch's Dask key, and the worker process
-    exits (see the module docstring)."""
+    exits (see the module docstring).
+
+    ``stop_name``: the name :func:`request_stop` knows this batch by (on a Dask worker, by
+    default, its task key). Once asked, the batch stops after its current point and returns
+    the rows of the points run so far: the first ``k >= 1`` of ``indices``."""
     t_batch = time.perf_counter()
-    worker = _current_worker() if task_timeout else None
+    worker = _current_worker()
+    if stop_name is None and worker is not None:
+        stop_name = str(worker.get_current_task())
+    if task_timeout is None:
+        worker = None
     # Only on a Dask worker: ending the process is the nanny's cue, never a caller's.
     clock = _point_clock() if worker is not None else None
     key = str(worker.get_current_task()) if worker is not None else None
     where = str(worker.address) if worker is not None else None
+    stop_generation = _STOP_GENERATION
+    # asked before it started: the first point's check finds the request
+    seen_generation = -1 if stop_name in _STOP_REQUESTED else stop_generation[0]
     exp = grid.experiment
     schema = result_schema(grid)
     run = exp.run
@@ -185,7 +216,10 @@ def run_batch(grid: Grid, indices: Sequence[int],
     clock_t = time.perf_counter
     wall0_us, perf0 = time.time_ns() // 1000, clock_t()
 
+    done = n  # points run: fewer if the driver asks the batch to stop
     for first in range(0, n, STRIP):
+        if done < n:
+            break
         last = min(n, first + STRIP)
         strip = digests_of(canonical(first, last))
         digests += strip
@@ -206,6 +240,11 @@ def run_batch(grid: Grid, indices: Sequence[int],
                 except Exception as exc:  # a failing point is data, not a crash
                     results[i] = _PointFailed(_error_text(exc))
                 finished[i] = clock_t()
+                if stop_generation[0] != seen_generation:
+                    seen_generation = stop_generation[0]
+                    if stop_name in _STOP_REQUESTED:
+                        done = i + 1
+                        break
             continue
         for i, point in enumerate(points, first):
             clock.arm(task_timeout, {"key": key, "index": int(indices[i]),
@@ -219,6 +258,17 @@ def run_batch(grid: Grid, indices: Sequence[int],
             finally:  # also on SystemExit: an armed clock would end the process later
                 finished[i] = clock_t()
                 clock.disarm()
+            if stop_generation[0] != seen_generation:
+                seen_generation = stop_generation[0]
+                if stop_name in _STOP_REQUESTED:
+                    done = i + 1
+                    break
+
+    if done < n:  # stopped early: the rows are those of the first `done` points
+        _STOP_REQUESTED.discard(stop_name)
+        n = done
+        del results[n:], started[n:], finished[n:], digests[n:], seeds[n:]
+        params = {name: values[:n] for name, values in params.items()}
 
     outputs, counts, statuses, errors = _outputs(results, list(exp.columns))
     # wall-clock stamps from one reading plus monotonic offsets, in numpy

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow.compute as pc
 
-from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table
+from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table, request_stop
 from pipeline.engine.grid import Grid
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
@@ -134,6 +134,21 @@ def _split(chunk, pieces: int) -> list:
     return [chunk[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
+def _points_in(table) -> int:
+    """Grid points a batch's table covers (its first row of each: row_index 0): all of the
+    batch's, or fewer if it was asked to stop early."""
+    return int(pc.sum(pc.equal(table["row_index"], 0)).as_py() or 0)
+
+
+def _ask_to_stop(client, keys: list) -> None:
+    """Ask the batches ``keys`` to stop after their current point (on every worker, without
+    waiting: a request lost costs time, never results)."""
+    try:
+        client.run(request_stop, [str(key) for key in keys], wait=False)
+    except Exception as exc:
+        log.debug("could not ask batches to stop early: %s", exc)
+
+
 def _task_costs(table, n: int, seconds: float) -> np.ndarray:
     """Seconds per task of a finished batch, in batch order (one row per task has row_index 0)."""
     if table.num_rows == n:  # one row per task (the common case): no filter needed
@@ -215,6 +230,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 events) -> None:
     finished: queue.SimpleQueue = queue.SimpleQueue()  # filled by Dask's callback thread
     in_flight: dict = {}  # key -> (future, chunk)
+    predicted_s: dict = {}  # key -> predicted seconds of the batch (tail splitting)
     lost_attempts: dict[int, int] = {}  # grid index -> times lost alone with a dead worker
     # Single points lost with a worker are retried one at a time: retried together, a point
     # that kills its worker would take the innocent ones queued beside it down every time.
@@ -260,6 +276,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                               {"task_timeout": float(task_timeout)} if task_timeout else {})
         for fut, chunk in zip(futures, chunks):
             in_flight[fut.key] = (fut, chunk)
+            predicted_s[fut.key] = float(sizer.model.predict(np.asarray(chunk)).sum()) \
+                if sizer.model.measured else 0.0
             fut.add_done_callback(finished.put)
         return [f.key for f in futures]
 
@@ -315,10 +333,15 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     def handle(fut, result, lost=None) -> None:
         nonlocal suspect_key
         fut, chunk = in_flight.pop(fut.key)
+        predicted_s.pop(fut.key, None)
         if fut.key == suspect_key:
             suspect_key = None
         if result is not None:
             table, seconds = result
+            done = _points_in(table)
+            if done < len(chunk):  # stopped early in the tail: the rest is re-split
+                sizer.give_back(np.asarray(chunk[done:]))
+                chunk = chunk[:done]
             sizer.observe(chunk, _task_costs(table, len(chunk), seconds), seconds)
         elif len(chunk) > 1:
             # Lost with its workers (a crash, the OOM killer): split it, so that only the point
@@ -343,13 +366,23 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         fut.release()
         store(table, len(chunk))
 
+    def stop_long_batches_in_tail() -> None:
+        keys = sizer.tail_to_stop(threads(), len(in_flight),
+                                  lambda: {key: predicted_s.get(key, 0.0) for key in in_flight})
+        if keys:
+            log.info("tail: %d batches asked to stop early; their remaining points are re-split "
+                     "over the idle threads", len(keys))
+            _ask_to_stop(client, keys)
+
+    tail_flushed = False
     submit_more()
-    while in_flight or suspects or not plan.exhausted:
+    while in_flight or suspects or not plan.exhausted or sizer.has_returned:
         for check in checks:
             check()
         handle_timeouts()
         writer.poll()
-        wait = min(WAKE_SECONDS, max(0.005, sizer.wait_time()))
+        wait = min(WAKE_SECONDS,
+                   max(0.005, min(sizer.wait_time(), sizer.tail_wait_time(threads()))))
         done = []
         try:
             done.append(finished.get(timeout=wait))
@@ -379,5 +412,10 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 continue
             handle(fut, result, lost)
         submit_more()
+        stop_long_batches_in_tail()
+        if not tail_flushed and plan.exhausted and not sizer.has_returned:
+            # the last points are out: write the buffer while the tail runs, not after it
+            writer.flush_soon()
+            tail_flushed = True
         stats.parts = writer.seq
         bar.update(stats)

@@ -180,6 +180,14 @@ class PartWriter:
         if self._oldest is not None and self.clock() - self._oldest >= self.flush_seconds:
             self._hand_off()
 
+    def flush_soon(self) -> None:
+        """Hand what is buffered to the background writer now, without waiting for it (the
+        driver does so when the sweep's last points are out: the final flush is then only the
+        tail's rows, not a whole buffer written after the last batch)."""
+        self._raise_if_failed()
+        if self.buffered:
+            self._hand_off()
+
     def _raise_if_failed(self) -> None:
         if self._error is not None:
             raise WriterFailed(f"writing part files to {self.path} failed: "
