@@ -325,11 +325,13 @@ def test_a_batch_asked_to_stop_returns_its_first_points():
 
 
 @pytest.mark.timeout(180)
-def test_batches_stopped_mid_sweep_lose_and_duplicate_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("task_timeout", [None, 60.0])
+def test_batches_stopped_mid_sweep_lose_and_duplicate_nothing(tmp_path, monkeypatch,
+                                                               task_timeout):
     """The whole path on a real cluster: batches asked to stop at any moment (here three
     times, whatever is running) return partial tables, their other points go back to the
     sizer, and the stored table still has every grid point exactly once, with its own id and
-    seed."""
+    seed. With ``task_timeout``, points run under the per-point clock (the other loop)."""
     from distributed import Client, LocalCluster
 
     from pipeline.engine import runner
@@ -357,7 +359,7 @@ def test_batches_stopped_mid_sweep_lose_and_duplicate_nothing(tmp_path, monkeypa
 
         writer = PartWriter(tmp_path, "r", flush_rows=10_000)
         stats = runner.run_sweep(grid, client, writer, PendingPlan(grid, grid.total),
-                                 progress=False, checks=[interrupt])
+                                 progress=False, checks=[interrupt], task_timeout=task_timeout)
     assert len(asked) == 3 and sum(given_back) > 0  # batches did stop early
     assert stats.ran == stats.ok == stats.rows == 4000
     df = pd.read_parquet(tmp_path)
