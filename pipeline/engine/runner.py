@@ -83,14 +83,19 @@ def check_workers(client, grid: Grid) -> None:
                 f"{got[0]} vs {expected[0]} here, or other defaults): update the code there")
 
 
-def _total_threads(client) -> int:
+def _thread_counts(client) -> tuple[int, int]:
+    """(threads to size batches for, threads of the workers connected now)."""
     try:
-        threads = sum(client.nthreads().values())
+        joined = max(1, sum(client.nthreads().values()))
     except Exception:
-        threads = 1
+        joined = 1
     # 15a: an adaptive batch cluster grows to the work in flight: plan for all its threads
     planned = getattr(getattr(client, "cluster", None), "pipeline_max_threads", 0)
-    return max(1, threads, planned)
+    return max(joined, planned), joined
+
+
+def _total_threads(client) -> int:
+    return _thread_counts(client)[0]
 
 
 _NOT_YET = object()
@@ -236,7 +241,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     # that kills its worker would take the innocent ones queued beside it down every time.
     suspects: deque = deque()
     suspect_key = None
-    known_threads = [0, -1e9]  # (count, when): asked of the scheduler at most once a second
+    # (count to size for, when, count joined): asked of the scheduler at most once a second
+    known_threads = [0, -1e9, 0]
     timed_out: dict[int, str] = {}  # grid index -> timeout error, not yet stored
     waves = itertools.count()  # submission waves: each runs after the ones before it
     direct = scheduler_in_process(client)
@@ -245,8 +251,13 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
         now = time.monotonic()
         if now - known_threads[1] >= 1.0:
-            known_threads[:] = [_total_threads(client), now]
+            total, joined = _thread_counts(client)
+            known_threads[:] = [total, now, joined]
         return known_threads[0]
+
+    def joined_threads() -> int:
+        threads()  # refreshed at most once a second
+        return known_threads[2]
 
     def without_hung(chunk):
         # a point known to hang is stored as failed, never run again
@@ -367,7 +378,9 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         store(table, len(chunk))
 
     def stop_long_batches_in_tail() -> None:
-        keys = sizer.tail_to_stop(threads(), len(in_flight),
+        # idle threads are counted among those joined: an adaptive cluster's planned ones
+        # would look idle while its jobs wait in the batch queue
+        keys = sizer.tail_to_stop(joined_threads(), len(in_flight),
                                   lambda: {key: predicted_s.get(key, 0.0) for key in in_flight})
         if keys:
             log.info("tail: %d batches asked to stop early; their remaining points are re-split "
