@@ -11,6 +11,10 @@ pass/fail against the issue's targets.
 
     python benchmarks/bench_cluster_scale.py           # full: the issue's cases (~10 min)
     python benchmarks/bench_cluster_scale.py --quick   # small versions of the same cases (~2 min)
+    python benchmarks/bench_cluster_scale.py --only "1 ms" --repeat 3   # one case, medians
+
+``--repeat N`` runs the pipeline and bare Dask alternately N times per case and judges the
+median of each (single runs of the 1 ms case vary by about 10% on this machine).
 """
 
 from __future__ import annotations
@@ -72,7 +76,9 @@ def fast_axis_costs(n: int):
 
 
 def run_pipeline(case: Case, tmp: Path) -> dict:
-    out = tmp / "".join(c if c.isalnum() else "_" for c in case.name)
+    # a fresh store each run (a repeat into the same one would only resume)
+    out = Path(tempfile.mkdtemp(prefix="".join(c if c.isalnum() else "_" for c in case.name),
+                                dir=tmp))
     cmd = [sys.executable, "-c", DRIVER, "experiment=calibration", f"results_dir={out}",
            f"cluster.n_workers={case.workers}",
            f"cluster.threads_per_worker={case.threads_per_worker}",
@@ -161,6 +167,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", help="run the cases whose name contains this")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of each case and of its bare Dask baseline, alternated; medians")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as d:
@@ -170,15 +178,24 @@ def main() -> None:
             total = (float(case.costs(case.tasks).sum()) if case.costs is not None
                      else case.tasks * case.work_us * 1e-6)
             ideal = total / case.threads
-            got = run_pipeline(case, Path(d))
-            bare = run_bare(case) if case.bare else float("nan")
+            runs, bares = [], []
+            for _ in range(max(1, args.repeat)):  # alternated: load drifts hit both alike
+                runs.append(run_pipeline(case, Path(d)))
+                bares.append(run_bare(case) if case.bare else float("nan"))
+            got = sorted(runs, key=lambda r: r["wall"])[len(runs) // 2]  # the median run
+            bare = float(np.median(bares))
+            if len(runs) > 1:
+                walls = ", ".join(f"{r['wall']:.2f}" for r in runs)
+                print(f"  {case.name}: walls {walls} s; bare Dask "
+                      f"{', '.join(f'{b:.2f}' for b in bares)} s", flush=True)
             ratio_ideal = got["wall"] / ideal if ideal > 0 else float("nan")
             ratio_bare = got["wall"] / bare if case.bare else float("nan")
             ok = case.check(ratio_ideal, ratio_bare, got["parts"])
             rows.append((case, ideal, got, bare, ratio_ideal, ratio_bare, ok))
             print(f"  {case.name}: wall {got['wall']:.1f} s, ideal {ideal:.1f} s, bare Dask "
                   f"{bare:.1f} s, {got['parts']} part(s)", flush=True)
-    print(f"\nquick={args.quick}; {WORKERS} worker processes; calibration work_mode=sleep; "
+    print(f"\nquick={args.quick}; repeat={args.repeat} (medians); {WORKERS} worker processes; "
+          "calibration work_mode=sleep; "
           "wall = the sweep's elapsed_s (cluster start-up and worker warm-up excluded, for bare Dask too)")
     head = ("case", "threads", "tasks", "ideal s", "wall s", "wall/ideal", "bare Dask s",
             "vs bare", "Dask tasks/s", "parts", "driver CPU s", "target", "pass")
