@@ -11,7 +11,7 @@ pass/fail against the issue's targets.
 
     python benchmarks/bench_cluster_scale.py           # full: the cases (~10 min)
     python benchmarks/bench_cluster_scale.py --quick   # small versions of the same cases (~2 min)
-    python benchmarks/bench_cluster_scale.py --only "1 ms" --repeat 3   # one case, medians
+    python benchmarks/bench_cluster_scale.py --only "64 thr x 1 ms" --repeat 3  # medians
 
 ``--repeat N`` runs the pipeline and bare Dask alternately N times per case and judges the
 median of each (single runs of the 1 ms case vary by about 10% on this machine).

@@ -183,11 +183,10 @@ def run_batch(grid: Grid, indices: Sequence[int], task_timeout: float | None = N
     default, its task key). Once asked, the batch stops after its current point and returns
     the rows of the points run so far: the first ``k >= 1`` of ``indices``."""
     t_batch = time.perf_counter()
-    worker = _current_worker()
-    if stop_name is None and worker is not None:
-        stop_name = str(worker.get_current_task())
-    if task_timeout is None:
-        worker = None
+    dask_worker = _current_worker()
+    if stop_name is None and dask_worker is not None:
+        stop_name = str(dask_worker.get_current_task())
+    worker = dask_worker if task_timeout else None  # the worker whose points are timed
     # Only on a Dask worker: ending the process is the nanny's cue, never a caller's.
     clock = _point_clock() if worker is not None else None
     key = str(worker.get_current_task()) if worker is not None else None

@@ -480,7 +480,6 @@ class BatchSizer:
         self._returned: deque[np.ndarray] = deque()
         self._idle_since: float | None = None  # nothing left to hand out, threads idle
         self._asked_to_stop: set = set()
-        self.stopped_early = 0  # batches asked to stop (for the log)
 
     def burst(self, threads: int) -> int:
         return 2 * threads + 2
@@ -541,7 +540,6 @@ class BatchSizer:
         ask = [key for key, seconds in predicted().items()
                if seconds >= 2 * grace and key not in self._asked_to_stop]
         self._asked_to_stop.update(ask)
-        self.stopped_early += len(ask)
         return ask
 
     def tail_wait_time(self, threads: int) -> float:

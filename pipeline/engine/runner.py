@@ -145,11 +145,16 @@ def _points_in(table) -> int:
     return int(pc.sum(pc.equal(table["row_index"], 0)).as_py() or 0)
 
 
+STOP_REQUEST_TIMEOUT_S = 5.0  # bound on broadcasting a stop request to the workers
+
+
 def _ask_to_stop(client, keys: list) -> None:
-    """Ask the batches ``keys`` to stop after their current point (on every worker, without
-    waiting: a request lost costs time, never results)."""
+    """Ask the batches ``keys`` to stop after their current point, on every worker. Bounded:
+    ``Client.run`` waits for the broadcast's round trip even with ``wait=False``, and an
+    unreachable scheduler must not hold the loop. A request lost costs time, never results."""
     try:
-        client.run(request_stop, [str(key) for key in keys], wait=False)
+        client.sync(client._run, request_stop, [str(key) for key in keys], wait=False,
+                    on_error="ignore", callback_timeout=STOP_REQUEST_TIMEOUT_S)
     except Exception as exc:
         log.debug("could not ask batches to stop early: %s", exc)
 
