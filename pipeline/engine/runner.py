@@ -53,6 +53,26 @@ class SweepStats:
     first_errors: list = field(default_factory=list)
 
 
+class _RequesterGoneFilter(logging.Filter):
+    """Drops a Dask worker's traceback for a result transfer whose requester closed the
+    connection mid-way (the driver interrupted by Ctrl-C while fetching results): the worker
+    handles it, the driver has stopped asking, and on the user's terminal it read as a crash
+    of the shutdown. Other transfer failures are still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from distributed.comm.core import CommClosedError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (str(record.msg).startswith("failed during get data")
+                    and isinstance(exc, CommClosedError))
+
+
+def _quiet_requester_gone() -> None:
+    worker_log = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _RequesterGoneFilter) for f in worker_log.filters):
+        worker_log.addFilter(_RequesterGoneFilter())
+
+
 def _warm_up(grid: Grid) -> tuple[int, str]:
     """Runs on each worker before the sweep: imports the experiment and builds the grid (so
     the first timed batch does not pay for it) and reports what the worker would compute.
@@ -63,6 +83,7 @@ def _warm_up(grid: Grid) -> tuple[int, str]:
     import gc
 
     answer = grid.version, grid.canonical(0)
+    _quiet_requester_gone()
     gc.collect()
     gc.freeze()
     return answer
