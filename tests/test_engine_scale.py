@@ -324,10 +324,40 @@ def test_a_batch_asked_to_stop_returns_its_first_points():
     assert run_batch(three, range(10, 50), stop_name="batch-c")[0].num_rows == 120  # not asked
 
 
+@pytest.mark.timeout(120)
+def test_the_drivers_stop_request_reaches_a_running_batch(capfd):
+    """``_ask_to_stop`` as the tail calls it, on worker processes: the running batch ends early
+    with its first points, and no worker reports an error. (It once passed ``wait=False`` with
+    a plain function, which Dask supports for coroutines only: every worker failed the
+    request with 'Combination not supported', printed a traceback, and no batch ever stopped.)"""
+    from distributed import Client, LocalCluster, wait
+
+    from pipeline.engine import runner
+
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 10_000]}},
+                {"work_us": 2000.0, "work_mode": "sleep"})
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0",
+                      silence_logs=30) as cluster, Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        future = client.submit(run_batch, grid, range(0, 5000), pure=False)  # 10 s of points
+        deadline = time.monotonic() + 60
+        while not any(client.processing().values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # some points done
+        t0 = time.monotonic()
+        runner._ask_to_stop(client, [future.key])
+        wait(future, timeout=30)
+        stopped_after = time.monotonic() - t0
+        table, _ = future.result()
+    assert 1 <= table.num_rows < 5000 and stopped_after < 5
+    assert table["x"].to_pylist() == list(range(table.num_rows))
+    err = capfd.readouterr().err
+    assert "Combination not supported" not in err and "Exception while handling op" not in err
+
+
 @pytest.mark.timeout(60)
 def test_a_stop_request_never_holds_the_driver(monkeypatch):
-    """Client.run waits for the broadcast's round trip even with wait=False: a scheduler that
-    never answers must cost the driver loop at most STOP_REQUEST_TIMEOUT_S, not hang it."""
+    """Client.run waits for the broadcast's round trip: a scheduler that never answers must cost the driver loop at most STOP_REQUEST_TIMEOUT_S, not hang it."""
     import asyncio
 
     from distributed import Client, LocalCluster

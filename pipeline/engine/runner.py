@@ -171,10 +171,12 @@ STOP_REQUEST_TIMEOUT_S = 5.0  # bound on broadcasting a stop request to the work
 
 def _ask_to_stop(client, keys: list) -> None:
     """Ask the batches ``keys`` to stop after their current point, on every worker. Bounded:
-    ``Client.run`` waits for the broadcast's round trip even with ``wait=False``, and an
-    unreachable scheduler must not hold the loop. A request lost costs time, never results."""
+    ``Client.run`` waits for the broadcast's round trip, and an unreachable scheduler must not
+    hold the loop. A request lost costs time, never results. (``request_stop`` only marks a
+    set, so it runs in the worker's event loop: ``wait=False`` is for coroutines only, and a
+    plain function with it fails on every worker.)"""
     try:
-        client.sync(client._run, request_stop, [str(key) for key in keys], wait=False,
+        client.sync(client._run, request_stop, [str(key) for key in keys], wait=True,
                     on_error="ignore", callback_timeout=STOP_REQUEST_TIMEOUT_S)
     except Exception as exc:
         log.debug("could not ask batches to stop early: %s", exc)
