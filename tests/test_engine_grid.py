@@ -308,19 +308,25 @@ def test_run_batch_rows_are_the_grids_points_ids_and_seeds():
 
 
 def test_digest_gives_the_task_id_and_seed():
-    """The worker hashes each point once, to a digest: the ids it writes in one Arrow call and
-    the seeds it cuts from the digest are task_id_of and seed_of of the canonical string."""
-    from pipeline.engine.batch import task_id_array
-    from pipeline.engine.grid import digests_of, seeds_of_digests
+    """The worker hashes each point once, to a digest, and sends its first TASK_ID_BYTES: the
+    ids the driver writes in one Arrow call and the seeds it cuts from them (and the seeds the
+    worker cuts from the whole digest) are task_id_of and seed_of of the canonical string."""
+    from pipeline.engine.batch import seeds_of_ids, task_id_array
+    from pipeline.engine.grid import TASK_ID_BYTES, digests_of, seeds_of_digests
 
     g = Grid(toy(), {"eps": [0.1, 0.2, 0.3], "k": [1, 2]}, {})
     texts = [g.canonical(i) for i in range(g.total)]
     digests = digests_of(texts)
-    assert task_id_array(digests).to_pylist() == [task_id_of(t) for t in texts]
+    ids = b"".join(d[:TASK_ID_BYTES] for d in digests)
+    assert task_id_array(ids).to_pylist() == [task_id_of(t) for t in texts]
     assert seeds_of_digests(digests) == [seed_of(task_id_of(t)) for t in texts]
+    assert seeds_of_ids(ids).tolist() == [seed_of(task_id_of(t)) for t in texts]
+    # the top bit of a digest set: the seed is still the non-negative leading 63 bits
+    top = bytes([0xff] * TASK_ID_BYTES)
+    assert seeds_of_ids(top).tolist() == [2**63 - 1] == [seed_of(top.hex())]
     # the id is the sha256 itself: pinned, as the store's rows from earlier runs depend on it
     assert task_id_of(texts[0]) == hashlib.sha256(texts[0].encode()).hexdigest()[:24]
-    assert task_id_array([]).to_pylist() == []
+    assert task_id_array(b"").to_pylist() == [] and seeds_of_ids(b"").tolist() == []
 
 
 @pytest.mark.parametrize("sizes", [[3, 700, 5], [1, 1, 1_998]])

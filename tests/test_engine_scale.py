@@ -704,6 +704,7 @@ def test_batches_wait_in_one_queue_in_the_order_they_are_cut():
     client.map with fewer than 2 x threads batches in flight sent them straight to workers."""
     from distributed import Client, LocalCluster
 
+    from pipeline.engine.batch import points_table
     from pipeline.engine.submission import map_batches, queue_for_long_batches
 
     grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 1000]}},
@@ -727,7 +728,8 @@ def test_batches_wait_in_one_queue_in_the_order_they_are_cut():
         assert [ts.priority for ts in states] == sorted(ts.priority for ts in states)
         # 6 batches on 4 threads (not over 2 x threads: a plain client.map queues none)
         assert len(scheduler.queued) == 2
-        tables = [table for table, _ in client.gather(futures)]
+        chunks = [range(i, i + 1) for i in range(3)] + [[10, 12], range(20, 22), range(30, 31)]
+        tables = [points_table(grid, c, run) for c, run in zip(chunks, client.gather(futures))]
         assert [t["x"].to_pylist() for t in tables] == [[0], [1], [2], [10, 12], [20, 21], [30]]
     queue_for_long_batches(type("NoCluster", (), {"cluster": None})(), 20.0)  # a shared one
 

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 import traceback
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -171,9 +171,36 @@ def _current_worker():
         return None
 
 
+class PointsRun(NamedTuple):
+    """What a batch sends back to the driver: only what differs from point to point. The
+    driver builds the typed table (:func:`points_table`): the parameters, constant columns and
+    ids follow from the grid and the indices it submitted. A table built on the worker cost
+    its Arrow calls there, each waiting to win the GIL back from the sibling threads, and
+    crossed the network at about 190 bytes a row, most of it constant (issue 14)."""
+
+    done: int  # points run: the first ``done`` of the batch's indices (fewer if asked to stop)
+    ids: bytes  # each point's digest prefix, TASK_ID_BYTES each: its task id and its seed
+    outputs: dict  # output column -> values, one per row
+    counts: list | None  # rows per point (None: one each)
+    statuses: list | None  # per point (None: all "ok")
+    errors: list | None  # per point (None: no error)
+    started_us: np.ndarray  # int64, UTC microseconds, per point
+    elapsed_s: np.ndarray  # float64, per point
+    worker: str
+    seconds: float  # the batch's wall time
+
+
 def run_batch(grid: Grid, indices: Sequence[int], task_timeout: float | None = None,
               stop_name: str | None = None) -> tuple[pa.Table, float]:
     """Run the points ``indices`` of ``grid``; return (rows as a table, wall seconds).
+    :func:`run_points`, then :func:`points_table` (the driver splits the two)."""
+    run = run_points(grid, indices, task_timeout, stop_name)
+    return points_table(grid, indices, run), run.seconds
+
+
+def run_points(grid: Grid, indices: Sequence[int], task_timeout: float | None = None,
+               stop_name: str | None = None) -> PointsRun:
+    """Run the points ``indices`` of ``grid`` (the worker's half of :func:`run_batch`).
 
     ``task_timeout`` (seconds): a point still running after that long is reported on
     ``TIMEOUT_TOPIC`` with its grid index and this batch's Dask key, and the worker process
@@ -195,7 +222,6 @@ def run_batch(grid: Grid, indices: Sequence[int], task_timeout: float | None = N
     # asked before it started: the first point's check finds the request
     seen_generation = -1 if stop_name in _STOP_REQUESTED else stop_generation[0]
     exp = grid.experiment
-    schema = result_schema(grid)
     run = exp.run
     params, canonical = grid.batch_canonical(indices)
     names, list_params = grid.param_names, grid.list_params
@@ -266,38 +292,59 @@ def run_batch(grid: Grid, indices: Sequence[int], task_timeout: float | None = N
     if done < n:  # stopped early: the rows are those of the first `done` points
         _STOP_REQUESTED.discard(stop_name)
         n = done
-        del results[n:], started[n:], finished[n:], digests[n:], seeds[n:]
-        params = {name: values[:n] for name, values in params.items()}
+        del results[n:], started[n:], finished[n:], digests[n:]
 
     outputs, counts, statuses, errors = _outputs(results, list(exp.columns))
     # wall-clock stamps from one reading plus monotonic offsets, in numpy
-    started_s, finished_s = np.array(started), np.array(finished)
-    elapsed = finished_s - started_s
+    started_s = np.array(started)
+    elapsed = np.array(finished) - started_s
     started_us = wall0_us + ((started_s - perf0) * 1e6).astype(np.int64)
-    finished_us = started_us + (elapsed * 1e6).astype(np.int64)
+    return PointsRun(n, b"".join([d[:TASK_ID_BYTES] for d in digests]), outputs, counts,
+                     statuses, errors, started_us, elapsed, _worker_name(),
+                     time.perf_counter() - t_batch)
+
+
+def points_table(grid: Grid, indices: Sequence[int], run: PointsRun) -> pa.Table:
+    """The typed table of a batch's rows: ``run`` (from :func:`run_points`) with the
+    parameters of its points and the constant columns. Rows of the first ``run.done`` of
+    ``indices``."""
+    n = run.done
+    schema = result_schema(grid)
+    names = grid.param_names
+    params = grid.batch_canonical(indices[:n] if n < len(indices) else indices)[0]
     per_point = {name: _Constant(grid.fixed[name]) if name in grid.fixed else params[name]
                  for name in names}
-    columns = _assemble(per_point, counts, outputs, {
-        "task_id": task_id_array(digests), "experiment_version": _Constant(grid.version),
+    counts, statuses, errors = run.counts, run.statuses, run.errors
+    finished_us = run.started_us + (run.elapsed_s * 1e6).astype(np.int64)
+    columns = _assemble(per_point, counts, run.outputs, {
+        "task_id": task_id_array(run.ids), "experiment_version": _Constant(grid.version),
         "status": _Constant("ok") if statuses is None else statuses,
         "error": _Constant(None) if errors is None else errors,
-        "elapsed_s": elapsed, "worker": _Constant(_worker_name()), "started_at": started_us,
-        "finished_at": finished_us, "seed": seeds})
+        "elapsed_s": run.elapsed_s, "worker": _Constant(run.worker),
+        "started_at": run.started_us, "finished_at": finished_us,
+        "seed": seeds_of_ids(run.ids)})
     try:
-        table = _to_table(columns, schema)
+        return _to_table(columns, schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         counts = counts or [1] * n
         firsts = [sum(counts[:i]) for i in range(len(counts))]
-        table = _to_table(_isolate_bad_rows(columns, schema, list(zip(firsts, counts)),
-                                            list(exp.columns)), schema)
-    return table, time.perf_counter() - t_batch
+        return _to_table(_isolate_bad_rows(columns, schema, list(zip(firsts, counts)),
+                                           list(grid.experiment.columns)), schema)
 
 
-def task_id_array(digests: Sequence[bytes]) -> pa.Array:
-    """``[task_id_of_digest(d) for d in digests]`` as one Arrow string array, hex-encoded in
-    one call instead of a string object per point."""
-    n, width = len(digests), 2 * TASK_ID_BYTES
-    text = b"".join([d[:TASK_ID_BYTES] for d in digests]).hex().encode("ascii")
+def seeds_of_ids(ids: bytes) -> np.ndarray:
+    """Each point's seed from its id bytes (``TASK_ID_BYTES`` each): the leading 63 bits, as
+    ``seeds_of_digests`` cuts them from the whole digest."""
+    rows = np.frombuffer(ids, dtype=np.uint8).reshape(-1, TASK_ID_BYTES)
+    return (np.ascontiguousarray(rows[:, :8]).view(">u8").ravel() >> np.uint64(1)).astype(np.int64)
+
+
+def task_id_array(ids: bytes) -> pa.Array:
+    """The task ids (hex) of id bytes (``TASK_ID_BYTES`` per point) as one Arrow string
+    array, hex-encoded in one call instead of a string object per point."""
+    width = 2 * TASK_ID_BYTES
+    n = len(ids) // TASK_ID_BYTES
+    text = ids.hex().encode("ascii")
     offsets = np.arange(0, width * (n + 1), width, dtype=np.int32)
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
 

@@ -21,7 +21,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow.compute as pc
 
-from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table, request_stop
+from pipeline.engine.batch import (TIMEOUT_TOPIC, failed_batch_table, points_table,
+                                   request_stop)
 from pipeline.engine.grid import Grid
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
@@ -160,12 +161,6 @@ def _split(chunk, pieces: int) -> list:
     return [chunk[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def _points_in(table) -> int:
-    """Grid points a batch's table covers (its first row of each: row_index 0): all of the
-    batch's, or fewer if it was asked to stop early."""
-    return int(pc.sum(pc.equal(table["row_index"], 0)).as_py() or 0)
-
-
 STOP_REQUEST_TIMEOUT_S = 5.0  # bound on broadcasting a stop request to the workers
 
 
@@ -180,17 +175,6 @@ def _ask_to_stop(client, keys: list) -> None:
                     on_error="ignore", callback_timeout=STOP_REQUEST_TIMEOUT_S)
     except Exception as exc:
         log.debug("could not ask batches to stop early: %s", exc)
-
-
-def _task_costs(table, n: int, seconds: float) -> np.ndarray:
-    """Seconds per task of a finished batch, in batch order (one row per task has row_index 0)."""
-    if table.num_rows == n:  # one row per task (the common case): no filter needed
-        first = table["elapsed_s"]
-    else:
-        first = table.filter(pc.equal(table["row_index"], 0))["elapsed_s"]
-    if len(first) == n and first.null_count == 0:
-        return first.to_numpy()
-    return np.full(n, seconds / max(1, n))
 
 
 def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
@@ -376,12 +360,11 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         if fut.key == suspect_key:
             suspect_key = None
         if result is not None:
-            table, seconds = result
-            done = _points_in(table)
-            if done < len(chunk):  # stopped early in the tail: the rest is re-split
-                sizer.give_back(np.asarray(chunk[done:]))
-                chunk = chunk[:done]
-            sizer.observe(chunk, _task_costs(table, len(chunk), seconds), seconds)
+            table = points_table(grid, chunk, result)  # here, not on the worker (PointsRun)
+            if result.done < len(chunk):  # stopped early in the tail: the rest is re-split
+                sizer.give_back(np.asarray(chunk[result.done:]))
+                chunk = chunk[:result.done]
+            sizer.observe(chunk, result.elapsed_s, result.seconds)
         elif len(chunk) > 1:
             # Lost with its workers (a crash, the OOM killer): split it, so that only the point
             # that kills workers ends up failed, not the 10^4 innocent ones batched with it.

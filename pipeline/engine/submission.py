@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import logging
 
-from pipeline.engine.batch import run_batch
+from pipeline.engine.batch import run_points
 from pipeline.engine.grid import Grid
 
 log = logging.getLogger("pipeline")
 
 
 def map_batches(client, grid: Grid, chunks: list, priority: int, kwargs: dict) -> list:
-    """``client.map(run_batch, ...)`` over ``chunks``, each task marked a data producer.
+    """``client.map(run_points, ...)`` over ``chunks``, each task marked a data producer
+    (keys ``run_batch-...``).
 
     Dask queues a task on the scheduler, to go to the first thread that frees, only if it
     is root-ish: by default only if more than 2 x threads tasks of its kind are in the
@@ -31,7 +32,7 @@ def map_batches(client, grid: Grid, chunks: list, priority: int, kwargs: dict) -
         try:
             from distributed.spans import SpanMetadata
 
-            expr = _ProducerMap(run_batch, [[grid] * len(chunks), chunks], key="run_batch",
+            expr = _ProducerMap(run_points, [[grid] * len(chunks), chunks], key="run_batch",
                                 pure=False, annotations={}, kwargs=kwargs)
             keys = list(expr.keys)
             futures = client._graph_to_futures(
@@ -41,8 +42,8 @@ def map_batches(client, grid: Grid, chunks: list, priority: int, kwargs: dict) -
             return [futures[key] for key in keys]
         except (AttributeError, TypeError, ImportError) as exc:  # other Dask internals
             log.debug("batches submitted with client.map: %s", exc)
-    return client.map(run_batch, [grid] * len(chunks), chunks, pure=False, priority=priority,
-                      **kwargs)
+    return client.map(run_points, [grid] * len(chunks), chunks, key="run_batch", pure=False,
+                      priority=priority, **kwargs)
 
 
 try:
