@@ -4,7 +4,8 @@ No Dask: 4 processes x 16 threads, each thread running 2,500 points of 1 ms slee
 64-thread benchmark's workers do. Three ways, in the same run:
   plain   - ``time.sleep(0.001)`` in a loop (what bare Dask's chunks do)
   kernel  - the calibration experiment's own ``run`` (sleep mode) in a loop
-  batch   - ``run_batch`` over the same points (the engine's per-point record included)
+  batch   - ``run_points`` over the same points: a batch's share on a worker (the engine's
+            per-point record; the driver builds the table, see ``batch.PointsRun``)
 Printed: wall time, user + system CPU seconds per point, voluntary context switches per point,
 and each against ``plain``. On this 2-core VM the bookkeeping runs cache-cold between sleeps;
 ``STRIP`` points of it are done together (``pipeline/engine/batch.py``); ``--strip 1`` gives
@@ -13,7 +14,7 @@ the per-point interleaving it replaced.
 ``--dask``: the same three, dispatched as bench_cluster_scale's bare Dask baseline is (a
 LocalCluster of 4 x 16 threads, one ``client.map`` chunk per thread, 10,000 points each, nothing
 returned but a count): what the worker side costs inside Dask, without the driver, the store or
-the batch sizing. ``batch`` then runs 1,000-point batches, as the 64 x 1 ms sweep's waves do.
+the batch sizing. ``batch`` then runs 1,000-point ``run_points`` calls, as the 64 x 1 ms sweep's waves do.
 
     python benchmarks/bench_point_overhead.py            # 4 x 16 threads x 2,500 points
     python benchmarks/bench_point_overhead.py --quick    # 500 points a thread
@@ -61,7 +62,7 @@ def _work(mode: str, points: int, strip: int, out) -> None:
         else:
             for b in range(5):  # five batches a thread, as a sweep's waves give
                 lo = k * points + b * points // 5
-                batch.run_batch(grid, range(lo, k * points + (b + 1) * points // 5))
+                batch.run_points(grid, range(lo, k * points + (b + 1) * points // 5))
 
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     threads = [threading.Thread(target=body, args=(k,)) for k in range(THREADS)]
@@ -110,7 +111,7 @@ def _dask_chunk(mode: str, k: int, points: int, batch_points: int, root: str) ->
         return points
     rows = 0
     for lo in range(k * points, (k + 1) * points, batch_points):
-        rows += batch.run_batch(grid, range(lo, min((k + 1) * points, lo + batch_points)))[0].num_rows
+        rows += batch.run_points(grid, range(lo, min((k + 1) * points, lo + batch_points))).done
     return rows
 
 
@@ -156,7 +157,7 @@ def main_dask(points: int, repeat: int) -> None:
             for mode in ("plain", "kernel", "batch"):
                 walls.setdefault(mode, []).append(measure_on_dask(client, mode, points, 1_000))
     print(f"inside Dask: {PROCESSES} workers x {THREADS} threads, one chunk of {points:,} points of "
-          f"1 ms sleeps a thread (batch: 1,000-point run_batch calls); median of {repeat}")
+          f"1 ms sleeps a thread (batch: 1,000-point run_points calls); median of {repeat}")
     base = sorted(walls["plain"])[len(walls["plain"]) // 2]
     for mode, values in walls.items():
         wall = sorted(values)[len(values) // 2]
