@@ -519,8 +519,9 @@ class BatchSizer:
         have not reached are re-split over idle threads.
 
         Only in the tail: nothing is left to hand out, fewer batches are in flight than there
-        are threads, and that has lasted :meth:`fine_seconds`. Then every batch predicted to
-        take at least twice that, not asked before, is asked. However the sizing erred (costs
+        are threads, and that has lasted :meth:`fine_seconds`. Then the batches predicted to
+        take at least twice that, not asked before, are asked, the longest first, one per
+        idle thread. However the sizing erred (costs
         drifting on a loaded node, batches started out of order, a slow node), no thread
         then runs on for more than about one tail batch after the others: on 64 threads of
         1 ms points, the last wave's batches had run up to 1.4 s past the rest.
@@ -537,8 +538,15 @@ class BatchSizer:
         if now - self._idle_since < grace:
             return []
         self._idle_since = None  # looked: look again one grace later, not at every wake
-        ask = [key for key, seconds in predicted().items()
-               if seconds >= 2 * grace and key not in self._asked_to_stop]
+        # At most one batch per idle thread, the longest predicted first: a stopped batch's
+        # thread goes idle too, and its points go out again in small batches that each take
+        # a token. Every long batch asked at once, when a tight cap (25 tasks/s on 64
+        # threads) had left the final round short and only a few threads idle, gave back
+        # 60 batches' remainders: 5 threads busy for 5 s, the cap issuing their pieces.
+        long = sorted(((seconds, key) for key, seconds in predicted().items()
+                       if seconds >= 2 * grace and key not in self._asked_to_stop),
+                      key=lambda pair: -pair[0])
+        ask = [key for _, key in long[:threads - in_flight]]
         self._asked_to_stop.update(ask)
         return ask
 
