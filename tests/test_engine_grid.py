@@ -223,6 +223,7 @@ def test_batch_columns_are_point_and_task_id_for_every_value_kind(floats, ints, 
         expected = g.point(i)
         got = {name: columns[name][k] for name in g.param_names}
         assert _fragment_all(got) == _fragment_all(expected)  # nan != nan: compare by fragment
+    _check_batch_values(g, indices)
 
 
 @given(st.lists(st.one_of(st.floats(width=64), st.integers(), st.booleans(), st.text(max_size=5),
@@ -255,6 +256,7 @@ def test_batch_columns_of_lazy_axes_match_point_and_task_id():
     assert ids == [g.task_id(int(i)) for i in indices]
     for k, i in enumerate(indices):
         assert {n: columns[n][k] for n in g.param_names} == g.point(int(i))
+    _check_batch_values(g, indices)
 
 
 @pytest.mark.parametrize("grid, params, indices", [
@@ -278,6 +280,23 @@ def test_batch_identities_match_point_and_task_id(grid, params, indices):
     assert g.point(int(indices[0]))["weights"] != points[0]["weights"]
     with pytest.raises(IndexError):
         g.identities([g.total])
+    _check_batch_values(g, indices)
+
+
+def _check_batch_values(g, indices):
+    """Grid.batch_values (the driver's columns for a batch's table) holds point()'s values;
+    the long range and float axes come as numpy arrays."""
+    values = g.batch_values(indices)
+    for k, i in enumerate(indices):
+        got = {n: values[n][k].item() if isinstance(values[n][k], np.generic) else values[n][k]
+               for n in g.param_names}
+        assert _fragment_all(got) == _fragment_all(g.point(int(i)))  # -0.0, nan by fragment
+        assert all(type(got[n]) is type(v) for n, v in g.point(int(i)).items())
+    for axis in g.axes:
+        if axis.single and axis._typed is None and isinstance(axis.values, (range, np.ndarray)):
+            assert isinstance(values[axis.names[0]], np.ndarray)
+    with pytest.raises(IndexError):
+        g.batch_values([g.total])
 
 
 def test_run_batch_rows_are_the_grids_points_ids_and_seeds():

@@ -311,7 +311,7 @@ def points_table(grid: Grid, indices: Sequence[int], run: PointsRun) -> pa.Table
     n = run.done
     schema = result_schema(grid)
     names = grid.param_names
-    params = grid.batch_canonical(indices[:n] if n < len(indices) else indices)[0]
+    params = grid.batch_values(indices[:n] if n < len(indices) else indices)
     per_point = {name: _Constant(grid.fixed[name]) if name in grid.fixed else params[name]
                  for name in names}
     counts, statuses, errors = run.counts, run.statuses, run.errors
@@ -430,8 +430,6 @@ def _to_table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
         if isinstance(values, pa.Array):
             arrays.append(values if values.type == f.type else values.cast(f.type))
             continue
-        if f.name == "seed" and not isinstance(values, list):
-            values = list(values)
         if pa.types.is_timestamp(f.type):
             arrays.append(pa.array(np.asarray(values, np.int64), f.type))
         else:

@@ -149,6 +149,16 @@ class Axis:
             return self._fragments[d][pos]
         return _fragment(self.at(d)[pos])
 
+    def value_columns(self, digits: np.ndarray) -> list[Sequence]:
+        """The typed values of :meth:`columns` alone; a range or float axis as a numpy array."""
+        if self.single and self._typed is None:
+            values = self.values
+            if isinstance(values, range):
+                return [values.start + digits * values.step]
+            if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+                return [values[digits]]
+        return self.columns(digits)[0]
+
     def columns(self, digits: np.ndarray) -> tuple[list[list], list[list[str]]]:
         """For positions ``digits`` of this axis: per name, the typed values and their hash
         fragments (what ``at`` and ``fragment`` give one by one, a column at a time)."""
@@ -371,6 +381,23 @@ class Grid:
         ``columns[name][k]`` is ``point(indices[k])[name]``; list values are shared, not copied."""
         columns, strings = self.batch_canonical(indices)
         return columns, [task_id_of(c) for c in strings(0, len(indices))]
+
+    def batch_values(self, indices: Sequence[int]) -> dict[str, Sequence]:
+        """The parameter columns of a batch (what :meth:`batch_canonical` gives first), with
+        the axes of numbers as numpy arrays and without the hash fragments: what the driver
+        needs to build a batch's table, at a fraction of the cost a row."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        n = int(idx.size)
+        if n and (idx.min() < 0 or idx.max() >= self.total):
+            raise IndexError(int(idx[(idx < 0) | (idx >= self.total)][0]))
+        values: dict[str, Sequence] = {}
+        rest = idx
+        for axis, size in zip(reversed(self.axes), reversed(self.sizes)):  # last varies fastest
+            rest, digits = np.divmod(rest, size)
+            for name, col in zip(axis.names, axis.value_columns(digits)):
+                values[name] = col
+        return {name: values[name] if name in values else [self.fixed[name]] * n
+                for name in self.param_names}
 
     def batch_canonical(self, indices: Sequence[int]
                         ) -> tuple[dict[str, list], Callable[[int, int], list[str]]]:
