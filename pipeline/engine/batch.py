@@ -1,4 +1,6 @@
-"""Worker side: run a batch of grid points and return one typed Arrow table.
+"""Run a batch of grid points: on a worker, :func:`run_points` (what varies per point, a
+:class:`PointsRun`); on the driver, :func:`points_table` (the typed Arrow table of its rows).
+:func:`run_batch` does both, where one process does the whole.
 
 A batch is (grid, indices). Every point becomes one or more rows; an exception inside the
 experiment becomes a single ``status=failed`` row carrying the error text, so one bad point
