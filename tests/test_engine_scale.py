@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -446,6 +447,40 @@ def test_batches_stopped_mid_sweep_lose_and_duplicate_nothing(tmp_path, monkeypa
     assert set(df.task_id) == {grid.task_id(i) for i in range(4000)}
     assert (df.seed == df.task_id.map(seed_of)).all()
     assert np.allclose(df.draw, [(int(seed) >> 10) * 2.0**-53 for seed in df.seed])
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_whose_table_cannot_be_built_fails_its_points_not_the_sweep(tmp_path,
+                                                                          monkeypatch):
+    """The driver builds each batch's table from what the worker sent (batch.PointsRun). If
+    that fails, the batch's points are stored as failed with the reason, as a task that
+    raises would be, and the sweep goes on; built on the worker, such a failure was a task
+    error the runner contained, and moving it must not turn it into a crashed sweep."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine import runner
+
+    real = runner.points_table
+
+    def flaky(grid, chunk, run):
+        if 7 in set(int(i) for i in chunk):
+            raise pa.ArrowNotImplementedError("a value Arrow cannot take")
+        return real(grid, chunk, run)
+
+    monkeypatch.setattr(runner, "points_table", flaky)
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 400]}}, {"work_us": 0.0})
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=":0", silence_logs=50) as cluster, \
+            Client(cluster) as client:
+        writer = PartWriter(tmp_path, "r", flush_rows=10_000)
+        stats = runner.run_sweep(grid, client, writer, PendingPlan(grid, grid.total),
+                                 progress=False)
+    df = pd.read_parquet(tmp_path)
+    assert len(df) == 400 and df.task_id.is_unique and sorted(df.x) == list(range(400))
+    bad = df[df.status == "failed"]
+    assert 7 in set(bad.x) and bad.error.str.contains("ArrowNotImplementedError").all()
+    assert stats.ran == 400 and stats.failed == len(bad) and stats.ok == 400 - len(bad)
+    assert (df[df.status == "ok"].value == df[df.status == "ok"].x).all()
 
 
 def test_waves_leave_headroom_under_the_cap_for_probes_measured_dear():

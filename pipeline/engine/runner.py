@@ -360,11 +360,17 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         if fut.key == suspect_key:
             suspect_key = None
         if result is not None:
-            table = points_table(grid, chunk, result)  # here, not on the worker (PointsRun)
             if result.done < len(chunk):  # stopped early in the tail: the rest is re-split
                 sizer.give_back(np.asarray(chunk[result.done:]))
                 chunk = chunk[:result.done]
             sizer.observe(chunk, result.elapsed_s, result.seconds)
+            try:  # built here, not on the worker (see batch.PointsRun)
+                table = points_table(grid, chunk, result)
+            except Exception as exc:  # the batch's points fail, not the sweep
+                log.error("could not build the table of %d points (grid indices %d..): %s",
+                          len(chunk), int(chunk[0]), exc)
+                table = failed_batch_table(grid, chunk, "could not store the batch's rows: "
+                                           f"{type(exc).__name__}: {exc}")
         elif len(chunk) > 1:
             # Lost with its workers (a crash, the OOM killer): split it, so that only the point
             # that kills workers ends up failed, not the 10^4 innocent ones batched with it.
