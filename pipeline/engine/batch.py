@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.engine.grid import (TASK_ID_BYTES, Grid, digests_of, seed_of, seeds_of_digests,
-                                  task_id_of_digest)
+                                  seeds_of_ids, task_id_of_digest)
 from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN, field_metadata
 
 
@@ -332,13 +332,6 @@ def points_table(grid: Grid, indices: Sequence[int], run: PointsRun) -> pa.Table
         firsts = [sum(counts[:i]) for i in range(len(counts))]
         return _to_table(_isolate_bad_rows(columns, schema, list(zip(firsts, counts)),
                                            list(grid.experiment.columns)), schema)
-
-
-def seeds_of_ids(ids: bytes) -> np.ndarray:
-    """Each point's seed from its id bytes (``TASK_ID_BYTES`` each): the leading 63 bits, as
-    ``seeds_of_digests`` cuts them from the whole digest."""
-    rows = np.frombuffer(ids, dtype=np.uint8).reshape(-1, TASK_ID_BYTES)
-    return (np.ascontiguousarray(rows[:, :8]).view(">u8").ravel() >> np.uint64(1)).astype(np.int64)
 
 
 def task_id_array(ids: bytes) -> pa.Array:

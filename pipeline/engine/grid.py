@@ -382,20 +382,27 @@ class Grid:
         columns, strings = self.batch_canonical(indices)
         return columns, [task_id_of(c) for c in strings(0, len(indices))]
 
-    def batch_values(self, indices: Sequence[int]) -> dict[str, Sequence]:
-        """The parameter columns of a batch (what :meth:`batch_canonical` gives first), with
-        the axes of numbers as numpy arrays and without the hash fragments: what the driver
-        needs to build a batch's table, at a fraction of the cost a row."""
+    def _axis_digits(self, indices: Sequence[int]):
+        """``(n, [(axis, digits), ...])``: each axis's positions for the grid indices (the
+        last axis varies fastest); IndexError names the first index out of the grid."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         n = int(idx.size)
         if n and (idx.min() < 0 or idx.max() >= self.total):
             raise IndexError(int(idx[(idx < 0) | (idx >= self.total)][0]))
-        values: dict[str, Sequence] = {}
-        rest = idx
-        for axis, size in zip(reversed(self.axes), reversed(self.sizes)):  # last varies fastest
+        out, rest = [], idx
+        for axis, size in zip(reversed(self.axes), reversed(self.sizes)):
             rest, digits = np.divmod(rest, size)
-            for name, col in zip(axis.names, axis.value_columns(digits)):
-                values[name] = col
+            out.append((axis, digits))
+        return n, out
+
+    def batch_values(self, indices: Sequence[int]) -> dict[str, Sequence]:
+        """The parameter columns of a batch (what :meth:`batch_canonical` gives first), with
+        the axes of numbers as numpy arrays and without the hash fragments: what the driver
+        needs to build a batch's table, at a fraction of the cost a row."""
+        n, axis_digits = self._axis_digits(indices)
+        values: dict[str, Sequence] = {}
+        for axis, digits in axis_digits:
+            values.update(zip(axis.names, axis.value_columns(digits)))
         return {name: values[name] if name in values else [self.fixed[name]] * n
                 for name in self.param_names}
 
@@ -405,15 +412,10 @@ class Grid:
         the ids: ``strings(a, b)`` builds those of the batch's points ``a..b-1``. A worker
         hashes its points a strip at a time between their runs, instead of in one block that
         holds the GIL its batch's sibling threads wait on (issue 14)."""
-        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        n = int(idx.size)
-        if n and (idx.min() < 0 or idx.max() >= self.total):
-            raise IndexError(int(idx[(idx < 0) | (idx >= self.total)][0]))
+        n, axis_digits = self._axis_digits(indices)
         values: dict[str, list] = {}
         fragments: dict[str, list[str]] = {}
-        rest = idx
-        for axis, size in zip(reversed(self.axes), reversed(self.sizes)):  # last varies fastest
-            rest, digits = np.divmod(rest, size)
+        for axis, digits in axis_digits:
             cols, frags = axis.columns(digits)
             for name, col, frag in zip(axis.names, cols, frags):
                 values[name], fragments[name] = col, frag
@@ -518,6 +520,13 @@ def seeds_of_digests(digests: Iterable[bytes]) -> list[int]:
     """``seed_of(task id)`` of each digest, from the digest itself: its leading 63 bits."""
     from_bytes = int.from_bytes
     return [from_bytes(d, "big") >> 193 for d in digests]  # the leading 63 of 256 bits
+
+
+def seeds_of_ids(ids: bytes) -> np.ndarray:
+    """The seeds of a batch's id bytes (``TASK_ID_BYTES`` a point, as the worker sends them):
+    the leading 63 bits, as :func:`seeds_of_digests` cuts them from whole digests, in numpy."""
+    rows = np.frombuffer(ids, dtype=np.uint8).reshape(-1, TASK_ID_BYTES)
+    return (np.ascontiguousarray(rows[:, :8]).view(">u8").ravel() >> np.uint64(1)).astype(np.int64)
 
 
 def task_id_of_digest(digest: bytes) -> str:
