@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.experiments.base import REQUIRED, registry
+# Nothing heavy is imported at module level: everything runs inside the guard at the bottom,
+# so a Ctrl-C during the imports (the experiments pull in scipy and networkx) is a message,
+# not a traceback.
 
 
 def _first_line(text: str) -> str:
@@ -14,6 +16,8 @@ def _first_line(text: str) -> str:
 
 
 def describe(name: str) -> str:
+    from pipeline.experiments.base import REQUIRED, registry
+
     exp = registry()[name]
     lines = [f"{exp.name} (version {exp.version}{', stochastic: seeded per task' if exp.stochastic else ''})",
              _first_line(exp.doc), "", "parameters:"]
@@ -37,6 +41,7 @@ def describe(name: str) -> str:
 
 def _list(argv: list[str]) -> int:
     from pipeline.experiments import BROKEN
+    from pipeline.experiments.base import registry
 
     if argv:
         print("usage: python -m pipeline list", file=sys.stderr)
@@ -51,6 +56,8 @@ def _list(argv: list[str]) -> int:
 
 
 def _describe(argv: list[str]) -> int:
+    from pipeline.experiments.base import registry
+
     if len(argv) != 1:
         print("usage: python -m pipeline describe NAME", file=sys.stderr)
         return 2
