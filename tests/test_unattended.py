@@ -556,7 +556,7 @@ def test_a_worker_does_not_print_a_traceback_for_a_requester_gone_mid_transfer()
 
     from distributed.comm.core import CommClosedError
 
-    from pipeline.engine.runner import _RequesterGoneFilter, _quiet_requester_gone
+    from pipeline.engine.batch import _RequesterGoneFilter, _quiet_requester_gone
 
     def record(msg, exc):
         return logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, msg,

@@ -19,6 +19,7 @@ fresh one and the driver stores the point as failed (see ``runner.py``).
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import socket
 import threading
@@ -173,6 +174,52 @@ def _current_worker():
         return None
 
 
+class _RequesterGoneFilter(logging.Filter):
+    """Drops a Dask worker's traceback for a result transfer whose requester closed the
+    connection mid-way (the driver interrupted by Ctrl-C while fetching results): the worker
+    handles it, the driver has stopped asking, and on the user's terminal it read as a crash
+    of the shutdown. Other transfer failures are still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from distributed.comm.core import CommClosedError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (str(record.msg).startswith("failed during get data")
+                    and isinstance(exc, CommClosedError))
+
+
+def _quiet_requester_gone() -> None:
+    worker_log = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _RequesterGoneFilter) for f in worker_log.filters):
+        worker_log.addFilter(_RequesterGoneFilter())
+
+
+_SETTLED = [False]
+
+
+def settle_worker_process(grid: Grid) -> str:
+    """Once per process that runs batches, after the experiment is imported (the driver's
+    warm-up on the workers connected at the start; the first batch on one that joins or is
+    restarted later). Returns :func:`provenance.loaded_code_id`, which it computes while the
+    files can still be compared with those just imported.
+
+    It also freezes what the process holds (modules, the grid) out of the garbage
+    collector's reach: a full collection walks every tracked object under the GIL, and on a
+    worker with hundreds of threads each pass stalled all of them (BENCHMARKS.md, issue 14);
+    and it quiets the worker's log about results whose requester has gone."""
+    import gc
+
+    from pipeline.engine.provenance import loaded_code_id
+
+    code = loaded_code_id(grid.experiment)
+    if not _SETTLED[0]:
+        _SETTLED[0] = True
+        _quiet_requester_gone()
+        gc.collect()
+        gc.freeze()
+    return code
+
+
 class PointsRun(NamedTuple):
     """What a batch sends back to the driver: only what differs from point to point. The
     driver builds the typed table (:func:`points_table`): the parameters, constant columns and
@@ -190,6 +237,7 @@ class PointsRun(NamedTuple):
     elapsed_s: np.ndarray  # float64, per point
     worker: str
     seconds: float  # the batch's wall time
+    code_id: str = ""  # provenance.loaded_code_id on the worker: the code that ran the points
 
 
 def run_batch(grid: Grid, indices: Sequence[int], task_timeout: float | None = None,
@@ -225,6 +273,7 @@ def run_points(grid: Grid, indices: Sequence[int], task_timeout: float | None = 
     seen_generation = -1 if stop_name in _STOP_REQUESTED else stop_generation[0]
     exp = grid.experiment
     run = exp.run
+    code = settle_worker_process(grid) if dask_worker is not None else ""
     params, canonical = grid.batch_canonical(indices)
     names, list_params = grid.param_names, grid.list_params
     n = len(indices)
@@ -303,7 +352,7 @@ def run_points(grid: Grid, indices: Sequence[int], task_timeout: float | None = 
     started_us = wall0_us + ((started_s - perf0) * 1e6).astype(np.int64)
     return PointsRun(n, b"".join([d[:TASK_ID_BYTES] for d in digests]), outputs, counts,
                      statuses, errors, started_us, elapsed, _worker_name(),
-                     time.perf_counter() - t_batch)
+                     time.perf_counter() - t_batch, code)
 
 
 def points_table(grid: Grid, indices: Sequence[int], run: PointsRun) -> pa.Table:

@@ -88,6 +88,49 @@ def code_id(experiment) -> str:
     return module_code_id(experiment.run.__module__)
 
 
+CHANGED_SINCE_LOADED = "+changed"  # suffix of a loaded_code_id the files no longer describe
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded_code_id(module: str) -> str:
+    import os
+
+    from pipeline.experiments.base import LOADED_SOURCES
+
+    current = module_code_id(module)
+    for name in code_modules(module):
+        path = _source(name)[0]
+        if path in LOADED_SOURCES:
+            try:
+                st = os.stat(path)
+                now = (st.st_mtime_ns, st.st_size)
+            except OSError:
+                now = None
+            if now != LOADED_SOURCES[path]:
+                return current + CHANGED_SINCE_LOADED
+    return current
+
+
+def loaded_code_id(experiment) -> str:
+    """The code identity of what this process has *loaded* for ``experiment``: its
+    :func:`code_id` while the files are as they were when it imported them; with
+    ``CHANGED_SINCE_LOADED`` appended if one has changed since (a long-lived worker keeps
+    the old code in memory). Cached per process: what is loaded does not change."""
+    return _loaded_code_id(experiment.run.__module__)
+
+
+def other_code_message(worker: str, loaded: str, expected: str, name: str) -> str:
+    """Why a worker's results cannot be stamped with this sweep's code_id."""
+    if loaded.endswith(CHANGED_SINCE_LOADED):
+        why = ("it imported the experiment's modules before their files changed, and runs "
+               "the old code")
+    else:
+        why = f"it runs code_id {loaded}"
+    return (f"worker {worker} computes experiment '{name}' with other code than this sweep "
+            f"(code_id {expected}): {why}. Restart the workers so that they load the code "
+            "on disk")
+
+
 def provenance_stamp(experiment, run_id: str) -> dict:
     """The ``PartWriter`` stamp: ``run_id`` and ``code_id`` on every row, documented fields."""
     import pyarrow as pa

@@ -22,8 +22,9 @@ import numpy as np
 import pyarrow.compute as pc
 
 from pipeline.engine.batch import (TIMEOUT_TOPIC, failed_batch_table, points_table,
-                                   request_stop)
+                                   request_stop, settle_worker_process)
 from pipeline.engine.grid import Grid
+from pipeline.engine.provenance import code_id, other_code_message
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
@@ -54,40 +55,12 @@ class SweepStats:
     first_errors: list = field(default_factory=list)
 
 
-class _RequesterGoneFilter(logging.Filter):
-    """Drops a Dask worker's traceback for a result transfer whose requester closed the
-    connection mid-way (the driver interrupted by Ctrl-C while fetching results): the worker
-    handles it, the driver has stopped asking, and on the user's terminal it read as a crash
-    of the shutdown. Other transfer failures are still logged."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from distributed.comm.core import CommClosedError
-
-        exc = record.exc_info[1] if record.exc_info else None
-        return not (str(record.msg).startswith("failed during get data")
-                    and isinstance(exc, CommClosedError))
-
-
-def _quiet_requester_gone() -> None:
-    worker_log = logging.getLogger("distributed.worker")
-    if not any(isinstance(f, _RequesterGoneFilter) for f in worker_log.filters):
-        worker_log.addFilter(_RequesterGoneFilter())
-
-
-def _warm_up(grid: Grid) -> tuple[int, str]:
+def _warm_up(grid: Grid) -> tuple[int, str, str]:
     """Runs on each worker before the sweep: imports the experiment and builds the grid (so
-    the first timed batch does not pay for it) and reports what the worker would compute.
-
-    Then it freezes what the process holds (modules, the grid) out of the garbage collector's
-    reach: a full collection walks every tracked object under the GIL, and on a worker with
-    hundreds of threads each pass stalled all of them (BENCHMARKS.md, issue 14)."""
-    import gc
-
-    answer = grid.version, grid.canonical(0)
-    _quiet_requester_gone()
-    gc.collect()
-    gc.freeze()
-    return answer
+    the first timed batch does not pay for it), settles the process
+    (:func:`batch.settle_worker_process`) and reports what the worker would compute: version,
+    the first point's canonical parameters, and the code it has loaded."""
+    return grid.version, grid.canonical(0), settle_worker_process(grid)
 
 
 class WorkerMismatch(RuntimeError):
@@ -96,13 +69,18 @@ class WorkerMismatch(RuntimeError):
 
 def check_workers(client, grid: Grid) -> None:
     """Every connected worker must run the same experiment code as the driver: the same
-    version and the same canonical parameters, hence the same task ids."""
+    version and the same canonical parameters, hence the same task ids, and the same code
+    loaded (``code_id``), which the driver stamps on every row. A long-lived worker (a
+    cluster at an address) keeps the modules it imported before an edit."""
     expected = (grid.version, grid.canonical(0))
+    code = code_id(grid.experiment)
     for worker, got in client.run(_warm_up, grid).items():
-        if tuple(got) != expected:
+        if tuple(got[:2]) != expected:
             raise WorkerMismatch(
                 f"worker {worker} computes experiment '{grid.name}' differently (version "
                 f"{got[0]} vs {expected[0]} here, or other defaults): update the code there")
+        if got[2] != code:
+            raise WorkerMismatch(other_code_message(worker, got[2], code, grid.name))
 
 
 def _thread_counts(client) -> tuple[int, int]:
@@ -258,6 +236,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     timed_out: dict[int, str] = {}  # grid index -> timeout error, not yet stored
     waves = itertools.count()  # submission waves: each runs after the ones before it
     direct = scheduler_in_process(client)
+    code = code_id(grid.experiment)  # stamped on every row by the writer
+    other_code_seen: set[str] = set()  # workers already reported for running other code
 
     def threads() -> int:
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
@@ -364,13 +344,23 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 sizer.give_back(np.asarray(chunk[result.done:]))
                 chunk = chunk[:result.done]
             sizer.observe(chunk, result.elapsed_s, result.seconds)
-            try:  # built here, not on the worker (see batch.PointsRun)
-                table = points_table(grid, chunk, result)
-            except Exception as exc:  # the batch's points fail, not the sweep
-                log.error("could not build the table of %d points (grid indices %d..): %s",
-                          len(chunk), int(chunk[0]), exc)
-                table = failed_batch_table(grid, chunk, "could not store the batch's rows: "
-                                           f"{type(exc).__name__}: {exc}")
+            if result.code_id and result.code_id != code:
+                # A worker that joined or restarted after an edit (or kept old modules): its
+                # rows would carry this sweep's code_id without having run that code. Its
+                # points are stored failed, saying why; retry_failed=true reruns them.
+                message = other_code_message(result.worker, result.code_id, code, grid.name)
+                if result.worker not in other_code_seen:
+                    other_code_seen.add(result.worker)
+                    log.error("%s; its points are stored as failed", message)
+                table = failed_batch_table(grid, chunk, message)
+            else:
+                try:  # built here, not on the worker (see batch.PointsRun)
+                    table = points_table(grid, chunk, result)
+                except Exception as exc:  # the batch's points fail, not the sweep
+                    log.error("could not build the table of %d points (grid indices %d..): %s",
+                              len(chunk), int(chunk[0]), exc)
+                    table = failed_batch_table(grid, chunk, "could not store the batch's rows: "
+                                               f"{type(exc).__name__}: {exc}")
         elif len(chunk) > 1:
             # Lost with its workers (a crash, the OOM killer): split it, so that only the point
             # that kills workers ends up failed, not the 10^4 innocent ones batched with it.

@@ -22,6 +22,8 @@ Example::
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -301,11 +303,30 @@ class Experiment:
 
 _REGISTRY: dict[str, Experiment] = {}
 
+# Source file -> (mtime_ns, size) when this process had imported it: a long-lived worker
+# keeps the code it imported, whatever happens to the files later, and the engine compares
+# (provenance.loaded_code_id) before trusting the files on disk to say what it runs.
+LOADED_SOURCES: dict[str, tuple[int, int]] = {}
+_SCIENCE_PREFIXES = ("pipeline.kernels", "pipeline.experiments")
+
+
+def _note_loaded_sources() -> None:
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if (path and path not in LOADED_SOURCES and path.endswith(".py")
+                and name.startswith(_SCIENCE_PREFIXES)):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            LOADED_SOURCES[path] = (st.st_mtime_ns, st.st_size)
+
 
 def register(experiment: Experiment) -> Experiment:
     if experiment.name in _REGISTRY and _REGISTRY[experiment.name] is not experiment:
         raise ValueError(f"experiment '{experiment.name}' registered twice")
     _REGISTRY[experiment.name] = experiment
+    _note_loaded_sources()  # its module and the kernels it imported have just been loaded
     return experiment
 
 

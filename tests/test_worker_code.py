@@ -1,0 +1,189 @@
+"""Workers that run other code than the sweep stamps on its rows (``code_id``).
+
+A researcher edits a kernel while workers live on: a `dask worker` pool at an address keeps
+the modules it imported, and a worker that joins later (adaptive SLURM) or is restarted by
+its nanny imports the files as they are then. Rows computed by such a worker must not carry
+the sweep's code_id. These tests run a real `dask scheduler` and `dask worker` processes and
+the real CLI on a copy of the code (so that it can be edited), and edit it for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+DASK = Path(PY).with_name("dask")
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def code_copy(tmp_path):
+    """A copy of the code (pipeline/, conf/, run.py) that a test may edit."""
+    copy = tmp_path / "code"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "pipeline", copy / "pipeline", ignore=ignore)
+    shutil.copytree(ROOT / "conf", copy / "conf", ignore=ignore)
+    shutil.copy(ROOT / "run.py", copy / "run.py")
+    return copy
+
+
+@pytest.fixture
+def dask_processes(tmp_path, code_copy):
+    """Start a `dask scheduler` and `dask worker`s that import the copy; all killed after."""
+    procs = []
+    env = {**os.environ, "PYTHONPATH": str(code_copy), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def scheduler() -> str:
+        sched_file = tmp_path / "scheduler.json"
+        procs.append(subprocess.Popen(
+            [str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",
+             "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+            cwd=code_copy, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True))
+        _wait(lambda: sched_file.exists() and sched_file.stat().st_size, "the scheduler file")
+        time.sleep(0.3)
+        return json.loads(sched_file.read_text())["address"]
+
+    def worker(address: str, name: str) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [str(DASK), "worker", address, "--nthreads", "2", "--name", name, "--no-dashboard"],
+            cwd=code_copy, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        procs.append(proc)
+        return proc
+
+    yield scheduler, worker, env
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def _wait(predicate, what, timeout=60):
+    deadline = time.time() + timeout
+    while not predicate():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _workers(address: str) -> dict:
+    from distributed import Client
+
+    with Client(address, timeout=30) as client:
+        return {w["name"]: addr for addr, w in client.scheduler_info()["workers"].items()}
+
+
+def _sweep(code_copy, env, address, results, *args, wait=True):
+    cmd = [PY, str(code_copy / "run.py"), "cluster=address", f"cluster.address={address}",
+           f"results_dir={results}", "progress=false", *args]
+    proc = subprocess.Popen(cmd, cwd=code_copy, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return proc
+    out, err = proc.communicate(timeout=240)
+    return proc.returncode, out, err
+
+
+def _edit(path: Path) -> None:
+    """A change that computes the same numbers: only the code identity differs."""
+    with open(path, "a") as fh:
+        fh.write("\n# edited while workers were running\n")
+
+
+def test_a_long_lived_worker_with_modules_older_than_the_files_is_refused(
+        tmp_path, code_copy, dask_processes):
+    """The worker imported every experiment (a sweep of another one), then calibration.py was
+    edited: its loaded code is the old one, so a calibration sweep must not start on it."""
+    scheduler, worker, env = dask_processes
+    address = scheduler()
+    worker(address, "old")
+    _wait(lambda: len(_workers(address)) == 1, "the worker")
+    code, _, err = _sweep(code_copy, env, address, tmp_path / "r1", "experiment=composition",
+                          "grid.k=[1,2]", "grid.eps=[0.5]")
+    assert code == 0, err
+
+    _edit(code_copy / "pipeline" / "experiments" / "calibration.py")
+    results = tmp_path / "r2"
+    code, _, err = _sweep(code_copy, env, address, results, "experiment=calibration",
+                          "grid.x={range:[0,20]}")
+    assert code == 3, err
+    assert "with other code than this sweep" in err
+    assert "imported the experiment's modules before their files changed" in err
+    assert not list((results / "calibration").glob("part-*.parquet"))  # nothing computed
+
+    # a worker started now loads the edited files; with the old one gone, the sweep runs
+    old = _workers(address)["old"]
+    from distributed import Client
+
+    with Client(address, timeout=30) as client:
+        worker(address, "new")
+        _wait(lambda: "new" in _workers(address), "the new worker")
+        client.retire_workers([old], close_workers=True)
+    _wait(lambda: set(_workers(address)) == {"new"}, "the old worker to leave")
+    code, _, err = _sweep(code_copy, env, address, results, "experiment=calibration",
+                          "grid.x={range:[0,20]}")
+    assert code == 0, err
+    table = pd.read_parquet(results / "calibration")
+    assert len(table) == 20 and set(table["status"]) == {"ok"}
+
+
+def test_a_worker_that_joins_after_an_edit_has_its_points_failed_not_stamped(
+        tmp_path, code_copy, dask_processes):
+    """Mid-sweep, calibration.py is edited and a second worker joins: it runs the edited
+    code, so its points are stored failed with the reason; the first worker's rows are kept
+    and carry the sweep's code_id. retry_failed=true, on the new code, completes the sweep."""
+    scheduler, worker, env = dask_processes
+    address = scheduler()
+    worker(address, "first")
+    _wait(lambda: len(_workers(address)) == 1, "the first worker")
+    results = tmp_path / "r"
+    n = 400
+    driver = _sweep(code_copy, env, address, results, "experiment=calibration",
+                    f"grid.x={{range:[0,{n}]}}", "params.work_us=40000", "batch_size=4",
+                    "flush_rows=20", wait=False)
+    folder = results / "calibration"
+    _wait(lambda: list(folder.glob("part-*.parquet")), "the first part file")
+    _edit(code_copy / "pipeline" / "experiments" / "calibration.py")
+    worker(address, "late")
+    out, err = driver.communicate(timeout=240)
+    assert driver.returncode == 1, err  # some points failed
+
+    table = pd.read_parquet(folder)
+    assert len(table) == n and table["x"].nunique() == n  # every point once
+    late = _workers(address)["late"]
+    failed = table[table["status"] == "failed"]
+    assert len(failed) > 0
+    assert failed["error"].str.contains(f"worker {late} computes experiment").all()
+    assert failed["error"].str.contains("with other code than this sweep").all()
+    assert failed["error"].str.contains("it runs code_id").all()
+    ok = table[table["status"] == "ok"]
+    assert len(ok) > 0 and late not in set(ok["worker"])
+    assert ok["code_id"].nunique() == 1
+    assert "with other code than this sweep" in err  # said once, on the driver's log
+
+    # the first worker still runs the old code: retire it, rerun the failed points
+    from distributed import Client
+
+    with Client(address, timeout=30) as client:
+        client.retire_workers([_workers(address)["first"]], close_workers=True)
+    _wait(lambda: set(_workers(address)) == {"late"}, "the first worker to leave")
+    code, _, err = _sweep(code_copy, env, address, results, "experiment=calibration",
+                          f"grid.x={{range:[0,{n}]}}", "params.work_us=40000",
+                          "retry_failed=true")
+    assert code == 0, err
+    final = pipeline.load(results, "calibration")
+    assert len(final) == n and set(final["status"]) == {"ok"}
+    assert final["code_id"].nunique() == 2  # the old code's rows and the new code's
