@@ -923,3 +923,24 @@ def test_local_workers_run_without_dasks_profiler_unless_asked():
                "dashboard_address": ":0", "worker_profile": asked}
         with connect(cfg, logging.getLogger("test")) as client:
             assert list(client.run(enabled).values()) == [asked]
+
+
+def test_a_finished_batch_fetched_on_its_own_is_a_result_not_a_loss():
+    """When the bulk gather fails, the runner fetches finished batches one by one
+    (runner._fetch). A PointsRun must come back as the result: it was taken for a lost batch
+    (and recomputed) since batches stopped returning (table, seconds) pairs."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine.batch import PointsRun, run_points
+    from pipeline.engine.grid import Grid
+    from pipeline.engine.runner import _fetch
+    from pipeline.experiments.base import get_experiment
+
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 4]}}, {"work_us": 0.0})
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+                      silence_logs=50) as cluster, Client(cluster) as client:
+        fut = client.submit(run_points, grid, [0, 1, 2, 3], pure=False)
+        fut.result(timeout=60)
+        result, lost = _fetch(fut)
+    assert lost is None and isinstance(result, PointsRun)
+    assert result.done == 4 and result.outputs["value"] == [0.0, 1.0, 2.0, 3.0]

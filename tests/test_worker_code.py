@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 DASK = Path(PY).with_name("dask")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
@@ -103,6 +103,7 @@ def _edit(path: Path) -> None:
         fh.write("\n# edited while workers were running\n")
 
 
+@pytest.mark.slow
 def test_a_long_lived_worker_with_modules_older_than_the_files_is_refused(
         tmp_path, code_copy, dask_processes):
     """The worker imported every experiment (a sweep of another one), then calibration.py was
@@ -140,6 +141,7 @@ def test_a_long_lived_worker_with_modules_older_than_the_files_is_refused(
     assert len(table) == 20 and set(table["status"]) == {"ok"}
 
 
+@pytest.mark.slow
 def test_a_worker_that_joins_after_an_edit_has_its_points_failed_not_stamped(
         tmp_path, code_copy, dask_processes):
     """Mid-sweep, calibration.py is edited and a second worker joins: it runs the edited
@@ -150,7 +152,7 @@ def test_a_worker_that_joins_after_an_edit_has_its_points_failed_not_stamped(
     worker(address, "first")
     _wait(lambda: len(_workers(address)) == 1, "the first worker")
     results = tmp_path / "r"
-    n = 400
+    n = 600
     driver = _sweep(code_copy, env, address, results, "experiment=calibration",
                     f"grid.x={{range:[0,{n}]}}", "params.work_us=40000", "batch_size=4",
                     "flush_rows=20", wait=False)
@@ -158,6 +160,8 @@ def test_a_worker_that_joins_after_an_edit_has_its_points_failed_not_stamped(
     _wait(lambda: list(folder.glob("part-*.parquet")), "the first part file")
     _edit(code_copy / "pipeline" / "experiments" / "calibration.py")
     worker(address, "late")
+    _wait(lambda: "late" in _workers(address), "the late worker")
+    assert driver.poll() is None, "the sweep ended before the late worker joined"
     out, err = driver.communicate(timeout=240)
     assert driver.returncode == 1, err  # some points failed
 
@@ -165,7 +169,7 @@ def test_a_worker_that_joins_after_an_edit_has_its_points_failed_not_stamped(
     assert len(table) == n and table["x"].nunique() == n  # every point once
     late = _workers(address)["late"]
     failed = table[table["status"] == "failed"]
-    assert len(failed) > 0
+    assert len(failed) > 0 and set(failed["worker"]) == {late}
     assert failed["error"].str.contains(f"worker {late} computes experiment").all()
     assert failed["error"].str.contains("with other code than this sweep").all()
     assert failed["error"].str.contains("it runs code_id").all()
@@ -187,3 +191,64 @@ def test_a_worker_that_joins_after_an_edit_has_its_points_failed_not_stamped(
     final = pipeline.load(results, "calibration")
     assert len(final) == n and set(final["status"]) == {"ok"}
     assert final["code_id"].nunique() == 2  # the old code's rows and the new code's
+
+
+def _in_copy(code_copy, script: str) -> str:
+    """Run ``script`` in a fresh interpreter that imports the copy; its stdout."""
+    env = {**os.environ, "PYTHONPATH": str(code_copy), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([PY, "-c", script], cwd=code_copy, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+IMPORT_CALIBRATION = """
+import os, pathlib
+from pipeline.experiments.base import get_experiment
+from pipeline.engine.provenance import code_id, loaded_code_id
+exp = get_experiment("calibration")
+path = pathlib.Path(exp.run.__code__.co_filename)
+"""
+
+
+def test_the_loaded_code_id_follows_contents_not_file_times(code_copy):
+    """Rewriting the same bytes (a copy, a checkout) is no change; an edit after the import
+    is one; a file gone since is one too, and none of them raises."""
+    same = _in_copy(code_copy, IMPORT_CALIBRATION + """
+data = path.read_bytes(); path.write_bytes(data); os.utime(path, ns=(1, 1))
+print(loaded_code_id(exp) == code_id(exp))""")
+    assert same == "True"
+    edited = _in_copy(code_copy, IMPORT_CALIBRATION + """
+before = code_id(exp)
+with open(path, "a") as fh: fh.write("# edited")
+print(loaded_code_id(exp) == before + "+changed")""")
+    assert edited == "True"
+    gone = _in_copy(code_copy, IMPORT_CALIBRATION + """
+path.unlink()
+print(loaded_code_id(exp))""")
+    assert gone == "unknown+changed"
+
+
+def test_the_loaded_code_id_is_computed_once_however_many_threads_ask(code_copy):
+    """A worker that joins starts hundreds of first batches at once: one computation, not
+    one per thread (each parses and hashes the sources under the GIL)."""
+    out = _in_copy(code_copy, IMPORT_CALIBRATION + """
+import threading
+from pipeline.engine import provenance
+calls = []
+real = provenance._loaded_code_id
+def counted(module):
+    calls.append(module)
+    return real(module)
+provenance._loaded_code_id = counted
+start = threading.Barrier(64)
+got = []
+def ask():
+    start.wait()
+    got.append(loaded_code_id(exp))
+threads = [threading.Thread(target=ask) for _ in range(64)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len(calls), len(set(got)), got[0] == code_id(exp))""")
+    assert out == "1 1 True"
+

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from pipeline.engine.grid import (TASK_ID_BYTES, Grid, digests_of, seed_of, seeds_of_digests,
                                   seeds_of_ids, task_id_of_digest)
+from pipeline.engine.provenance import loaded_code_id
 from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN, field_metadata
 
 
@@ -197,22 +198,22 @@ def _quiet_requester_gone() -> None:
 _SETTLED = [False]
 
 
-def settle_worker_process(grid: Grid) -> str:
-    """Once per process that runs batches, after the experiment is imported (the driver's
-    warm-up on the workers connected at the start; the first batch on one that joins or is
-    restarted later). Returns :func:`provenance.loaded_code_id`, which it computes while the
-    files can still be compared with those just imported.
+def settle_worker_process(grid: Grid, every_sweep: bool = False) -> str:
+    """Prepare a process that runs batches, after the experiment is imported: at the
+    driver's warm-up (``every_sweep``: a long-lived worker meets one sweep after another),
+    and at the first batch of a worker that joins or restarts later. Returns
+    :func:`provenance.loaded_code_id`.
 
-    It also freezes what the process holds (modules, the grid) out of the garbage
-    collector's reach: a full collection walks every tracked object under the GIL, and on a
-    worker with hundreds of threads each pass stalled all of them (BENCHMARKS.md, issue 14);
-    and it quiets the worker's log about results whose requester has gone."""
+    It freezes what the process holds (modules, the grid) out of the garbage collector's
+    reach: a full collection walks every tracked object under the GIL, and on a worker with
+    hundreds of threads each pass stalled all of them (BENCHMARKS.md, issue 14); and it
+    quiets the worker's log about results whose requester has gone."""
     import gc
 
     from pipeline.engine.provenance import loaded_code_id
 
     code = loaded_code_id(grid.experiment)
-    if not _SETTLED[0]:
+    if every_sweep or not _SETTLED[0]:
         _SETTLED[0] = True
         _quiet_requester_gone()
         gc.collect()
@@ -237,7 +238,7 @@ class PointsRun(NamedTuple):
     elapsed_s: np.ndarray  # float64, per point
     worker: str
     seconds: float  # the batch's wall time
-    code_id: str = ""  # provenance.loaded_code_id on the worker: the code that ran the points
+    code_id: str = ""  # provenance.loaded_code_id where it ran: the code that ran the points
 
 
 def run_batch(grid: Grid, indices: Sequence[int], task_timeout: float | None = None,
@@ -273,7 +274,9 @@ def run_points(grid: Grid, indices: Sequence[int], task_timeout: float | None = 
     seen_generation = -1 if stop_name in _STOP_REQUESTED else stop_generation[0]
     exp = grid.experiment
     run = exp.run
-    code = settle_worker_process(grid) if dask_worker is not None else ""
+    if dask_worker is not None and not _SETTLED[0]:  # joined after the warm-up
+        settle_worker_process(grid)
+    code = loaded_code_id(exp)
     params, canonical = grid.batch_canonical(indices)
     names, list_params = grid.param_names, grid.list_params
     n = len(indices)
@@ -518,8 +521,10 @@ def _isolate_bad_rows(columns, schema, tasks, out_columns):
     return columns
 
 
-def failed_batch_table(grid: Grid, indices: Sequence[int], error: str) -> pa.Table:
-    """Rows for a whole batch lost at the cluster level (e.g. its workers kept dying)."""
+def failed_batch_table(grid: Grid, indices: Sequence[int], error: str,
+                       worker: str | None = None) -> pa.Table:
+    """Rows for a whole batch lost at the cluster level (e.g. its workers kept dying), or
+    refused (``worker``: the one whose results they were)."""
     exp = grid.experiment
     schema = result_schema(grid)
     columns: dict[str, list] = {f.name: [] for f in schema}
@@ -540,4 +545,5 @@ def failed_batch_table(grid: Grid, indices: Sequence[int], error: str) -> pa.Tab
         columns["started_at"][-1] = now
         columns["finished_at"][-1] = now
         columns["row_index"][-1] = 0
+        columns["worker"][-1] = worker
     return _to_table(columns, schema)

@@ -14,6 +14,7 @@ import ast
 import functools
 import hashlib
 import importlib.util
+import threading
 
 SCIENCE_PACKAGES = ("pipeline.kernels", "pipeline.experiments")
 NOT_SCIENCE = {"pipeline.experiments", "pipeline.experiments.base"}
@@ -89,34 +90,39 @@ def code_id(experiment) -> str:
 
 
 CHANGED_SINCE_LOADED = "+changed"  # suffix of a loaded_code_id the files no longer describe
+_LOADED_IDS: dict[str, str] = {}
+_LOADED_LOCK = threading.Lock()
 
 
-@functools.lru_cache(maxsize=None)
 def _loaded_code_id(module: str) -> str:
-    import os
+    from pipeline.experiments.base import LOADED_SOURCES, note_loaded_sources
 
-    from pipeline.experiments.base import LOADED_SOURCES
-
-    current = module_code_id(module)
-    for name in code_modules(module):
-        path = _source(name)[0]
-        if path in LOADED_SOURCES:
-            try:
-                st = os.stat(path)
-                now = (st.st_mtime_ns, st.st_size)
-            except OSError:
-                now = None
-            if now != LOADED_SOURCES[path]:
+    note_loaded_sources()  # kernels imported since the last register() (inside run, say)
+    try:
+        current = module_code_id(module)
+        for name in code_modules(module):
+            path, source = _source(name)
+            if path in LOADED_SOURCES and hashlib.sha256(source).hexdigest() != LOADED_SOURCES[path]:
                 return current + CHANGED_SINCE_LOADED
+    except OSError:  # a file gone (a branch switched under the worker): not what it loaded
+        return "unknown" + CHANGED_SINCE_LOADED
     return current
 
 
 def loaded_code_id(experiment) -> str:
     """The code identity of what this process has *loaded* for ``experiment``: its
-    :func:`code_id` while the files are as they were when it imported them; with
-    ``CHANGED_SINCE_LOADED`` appended if one has changed since (a long-lived worker keeps
-    the old code in memory). Cached per process: what is loaded does not change."""
-    return _loaded_code_id(experiment.run.__module__)
+    :func:`code_id` while the files hold what it imported; with ``CHANGED_SINCE_LOADED``
+    appended if one has changed since (a long-lived worker keeps the old code in memory).
+    Computed once per process (what is loaded does not change), under a lock: hundreds of
+    threads start their first batch together on a worker that joins."""
+    module = experiment.run.__module__
+    known = _LOADED_IDS.get(module)
+    if known is None:
+        with _LOADED_LOCK:
+            known = _LOADED_IDS.get(module)
+            if known is None:
+                known = _LOADED_IDS[module] = _loaded_code_id(module)
+    return known
 
 
 def other_code_message(worker: str, loaded: str, expected: str, name: str) -> str:

@@ -21,8 +21,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow.compute as pc
 
-from pipeline.engine.batch import (TIMEOUT_TOPIC, failed_batch_table, points_table,
-                                   request_stop, settle_worker_process)
+from pipeline.engine.batch import (TIMEOUT_TOPIC, PointsRun, failed_batch_table,
+                                   points_table, request_stop, settle_worker_process)
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, other_code_message
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
@@ -60,7 +60,7 @@ def _warm_up(grid: Grid) -> tuple[int, str, str]:
     the first timed batch does not pay for it), settles the process
     (:func:`batch.settle_worker_process`) and reports what the worker would compute: version,
     the first point's canonical parameters, and the code it has loaded."""
-    return grid.version, grid.canonical(0), settle_worker_process(grid)
+    return grid.version, grid.canonical(0), settle_worker_process(grid, every_sweep=True)
 
 
 class WorkerMismatch(RuntimeError):
@@ -75,6 +75,9 @@ def check_workers(client, grid: Grid) -> None:
     expected = (grid.version, grid.canonical(0))
     code = code_id(grid.experiment)
     for worker, got in client.run(_warm_up, grid).items():
+        if len(got) < 3:  # an older engine on the worker
+            raise WorkerMismatch(f"worker {worker} runs an older version of this pipeline: "
+                                 "restart the workers so that they load the code on disk")
         if tuple(got[:2]) != expected:
             raise WorkerMismatch(
                 f"worker {worker} computes experiment '{grid.name}' differently (version "
@@ -112,7 +115,7 @@ def _fetch(fut):
     if fut.status == "finished":
         try:
             result = fut.result(timeout=RESULT_WAIT_S)
-            if isinstance(result, tuple) and len(result) == 2:
+            if isinstance(result, PointsRun):
                 return result, None
             # seen when its worker died during the fetch: run it again, as a lost batch
             return None, RuntimeError(f"no result came back for {fut.key} (got {result!r})")
@@ -344,7 +347,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 sizer.give_back(np.asarray(chunk[result.done:]))
                 chunk = chunk[:result.done]
             sizer.observe(chunk, result.elapsed_s, result.seconds)
-            if result.code_id and result.code_id != code:
+            if result.code_id != code:
                 # A worker that joined or restarted after an edit (or kept old modules): its
                 # rows would carry this sweep's code_id without having run that code. Its
                 # points are stored failed, saying why; retry_failed=true reruns them.
@@ -352,7 +355,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 if result.worker not in other_code_seen:
                     other_code_seen.add(result.worker)
                     log.error("%s; its points are stored as failed", message)
-                table = failed_batch_table(grid, chunk, message)
+                table = failed_batch_table(grid, chunk, message, worker=result.worker)
             else:
                 try:  # built here, not on the worker (see batch.PointsRun)
                     table = points_table(grid, chunk, result)

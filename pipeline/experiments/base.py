@@ -22,7 +22,6 @@ Example::
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -303,30 +302,34 @@ class Experiment:
 
 _REGISTRY: dict[str, Experiment] = {}
 
-# Source file -> (mtime_ns, size) when this process had imported it: a long-lived worker
-# keeps the code it imported, whatever happens to the files later, and the engine compares
-# (provenance.loaded_code_id) before trusting the files on disk to say what it runs.
-LOADED_SOURCES: dict[str, tuple[int, int]] = {}
+# Source file -> sha256 of its bytes when this process imported it: a long-lived worker keeps
+# the code it imported, whatever happens to the files later, and the engine compares
+# (provenance.loaded_code_id) before trusting the files on disk to say what it runs. Contents,
+# not times: a copy or a checkout that rewrites the same bytes is no change.
+LOADED_SOURCES: dict[str, str] = {}
 _SCIENCE_PREFIXES = ("pipeline.kernels", "pipeline.experiments")
 
 
-def _note_loaded_sources() -> None:
+def note_loaded_sources() -> None:
+    """Record the science modules imported so far (those not recorded yet)."""
+    import hashlib
+
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
         if (path and path not in LOADED_SOURCES and path.endswith(".py")
                 and name.startswith(_SCIENCE_PREFIXES)):
             try:
-                st = os.stat(path)
+                with open(path, "rb") as fh:
+                    LOADED_SOURCES[path] = hashlib.sha256(fh.read()).hexdigest()
             except OSError:
                 continue
-            LOADED_SOURCES[path] = (st.st_mtime_ns, st.st_size)
 
 
 def register(experiment: Experiment) -> Experiment:
     if experiment.name in _REGISTRY and _REGISTRY[experiment.name] is not experiment:
         raise ValueError(f"experiment '{experiment.name}' registered twice")
     _REGISTRY[experiment.name] = experiment
-    _note_loaded_sources()  # its module and the kernels it imported have just been loaded
+    note_loaded_sources()  # its module and the kernels it imported have just been loaded
     return experiment
 
 
