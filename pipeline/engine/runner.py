@@ -131,7 +131,7 @@ def _fetch(fut):
         return None, exc or RuntimeError(f"{fut.key} failed on the cluster")
     if fut.status == "cancelled":
         return None, RuntimeError(f"{fut.key} was cancelled on the cluster")
-    return _NOT_YET, None  # pending again: its result was lost with a worker and is recomputed
+    return _NOT_YET, None  # "pending" or "lost": its result went with a worker; recomputed
 
 
 def _split(chunk, pieces: int) -> list:
@@ -237,6 +237,15 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     # (count to size for, when, count joined): asked of the scheduler at most once a second
     known_threads = [0, -1e9, 0]
     timed_out: dict[int, str] = {}  # grid index -> timeout error, not yet stored
+    # A timeout event can come late: after its batch returned (the watcher waits a second
+    # before ending the process, and the late point may finish meanwhile), or again from a
+    # cancelled batch that Dask had already started elsewhere. Keys with a stored result,
+    # keys cancelled for a timeout and indices stored as timed out are not acted on twice.
+    handled_keys: deque = deque(maxlen=100_000)
+    handled_key_set: set = set()
+    timed_out_stored: set[int] = set()
+    cancelled_keys: set = set()
+    recomputing: dict = {}  # key -> future whose result was lost with its worker
     waves = itertools.count()  # submission waves: each runs after the ones before it
     direct = scheduler_in_process(client)
     code = code_id(grid.experiment)  # stamped on every row by the writer
@@ -264,6 +273,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         store(failed_batch_table(grid, hung, timed_out[hung[0]]), len(hung))
         for i in hung:
             timed_out.pop(i)
+            timed_out_stored.add(i)
         return np.array([i for i in chunk if int(i) not in set(hung)], dtype=np.int64)
 
     def submit_all(chunks) -> list[str]:
@@ -318,16 +328,26 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         nonlocal suspect_key
         for event in events.drain() if events is not None else ():
             index = int(event["index"])
-            if index in timed_out:
+            key = event.get("key")
+            if index in timed_out or index in timed_out_stored or key in cancelled_keys:
+                continue  # already acted on (a cancelled batch Dask had started again)
+            if key in handled_key_set:
+                # its batch came back first: the point finished, over the limit, and its
+                # row is stored; the worker ends all the same and its nanny starts another
+                log.warning("task %s (grid index %d) ran over task_timeout=%g s but finished "
+                            "before its worker was recycled; its result is kept",
+                            event.get("task_id"), index, event["timeout_s"])
                 continue
             log.warning("task %s (grid index %d) timed out after %g s; stored as failed",
                         event.get("task_id"), index, event["timeout_s"])
             timed_out[index] = (f"TaskTimeout: point ran longer than task_timeout="
                                 f"{event['timeout_s']:g} s and was stopped (worker "
                                 f"{event.get('worker')} recycled)")
-            key = event.get("key")
             if key in in_flight and index in set(int(i) for i in in_flight[key][1]):
                 fut, chunk = in_flight.pop(key)
+                predicted_s.pop(key, None)
+                recomputing.pop(key, None)
+                cancelled_keys.add(key)
                 if key == suspect_key:
                     suspect_key = None
                 client.cancel(fut)
@@ -335,10 +355,17 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 submit(chunk)  # without the hung point: submit() filters it out
             elif not any(index in set(int(i) for i in c) for _, c in in_flight.values()):
                 store(failed_batch_table(grid, [index], timed_out.pop(index)), 1)
+                timed_out_stored.add(index)
 
     def handle(fut, result, lost=None) -> None:
         nonlocal suspect_key
         fut, chunk = in_flight.pop(fut.key)
+        recomputing.pop(fut.key, None)
+        if result is not None:
+            if len(handled_keys) == handled_keys.maxlen:
+                handled_key_set.discard(handled_keys[0])
+            handled_keys.append(fut.key)
+            handled_key_set.add(fut.key)
         predicted_s.pop(fut.key, None)
         if fut.key == suspect_key:
             suspect_key = None
@@ -413,6 +440,10 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 done.append(finished.get_nowait())
         except queue.Empty:
             pass
+        # Results lost with their worker come back when Dask has recomputed them; their
+        # futures are looked at again at each wake (a done-callback on a lost future fires
+        # at once: re-adding it spun the loop at full speed until the recomputation ended).
+        done += [f for f in recomputing.values() if f.status != "lost"]
         done = [f for f in {f.key: f for f in done}.values() if f.key in in_flight]
         ok = [f for f in done if f.status == "finished"]
         # One gather for everything that finished: a round trip per worker, not per batch
@@ -431,7 +462,11 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 continue
             result, lost = _fetch(fut)
             if result is _NOT_YET:  # being recomputed: wait for it to finish again
-                fut.add_done_callback(finished.put)
+                if fut.status == "pending":
+                    recomputing.pop(fut.key, None)
+                    fut.add_done_callback(finished.put)
+                else:  # "lost": its callback would fire at once; looked at each wake
+                    recomputing[fut.key] = fut
                 continue
             handle(fut, result, lost)
         submit_more()
