@@ -37,6 +37,9 @@ def main(argv: list[str]) -> int:
               f"results/composition)\n{USAGE}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     experiment = registry().get(folder.resolve().name)
+    pending = _pending_compaction(folder, repair)
+    if pending is not None:
+        return pending
     report = verify_store(folder, experiment)
     print(render(report, experiment is not None))
     if report.ok:
@@ -75,6 +78,33 @@ def main(argv: list[str]) -> int:
     print(f"{len(moved)} file(s) quarantined; rerun the sweep (the same command) to recompute "
           "their tasks")
     return EXIT_OK
+
+
+def _pending_compaction(folder: Path, repair: bool) -> int | None:
+    """A compaction killed after its commit leaves both file sets in the folder until the
+    next sweep or compaction finishes the swap: ``pipeline.load`` reads the new set (from
+    the intent), but a plain Parquet reader reads both. Reported as a problem; ``--repair``
+    finishes the swap, then verification goes on. None when nothing is pending."""
+    from pipeline.store.compaction import INTENT, read_intent, recover
+    from pipeline.store.parquet import StoreLocked, SweepLock
+
+    if read_intent(folder) is None:
+        return None
+    if not repair:
+        print(f"verify {folder}: a compaction was interrupted while it swapped files "
+              f"({INTENT} is there). pipeline.load reads the new set, but "
+              "pandas.read_parquet reads old and new together until the swap is finished.\n"
+              f"Finish it with: python -m pipeline verify {folder} --repair (a sweep or "
+              "`python -m pipeline compact` on the folder finishes it too)", file=sys.stderr)
+        return EXIT_BAD_STORE
+    try:
+        with SweepLock(folder):
+            outcome = recover(folder)
+    except StoreLocked as exc:
+        print(f"error: {exc}; repair when it has finished", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    print(f"the interrupted compaction was finished ({outcome})")
+    return None
 
 
 def render(report, schema_checked: bool = True) -> str:

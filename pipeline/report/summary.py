@@ -47,7 +47,7 @@ def summary_table(path, experiment, tasks_ok: int | None = None,
             if values.size:
                 lo[c], hi[c] = min(lo[c], values.min()), max(hi[c], values.max())
                 samples[c].append(values[::stride])
-    head = f"stored: {total:,} rows"
+    head = f"stored: {total:,} rows (all attempts; pipeline.load keeps each task's latest)"
     if tasks_ok is not None:
         head += f", {tasks_ok:,} tasks ok, {tasks_failed or 0:,} failed"
     lines = [head]

@@ -105,6 +105,21 @@ def _swap(path: Path, intent: dict) -> None:
     _fsync_dir(path)
 
 
+def _newest_version_metadata(table):
+    """The schema metadata's ``version`` is the newest experiment version among the rows:
+    the unified schema kept the oldest part's, and a file labelled with an old version has
+    its declared types left unchecked by ``verify`` (older versions may differ by design)."""
+    import pyarrow.compute as pc
+
+    meta = dict(table.schema.metadata or {})
+    if b"version" in meta and "experiment_version" in table.column_names and table.num_rows:
+        newest = pc.max(table["experiment_version"]).as_py()
+        if newest is not None:
+            meta[b"version"] = str(newest).encode()
+            table = table.replace_schema_metadata(meta)
+    return table
+
+
 def _reindex(path: Path, intent: dict) -> None:
     """The part index (``_parts.jsonl``, for ``verify``) follows the swap: the new files'
     checksums in, the old files out. Idempotent, so a recovered swap may run it again."""
@@ -149,6 +164,7 @@ def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
         table = read_table(path)
         rows_before = table.num_rows
         table = deduplicate_table(table)
+        table = _newest_version_metadata(table)
         bytes_per_row = max(1.0, table.nbytes / max(1, table.num_rows))
         per_file = int(max(1, min(target_rows, target_mib * 2**20 / bytes_per_row)))
         needed = max(1, -(-table.num_rows // per_file))

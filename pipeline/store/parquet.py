@@ -279,9 +279,28 @@ def id_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return out
 
 
+def _again_if_swapped(read):
+    """``read()``, once more (up to a few times) if a part file it listed vanished before it
+    was read: a compaction swapped the set under a reader that holds no lock (its old files
+    go right after its commit). A missing file is not a damaged one."""
+    from pipeline.store.integrity import BadPartFile
+
+    for attempt in range(5):
+        try:
+            return read()
+        except BadPartFile as exc:
+            if exc.path.exists() or attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+
+
 def stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Sorted id prefixes (see :func:`id_prefixes`) of tasks stored ok, and of tasks stored
     only as failed."""
+    return _again_if_swapped(lambda: _stored_ids(path))
+
+
+def _stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     files = part_files(path)
     empty = np.zeros(0, dtype=np.uint64)
     if not files:
@@ -321,11 +340,20 @@ def read_table(path: str | os.PathLike, on_error: str = "raise") -> pa.Table | N
     :class:`ForeignPartFile`; ``on_error="skip"`` leaves both out with a warning."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    return _again_if_swapped(lambda: _read_table(path, on_error))
+
+
+def _read_table(path: str | os.PathLike, on_error: str) -> pa.Table | None:
     files = part_files(path)
     if on_error == "skip":
         import warnings
 
         bad = find_bad_parts(files)
+        vanished = [f for f, _ in bad if not f.exists()]
+        if vanished:  # not damaged: the set changed under us (read again, not skipped)
+            from pipeline.store.integrity import BadPartFile
+
+            raise BadPartFile(vanished[0], "it vanished while being read")
         for f, reason in bad:
             warnings.warn(f"skipped unreadable part file {f} ({reason}); "
                           f"repair with: python -m pipeline verify {f.parent} --repair",
