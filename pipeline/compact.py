@@ -1,6 +1,7 @@
 """``python -m pipeline compact RESULTS_DIR/NAME``: rewrite a result folder into few large part
 files (the store logic is :mod:`pipeline.store.compaction`). Exit 0 done (or nothing to do),
-2 bad arguments or a sweep holds the folder, 4 a damaged or foreign part file (named, with the
+2 bad arguments or a sweep holds the folder, 3 the files could not be written (a full disk;
+said whether anything changed), 4 a damaged or foreign part file (named, with the
 ``verify --repair`` command; nothing is changed)."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ def main(argv: list[str]) -> int:
     """``python -m pipeline compact RESULTS_DIR/NAME [--target-rows N] [--target-mib M]``."""
     import argparse
 
-    from pipeline.exit_codes import EXIT_BAD_STORE
+    from pipeline.exit_codes import EXIT_BAD_STORE, EXIT_CRASHED
     from pipeline.store.integrity import BadPartFile
     from pipeline.store.parquet import StoreLocked
 
@@ -47,6 +48,16 @@ def main(argv: list[str]) -> int:
     except BadPartFile as exc:  # found while reading, before anything was staged or swapped
         print(f"error: {exc}\nnothing was compacted", file=sys.stderr)
         return EXIT_BAD_STORE
+    except OSError as exc:  # a full disk, a read-only folder
+        from pipeline.store.compaction import read_intent
+
+        if read_intent(folder) is None:
+            state = "nothing was changed: the folder holds its old files, as before"
+        else:
+            state = ("the new files were committed; the next sweep, compaction or "
+                     f"`python -m pipeline verify {folder} --repair` finishes the swap")
+        print(f"error: could not compact {folder}: {exc}\n{state}", file=sys.stderr)
+        return EXIT_CRASHED
     if result.recovered:
         print(f"an interrupted compaction was {result.recovered}")
     if result.files_before == 0:

@@ -243,3 +243,46 @@ def test_compacted_files_are_labelled_with_the_newest_version_among_their_rows(t
     assert pq.read_schema(new).metadata[b"version"] == str(grid.version).encode() == b"2"
     versions = set(pd.read_parquet(folder)["experiment_version"])
     assert versions == {1, 2}
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 4 MiB tmpfs (root only), unmounted after the test."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill: {proc.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.mark.timeout(120)
+def test_compaction_on_a_full_disk_changes_nothing_and_says_so(small_disk):
+    """The disk fills while the new files are staged: the command says so and exits 3 (it
+    died with an OSError traceback), the staging folder is gone, and the old set is the table,
+    as before."""
+    import gc
+
+    grid = _store(small_disk)
+    gc.collect()
+    folder = small_disk / "calibration"
+    before = _view(small_disk, grid)
+    old_parts = _parts(folder)
+    filler = small_disk / "filler"
+    with open(filler, "wb") as fh:  # leave about 100 KiB: less than the new files need
+        free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+        fh.write(b"\0" * max(0, free - 100 * 1024))
+    out = subprocess.run([sys.executable, "-m", "pipeline", "compact", str(folder),
+                          "--target-rows", "2000"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr and "No space left on device" in out.stderr
+    assert "nothing was changed" in out.stderr
+    assert not list(folder.glob("_compacting-*")) and not (folder / INTENT).exists()
+    assert _parts(folder) == old_parts
+    _assert_same(before, _view(small_disk, grid))
+    filler.unlink()  # with room again, it compacts
+    assert compact(folder, target_rows=2000).rewritten
+    _assert_same(before, _view(small_disk, grid))

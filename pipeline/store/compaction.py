@@ -173,19 +173,24 @@ def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
         stamp = new_run_id()
         staging = path / f"{STAGING_PREFIX}{stamp}"
         new_names = []
-        for seq, start in enumerate(range(0, table.num_rows, per_file)):
-            name = f"part-{stamp}-compacted-{seq:06d}.parquet"
-            write_part_file(staging, name, table.slice(start, per_file))
-            new_names.append(name)
-        _fsync_dir(staging)
-        _pause_at("staged")
-        intent = {"staging": staging.name, "old": [f.name for f in old], "new": new_names,
-                  "rows": table.num_rows, "created_at": stamp}
         tmp = path / f".{INTENT}.tmp"
-        with open(tmp, "w") as fh:
-            json.dump(intent, fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            for seq, start in enumerate(range(0, table.num_rows, per_file)):
+                name = f"part-{stamp}-compacted-{seq:06d}.parquet"
+                write_part_file(staging, name, table.slice(start, per_file))
+                new_names.append(name)
+            _fsync_dir(staging)
+            _pause_at("staged")
+            intent = {"staging": staging.name, "old": [f.name for f in old], "new": new_names,
+                      "rows": table.num_rows, "created_at": stamp}
+            with open(tmp, "w") as fh:
+                json.dump(intent, fh, indent=2)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:  # not committed (a full disk, say): the old set stays the table
+            tmp.unlink(missing_ok=True)
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         os.replace(tmp, path / INTENT)  # the commit point
         _fsync_dir(path)
         _pause_at("committed")
