@@ -18,7 +18,7 @@ def load(results_dir, name, status=None, version=None, *, select=None, grid=None
     - ``grid={...}, params={...}``: exactly the points of that grid (written as in a YAML;
       parameters not given take their declared defaults, not the YAML's);
     - ``run_id=``/``code_id=``: rows written by these runs / computed by this code (a string
-      or a list).
+      or a list), among each task's latest attempt.
 
     With a selection ``df.attrs["coverage"]`` says what the rows cover (runs, commits,
     code_ids, missing grid points) and lists warnings.

@@ -286,3 +286,41 @@ def test_compaction_on_a_full_disk_changes_nothing_and_says_so(small_disk):
     filler.unlink()  # with room again, it compacts
     assert compact(folder, target_rows=2000).rewritten
     _assert_same(before, _view(small_disk, grid))
+
+
+def test_a_selection_by_run_is_the_same_before_and_after_compaction(tmp_path):
+    """Filtered before deduplication, a run's superseded attempts (failed, then retried ok by
+    a later run; a batch written again) were selected, and compaction, which drops them,
+    changed the answer (500 rows before, 428 after, in review). Now: each task's latest
+    attempt, then the run filter."""
+    import gc
+
+    from pipeline.engine.provenance import provenance_stamp
+    from pipeline.report.selection import Selection, select
+
+    grid = _grid()
+    folder = tmp_path / "calibration"
+    run1 = PartWriter(folder, "run1", provenance_stamp(grid.experiment, "run1"))
+    for start in range(0, 2600, 100):
+        run1.write(run_batch(grid, range(start, start + 100))[0])
+    run1.write(failed_batch_table(grid, range(2600, 2700), "lost on the cluster"))
+    run1.close()
+    run2 = PartWriter(folder, "run2", provenance_stamp(grid.experiment, "run2"))
+    run2.write(run_batch(grid, range(2600, 2650))[0])  # now ok
+    run2.write(run_batch(grid, range(0, 50))[0])  # a batch stored again
+    run2.close()
+    del run1, run2
+    gc.collect()
+    picks = {run: Selection(run_ids=(run,)) for run in ("run1", "run2")}
+    before = {run: _sorted(select(tmp_path, "calibration", s)) for run, s in picks.items()}
+    latest = _sorted(load(tmp_path, "calibration"))
+    for run, df in before.items():
+        pd.testing.assert_frame_equal(df, _sorted(latest[latest["run_id"] == run]),
+                                      check_index_type=False)
+    # run1's failed rows for 2600..2649 and its first batch (0..49) were superseded by run2
+    run1_x = set(before["run1"]["x"])
+    assert not run1_x & set(range(0, 50)) and not run1_x & set(range(2600, 2650))
+    assert set(range(2650, 2700)) <= run1_x  # still failed: their latest attempt is run1's
+    assert compact(folder, target_rows=2000).rewritten
+    for run, s in picks.items():
+        pd.testing.assert_frame_equal(_sorted(select(tmp_path, "calibration", s)), before[run])

@@ -135,9 +135,12 @@ def _filter(table: pa.Table, selection: Selection) -> pa.Table:
 
 def select_table(path: str | os.PathLike, selection: Selection,
                  prefixes: np.ndarray | None = None, on_error: str = "raise") -> pa.Table | None:
-    """The stored rows of the folder ``path`` that ``selection`` picks, not deduplicated
-    (``on_error`` as in :func:`pipeline.store.parquet.read_table`)."""
-    from pipeline.store.parquet import contains, id_prefixes, read_table
+    """The stored rows of the folder ``path`` that ``selection`` picks (``on_error`` as in
+    :func:`pipeline.store.parquet.read_table`): each task's latest attempt, as
+    :func:`~pipeline.store.parquet.load` keeps it, then the run, code and version filters.
+    Filtered first, a run's superseded attempts (failed, then retried ok by a later run) came
+    back, and a compaction, which drops them, changed the answer."""
+    from pipeline.store.parquet import contains, deduplicate_table, id_prefixes, read_table
 
     table = read_table(path, on_error=on_error)
     if table is None:
@@ -145,6 +148,8 @@ def select_table(path: str | os.PathLike, selection: Selection,
     if selection.grid is not None:
         prefixes = grid_prefixes(selection.grid) if prefixes is None else prefixes
         table = table.filter(pa.array(contains(np.sort(prefixes), id_prefixes(table["task_id"]))))
+    if table.num_rows and (selection.run_ids or selection.code_ids or selection.versions):
+        table = deduplicate_table(table)
     return _filter(table, selection)
 
 
