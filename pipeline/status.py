@@ -76,12 +76,20 @@ def dashboard_lines(link: str, driver_host: str | None, here: str | None = None)
 def describe(path: Path) -> list[str]:
     """The status lines of one experiment folder."""
     from pipeline.store.integrity import BadPartFile
-    from pipeline.store.parquet import dead_run_state, mark_dead_runs, read_manifest
+    from pipeline.store.parquet import (StoreLocked, SweepLock, dead_run_state, mark_dead_runs,
+                                        read_manifest)
 
-    try:
-        mark_dead_runs(path)
-    except OSError:  # a folder we may read but not write: show the verdict, record nothing
-        pass
+    # Recorded only while no sweep holds the folder: the manifest is rewritten whole, and
+    # beside a live driver's own writes (its heartbeat, its final record) this one could
+    # put back the record it had just replaced. The lock is taken only when there is a dead
+    # run to record (a sweep starting in those milliseconds would find the folder locked).
+    # The verdict below is shown either way.
+    if any(dead_run_state(run) for run in read_manifest(path).get("runs", [])):
+        try:
+            with SweepLock(path):
+                mark_dead_runs(path)
+        except (StoreLocked, OSError):  # a sweep writes, or a folder we may only read
+            pass
     try:
         ok, failed = stored_counts(path)
         lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"]

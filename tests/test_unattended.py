@@ -838,3 +838,25 @@ def test_a_result_lost_with_its_worker_is_awaited_without_spinning(tmp_path):
     assert len(after) <= 50 + 20 * span, (len(after), span)  # each turn waits (<= 1 s)
     rows = pd.read_parquet(tmp_path)
     assert stats.ran == 40 and len(rows) == 40 and rows["task_id"].is_unique
+
+
+def test_status_records_dead_runs_only_while_no_sweep_holds_the_folder(tmp_path):
+    """`status` rewrites the whole manifest to mark a dead run; beside a live driver's own
+    writes that could put back the record the driver had just replaced (its final one, later
+    marked killed). While the folder's lock is held it shows the verdict and writes nothing."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    folder = tmp_path / "calibration"
+    update_manifest(folder, {"run_id": "dead", "status": "running",
+                             "host": socket.gethostname(), "pid": _dead_pid(),
+                             "heartbeat_at": stamp})
+    manifest = folder / "_manifest.json"
+    before = manifest.read_bytes()
+    with SweepLock(folder):  # a live sweep
+        out = status(tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert "killed" in out.stdout
+        assert manifest.read_bytes() == before  # shown, not recorded
+    out = status(tmp_path)
+    assert out.returncode == 0 and "killed" in out.stdout
+    assert read_manifest(folder)["runs"][0]["status"] == "killed"  # recorded once free
