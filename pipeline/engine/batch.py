@@ -210,8 +210,6 @@ def settle_worker_process(grid: Grid, every_sweep: bool = False) -> str:
     quiets the worker's log about results whose requester has gone."""
     import gc
 
-    from pipeline.engine.provenance import loaded_code_id
-
     code = loaded_code_id(grid.experiment)
     if every_sweep or not _SETTLED[0]:
         _SETTLED[0] = True
