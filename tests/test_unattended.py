@@ -437,7 +437,8 @@ def test_ctrl_c_while_run_py_imports_is_a_message_not_a_traceback(tmp_path):
     time.sleep(0.3)
     driver.send_signal(signal.SIGINT)
     _, err = driver.communicate(timeout=60)
-    assert driver.returncode == 130, err
+    # -SIGINT: as in the next test, when the interrupt surfaced inside a C extension's own code
+    assert driver.returncode in (130, -signal.SIGINT), err
     assert "Traceback" not in err and "interrupted" in err
     assert not (tmp_path / "calibration").exists()
 
