@@ -371,3 +371,21 @@ def test_run_batch_over_many_strips_and_batch_sizes(sizes):
         assert (df.rows == 1).all() and (df.row_index == 0).all() and (df.status == "ok").all()
         assert df.error.isna().all() and len(df) == n
         start += n
+
+
+@pytest.mark.parametrize("spec,values,dropped", [
+    ({"linspace": [1, 1, 5]}, [1.0], 4),                    # every value the same
+    ({"logspace": [0, 1e-17, 4]}, [1.0], 3),                # values that round together
+    ({"linspace": [-0.0, 0.0, 3]}, [0.0], 2),               # -0.0 and 0.0 are one point
+    ({"linspace": [2.0, 1.0, 3]}, [2.0, 1.5, 1.0], 0),      # decreasing, no repeat: kept
+])
+def test_range_helper_repeats_are_one_point(spec, values, dropped):
+    """A linspace/logspace that repeats a value is one point per value, as a list is: each
+    repeat was the same task id, run and stored once per repeat (5 rows of one task)."""
+    e = Experiment(name="toy_f", version=1, params=[Param("x", float, 1.0, Interval(-1, 10))],
+                   columns={"out": pa.float64()}, run=lambda p, s: {"out": 0.0})
+    g = Grid(e, {"x": spec}, {})
+    assert [g.point(i)["x"] for i in range(g.total)] == values
+    ids = g.batch_columns(range(g.total))[1]
+    assert len(set(ids)) == len(ids) == g.total
+    assert g.duplicates_dropped == ({"x": dropped} if dropped else {})

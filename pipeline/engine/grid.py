@@ -206,7 +206,15 @@ def _coerce_axis(p, raw, experiment: str) -> tuple[Sequence, int]:
             p.coerce(float(v), experiment)
         if not np.all(np.isfinite(raw)) and p.domain is not None:
             p.coerce(float(raw[~np.isfinite(raw)][0]), experiment)
-        return raw + 0.0, 0
+        raw = raw + 0.0
+        # linspace(1, 1, 5), or a logspace whose values round together, repeats values: each
+        # repeat would be the same task id run and stored again. Strictly monotone: none.
+        steps = np.diff(raw)
+        if not (np.all(steps > 0) or np.all(steps < 0)):
+            _, first = np.unique(raw, return_index=True)  # NaNs count as one value, as ids do
+            first.sort()
+            return raw[first], raw.size - first.size
+        return raw, 0
     values = [p.coerce(_python_scalar(v), experiment) for v in raw]
     return _unique(values, lambda v: _fragment(v))
 
