@@ -46,6 +46,12 @@ CASES = [
     (["experiment=lattice", "grid.L1=[4]"],
      ["parameter 'L1': appears both in a zip group (L1, L2) and in the grid",
       "'~grid.zip'", "'grid.zip=[{L1:[...],L2:[...]}]'"]),
+    # a zip group of empty lists is no grid, as an empty axis (it ran a sweep of 0 tasks, exit 0)
+    (["experiment=lattice", "grid.zip=[{L1:[],L2:[]}]"],
+     ["parameters (L1, L2): empty lists of values in a zip group"]),
+    # not a list of groups (a TypeError traceback)
+    (["experiment=lattice", "grid.zip=5"],
+     ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),
 ]
 
 

@@ -244,6 +244,9 @@ class Grid:
         zip_groups = grid.pop("zip", None) or []
         if isinstance(zip_groups, Mapping):
             zip_groups = [zip_groups]
+        if not isinstance(zip_groups, list):  # grid.zip=5 escaped as a TypeError traceback
+            raise ParamError(self.name, "zip", "a list of groups, each mapping parameters to "
+                             f"equal-length lists, e.g. [{{L1: [4, 8], L2: [4, 8]}}]; got {zip_groups!r}")
 
         def check_known(key: str) -> None:
             if key not in declared:
@@ -275,6 +278,8 @@ class Grid:
             if len(lengths) != 1:
                 raise ParamError(self.name, ",".join(group), f"zip group lists differ in length "
                                  f"({sorted(lengths)}); they must be equal")
+            if lengths == {0}:  # as for an axis: a grid of no points is a mistake, not a sweep
+                raise ParamError(self.name, ",".join(group), "empty lists of values in a zip group")
             rows, dropped = _unique(list(zip(*columns)),
                                     lambda t: tuple(_fragment(v) for v in t))
             if dropped:
