@@ -389,3 +389,16 @@ def test_range_helper_repeats_are_one_point(spec, values, dropped):
     ids = g.batch_columns(range(g.total))[1]
     assert len(set(ids)) == len(ids) == g.total
     assert g.duplicates_dropped == ({"x": dropped} if dropped else {})
+
+
+@pytest.mark.parametrize("n", [10**14, 10**17])
+def test_dry_run_samples_of_a_grid_beyond_float_and_int64_precision(n):
+    """A dry run has no size limit: its sample points were cut with a float linspace, which
+    rounded 10^17 - 1 up to 10^17 (IndexError on a 10^17-point grid) and could not cast a
+    10^20-point grid's last index at all (a numpy traceback)."""
+    g = Grid(toy(), {"n": {"range": [16, n + 16]}, "k": {"range": [1, 1001]}}, {})
+    assert g.total == n * 1000
+    picks = g.sample_indices(5)
+    assert picks[0] == 0 and picks[-1] == g.total - 1 and len(picks) == 5
+    assert (g.point(picks[-1])["n"], g.point(picks[-1])["k"]) == (n + 15, 1000)
+    assert all(len(g.task_id(i)) == 24 for i in picks)

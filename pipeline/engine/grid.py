@@ -476,7 +476,10 @@ class Grid:
     def sample_indices(self, count: int) -> list[int]:
         if self.total <= count:
             return list(range(self.total))
-        return sorted({int(round(i)) for i in np.linspace(0, self.total - 1, count)})
+        # exact integers: a float linspace over a grid beyond int64 (a dry run has no size
+        # limit) failed to cast, and beyond 2^53 it could round past the last index
+        last, steps = self.total - 1, max(1, count - 1)
+        return sorted({k * last // steps for k in range(count)})
 
     # ------------------------------------------------------------------ validation
     def _check_combinations(self) -> None:
