@@ -402,3 +402,14 @@ def test_dry_run_samples_of_a_grid_beyond_float_and_int64_precision(n):
     assert picks[0] == 0 and picks[-1] == g.total - 1 and len(picks) == 5
     assert (g.point(picks[-1])["n"], g.point(picks[-1])["k"]) == (n + 15, 1000)
     assert all(len(g.task_id(i)) == 24 for i in picks)
+
+
+def test_range_arguments_beyond_float_precision_are_integers():
+    """An integer range argument above 2^53 was refused as "range arguments must be integers"
+    (its float rounds to another integer); a fraction still is refused."""
+    g = Grid(toy(), {"n": {"range": [2**53 + 1, 2**53 + 4]}}, {})
+    assert [g.point(i)["n"] for i in range(g.total)] == [2**53 + 1, 2**53 + 2, 2**53 + 3]
+    assert Grid(toy(), {"n": "range(9007199254740993, 9007199254740995)"}, {}).total == 2
+    for bad in ([1, 2.5], [1.5, 3]):
+        with pytest.raises(ParamError, match="range arguments must be integers"):
+            Grid(toy(), {"n": {"range": bad}}, {})

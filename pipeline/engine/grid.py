@@ -49,7 +49,9 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
             if not 1 <= len(args) <= 3:
                 raise ValueError("range takes 1 to 3 integers (start, stop, step)")
             ints = [int(a) for a in args]
-            if any(float(a) != i for a, i in zip(args, ints)):
+            # int() truncates 2.5; an int (or an integer string) is exact as it is, while its
+            # float rounds above 2^53 and made range(0, 2**53 + 1) "not integers"
+            if any(not isinstance(a, (int, str)) and float(a) != i for a, i in zip(args, ints)):
                 raise ValueError("range arguments must be integers")
             return range(*ints)  # lazy: a 10^7-point axis costs nothing until used
         if len(args) != 3:
