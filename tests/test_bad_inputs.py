@@ -49,6 +49,10 @@ CASES = [
     # a zip group of empty lists is no grid, as an empty axis (it ran a sweep of 0 tasks, exit 0)
     (["experiment=lattice", "grid.zip=[{L1:[],L2:[]}]"],
      ["parameters (L1, L2): empty lists of values in a zip group"]),
+    # a float axis too large to hold (numpy's MemoryError traceback); 10^16 values are beyond
+    # any address space, so numpy's allocation fails even where memory is overcommitted
+    (["experiment=calibration", "grid.work_us={linspace:[0,1,1e16]}"],
+     ["parameter 'work_us'", "num=10,000,000,000,000,000 values do not fit in memory"]),
     # not a list of groups (a TypeError traceback)
     (["experiment=lattice", "grid.zip=5"],
      ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),

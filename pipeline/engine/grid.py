@@ -62,9 +62,14 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
         num = int(float(num))
         if num < 1:
             raise ValueError("num must be >= 1")
-        values = np.linspace(start, stop, num)
-        if name == "logspace":
-            values = 10.0 ** values
+        try:
+            values = np.linspace(start, stop, num)
+            if name == "logspace":
+                with np.errstate(over="ignore"):  # an inf is refused by the domain, by name
+                    values = 10.0 ** values
+        except MemoryError:  # num=1e12: numpy's traceback, not a bad-input error
+            raise ValueError(f"num={num:,} values do not fit in memory ({8 * num / 2**30:,.0f} "
+                             "GiB); a float axis holds every value") from None
         return values
     except (TypeError, ValueError) as exc:
         raise ParamError(experiment, param, f"bad {name} helper {args!r}: {exc}") from None
