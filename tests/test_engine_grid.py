@@ -413,3 +413,25 @@ def test_range_arguments_beyond_float_precision_are_integers():
     for bad in ([1, 2.5], [1.5, 3]):
         with pytest.raises(ParamError, match="range arguments must be integers"):
             Grid(toy(), {"n": {"range": bad}}, {})
+
+
+def test_range_of_a_float_parameter_is_compact_and_keeps_its_ids():
+    """A range helper on a float parameter was coerced value by value into Python floats and
+    their id fragments (a 10^8-point axis: minutes and GiBs before a dry run answered); it
+    is held as a float array like a linspace, with the same points and task ids as a list."""
+    import tracemalloc
+
+    small = Grid(toy(), {"eps": {"range": [1, 2000, 7]}}, {})
+    listed = Grid(toy(), {"eps": [float(v) for v in range(1, 2000, 7)]}, {})
+    assert small.total == listed.total == len(range(1, 2000, 7))
+    assert small.batch_columns(range(small.total)) == listed.batch_columns(range(listed.total))
+    assert points(small) == points(listed)
+    n = 10**6
+    tracemalloc.start()
+    try:
+        g = Grid(toy(), {"eps": {"range": [1, n + 1]}}, {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert g.total == n and g.point(n - 1)["eps"] == float(n)
+    assert peak < 40 * n, peak  # a few float64 arrays, not a Python object per value

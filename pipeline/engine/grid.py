@@ -208,6 +208,10 @@ def _coerce_axis(p, raw, experiment: str) -> tuple[Sequence, int]:
     if isinstance(raw, range) and p.type is int and convex and len(raw):
         p.coerce(raw[0], experiment), p.coerce(raw[-1], experiment)
         return raw, 0
+    if isinstance(raw, range) and p.type is float and convex and len(raw):
+        # as a float array, like a linspace: coerced one by one, a 10^8-point range of a
+        # float parameter took minutes and GiBs (a Python float and id fragment per value)
+        raw = np.arange(raw.start, raw.stop, raw.step, dtype=np.float64)
     if isinstance(raw, np.ndarray) and p.type is float and convex and raw.size:
         for v in (raw.min(), raw.max()):
             p.coerce(float(v), experiment)
