@@ -435,3 +435,22 @@ def test_range_of_a_float_parameter_is_compact_and_keeps_its_ids():
         tracemalloc.stop()
     assert g.total == n and g.point(n - 1)["eps"] == float(n)
     assert peak < 40 * n, peak  # a few float64 arrays, not a Python object per value
+
+
+def test_point_checks_on_a_list_parameter_axis():
+    """A check involving a list-typed parameter that is a grid axis (composition_hetero's
+    eps_list) ended in 'TypeError: unhashable type: list' instead of validating the grid."""
+    calls = []
+
+    def limit(v):
+        calls.append(dict(v))
+        return "weights may hold at most k values" if len(v["weights"]) > v["k"] else None
+
+    exp = toy(checks=[PointCheck(("weights", "k"), limit)])
+    g = Grid(exp, {"weights": [[0.5], [0.5, 1.0], [0.5]], "k": [2, 3]}, {})
+    assert g.total == 4 and g.duplicates_dropped == {"weights": 1}
+    assert len(calls) == 4  # 2 distinct lists x 2 values of k
+    with pytest.raises(ParamError, match=r"at most k values \(at weights=\[0.5, 1.0\], k=1\)"):
+        Grid(exp, {"weights": [[0.5], [0.5, 1.0]], "k": [1]}, {})
+    with pytest.raises(ParamError, match="at most k values"):  # in a zip group too
+        Grid(exp, {"zip": [{"weights": [[0.5], [0.5, 1.0]], "k": [1, 1]}]}, {})

@@ -502,8 +502,13 @@ class Grid:
                 names = [n for n in axis.names if n in wanted]
                 if names:
                     idx = [axis.names.index(n) for n in names]
-                    combos = sorted({tuple(axis.at(d)[i] for i in idx) for d in range(len(axis))},
-                                    key=repr)
+                    # distinct by id fragments: a list value (float_list) is unhashable, and a
+                    # set of the raw tuples failed with a TypeError traceback
+                    distinct = {}
+                    for d in range(len(axis)):
+                        combo = tuple(axis.at(d)[i] for i in idx)
+                        distinct.setdefault(tuple(_fragment(v) for v in combo), combo)
+                    combos = sorted(distinct.values(), key=repr)
                     projections.append((names, combos))
             for choice in product(*[combos for _, combos in projections]):
                 values = {n: self.fixed[n] for n in wanted if n in self.fixed}
