@@ -76,8 +76,11 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
     mask = (df["experiment_version"] == grid.version).to_numpy().copy()
     list_typed = {p.name for p in grid.experiment.params if p.type in ("int_list", "float_list")}
 
+    def stored_list(v):  # tolist(): numpy scalars' reprs ('np.float64(0.1)') match no fragment
+        return v.tolist() if isinstance(v, np.ndarray) else list(v)
+
     def canon(col):
-        return df[col].map(lambda v: _fragment(list(v)) if v is not None else None)
+        return df[col].map(lambda v: _fragment(stored_list(v)) if v is not None else None)
 
     for name, value in grid.fixed.items():
         if name in list_typed:
@@ -101,7 +104,7 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
         else:
             keys = pd.DataFrame([axis.at(d) for d in range(len(axis))], columns=list(axis.names))
             keys = keys.map(lambda v: _fragment(v)).drop_duplicates()
-            stored = df[list(axis.names)].map(lambda v: _fragment(list(v)) if isinstance(v, np.ndarray) else _fragment(v))
+            stored = df[list(axis.names)].map(lambda v: _fragment(stored_list(v)) if isinstance(v, np.ndarray) else _fragment(v))
             merged = stored.merge(keys.assign(_hit=True), how="left", on=list(axis.names))
             mask &= merged["_hit"].fillna(False).to_numpy(dtype=bool)
     hits = df[mask]
