@@ -53,6 +53,11 @@ CASES = [
     # any address space, so numpy's allocation fails even where memory is overcommitted
     (["experiment=calibration", "grid.work_us={linspace:[0,1,1e16]}"],
      ["parameter 'work_us'", "num=10,000,000,000,000,000 values do not fit in memory"]),
+    # an infinite range bound or num (an OverflowError traceback)
+    (["experiment=calibration", "grid.x={range:[0,1e400]}"],
+     ["parameter 'x': bad range helper [0, inf]: cannot convert float infinity to integer"]),
+    (["experiment=calibration", "grid.work_us={linspace:[0,1,1e400]}"],
+     ["parameter 'work_us': bad linspace helper [0, 1, inf]"]),
     # not a list of groups (a TypeError traceback)
     (["experiment=lattice", "grid.zip=5"],
      ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),

@@ -71,7 +71,7 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
             raise ValueError(f"num={num:,} values do not fit in memory ({8 * num / 2**30:,.0f} "
                              "GiB); a float axis holds every value") from None
         return values
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # int(1e400): OverflowError
         raise ParamError(experiment, param, f"bad {name} helper {args!r}: {exc}") from None
 
 
