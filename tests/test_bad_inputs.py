@@ -58,6 +58,9 @@ CASES = [
      ["parameter 'x': bad range helper [0, inf]: cannot convert float infinity to integer"]),
     (["experiment=calibration", "grid.work_us={linspace:[0,1,1e400]}"],
      ["parameter 'work_us': bad linspace helper [0, 1, inf]"]),
+    # an axis longer than 2^63 - 1 values (len(range) raised OverflowError: a traceback)
+    (["experiment=calibration", "dry_run=true", "grid.x={range:[0,100000000000000000000]}"],
+     ["parameter 'x': bad range helper [0, 100000000000000000000]: more than 2^63 - 1 values"]),
     # not a list of groups (a TypeError traceback)
     (["experiment=lattice", "grid.zip=5"],
      ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),

@@ -53,7 +53,12 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
             # float rounds above 2^53 and made range(0, 2**53 + 1) "not integers"
             if any(not isinstance(a, (int, str)) and float(a) != i for a, i in zip(args, ints)):
                 raise ValueError("range arguments must be integers")
-            return range(*ints)  # lazy: a 10^7-point axis costs nothing until used
+            values = range(*ints)  # lazy: a 10^7-point axis costs nothing until used
+            try:
+                len(values)  # range(0, 10**20) exists, but its len() raised OverflowError
+            except OverflowError:
+                raise ValueError("more than 2^63 - 1 values, more than an axis can hold") from None
+            return values
         if len(args) != 3:
             raise ValueError(f"{name} takes exactly 3 arguments (start, stop, num)")
         start, stop, num = float(args[0]), float(args[1]), args[2]
