@@ -61,6 +61,10 @@ CASES = [
     # an axis longer than 2^63 - 1 values (len(range) raised OverflowError: a traceback)
     (["experiment=calibration", "dry_run=true", "grid.x={range:[0,100000000000000000000]}"],
      ["parameter 'x': bad range helper [0, 100000000000000000000]: more than 2^63 - 1 values"]),
+    # a grid beyond int64 indices, max_tasks raised: it wrote a manifest, then crashed (exit 3)
+    (["experiment=calibration", "max_tasks=100000000000000000000",
+      "grid.x={range:[0,10000000000]}", "grid.crash_at={range:[0,10000000000]}"],
+     ["the grid has 100,000,000,000,000,000,000 tasks", "at most 9,223,372,036,854,775,807"]),
     # not a list of groups (a TypeError traceback)
     (["experiment=lattice", "grid.zip=5"],
      ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),
