@@ -454,3 +454,19 @@ def test_point_checks_on_a_list_parameter_axis():
         Grid(exp, {"weights": [[0.5], [0.5, 1.0]], "k": [1]}, {})
     with pytest.raises(ParamError, match="at most k values"):  # in a zip group too
         Grid(exp, {"zip": [{"weights": [[0.5], [0.5, 1.0]], "k": [1, 1]}]}, {})
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"range": {"start": 5}}, "missing: stop"),  # ran range(5): 0..4
+    ({"range": {"start": 2, "step": 3}}, "missing: stop"),  # ran range(2, 3)
+    ({"range": {"start": 0, "stop": 10, "stpe": 2}}, "unknown: stpe"),  # ran range(0, 10)
+    ({"linspace": {"start": 0, "stop": 1, "n": 5}}, "unknown: n; missing: num"),
+])
+def test_named_range_helper_arguments_keep_their_meaning(spec, message):
+    """A helper's arguments given by name were taken in order, skipping the missing and
+    unknown ones: {range: {start: 5}} silently swept 0..4 and a misspelt step was ignored."""
+    with pytest.raises(ParamError, match=message):
+        Grid(toy(), {"k": spec}, {})
+    assert list(expand_value({"range": {"stop": 3}}, "k", "toy")) == [0, 1, 2]
+    g = Grid(toy(), {"n": {"range": {"start": 2, "stop": 9, "step": 3}}}, {})
+    assert [p["n"] for p in points(g)] == [2, 5, 8]

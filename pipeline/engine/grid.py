@@ -41,7 +41,19 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
     if isinstance(args, Mapping):
         keys = {"linspace": ("start", "stop", "num"), "logspace": ("start", "stop", "num"),
                 "range": ("start", "stop", "step")}[name]
-        args = [args[k] for k in keys if k in args]
+        # named, each argument keeps its meaning: a typo ('stpe') was dropped, and the ones
+        # given shifted into other places ({start: 5} ran range(5), i.e. 0..4)
+        unknown = sorted(set(map(str, args)) - set(keys))
+        required = ("stop",) if name == "range" else keys
+        missing = [k for k in required if k not in args]
+        if unknown or missing:
+            raise ParamError(experiment, param, f"{name} takes {', '.join(keys)}"
+                             + (" (start 0 and step 1 by default)" if name == "range" else "")
+                             + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+                             + (f"; missing: {', '.join(missing)}" if missing else ""))
+        if name == "range":
+            args = {"start": 0, "step": 1, **args}
+        args = [args[k] for k in keys]
     if not isinstance(args, (list, tuple)):
         raise ParamError(experiment, param, f"{name} takes a list of arguments, got {args!r}")
     try:
