@@ -470,3 +470,16 @@ def test_named_range_helper_arguments_keep_their_meaning(spec, message):
     assert list(expand_value({"range": {"stop": 3}}, "k", "toy")) == [0, 1, 2]
     g = Grid(toy(), {"n": {"range": {"start": 2, "stop": 9, "step": 3}}}, {})
     assert [p["n"] for p in points(g)] == [2, 5, 8]
+
+
+@pytest.mark.parametrize("spec", [{"linspace": [0, float("inf"), 3]},
+                                  {"linspace": [float("nan"), 1, 3]},
+                                  {"logspace": [float("-inf"), 0, 3]}])
+def test_space_helpers_need_finite_ends(spec):
+    """linspace(0, inf, 3) is [0, nan, inf]: a parameter without a domain (calibration's
+    scale) swept NaN as a value nobody asked for, and one with a domain was refused for
+    'value nan', a value not in the command."""
+    e = Experiment(name="toy_free", version=1, params=[Param("x", float, 1.0, None)],
+                   columns={"out": pa.float64()}, run=lambda p, s: {"out": 0.0})
+    with pytest.raises(ParamError, match="start and stop must be finite numbers"):
+        Grid(e, {"x": spec}, {})

@@ -74,6 +74,8 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
         if len(args) != 3:
             raise ValueError(f"{name} takes exactly 3 arguments (start, stop, num)")
         start, stop, num = float(args[0]), float(args[1]), args[2]
+        if not (math.isfinite(start) and math.isfinite(stop)):  # numpy fills in NaN between
+            raise ValueError("start and stop must be finite numbers")
         if isinstance(num, bool) or float(num) != int(float(num)):  # 2.5 used to become 2
             raise ValueError(f"num must be a whole number of points, got {num!r}")
         num = int(float(num))

@@ -105,7 +105,7 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
                 v = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
                 ordered = values if np.all(values[1:] >= values[:-1]) else np.sort(values)
                 hit = ordered[np.minimum(np.searchsorted(ordered, v), ordered.size - 1)] == v
-                if np.isnan(ordered[-1]):  # sorted last; NaN is one point, as in its task id
+                if np.isnan(ordered[-1]):  # sorted last (none from linspace or logspace)
                     hit |= np.isnan(v)
                 mask &= hit
             else:
