@@ -65,6 +65,9 @@ CASES = [
     (["experiment=calibration", "max_tasks=100000000000000000000",
       "grid.x={range:[0,10000000000]}", "grid.crash_at={range:[0,10000000000]}"],
      ["the grid has 100,000,000,000,000,000,000 tasks", "at most 9,223,372,036,854,775,807"]),
+    # the same for a range over a float parameter (held as a float array)
+    (["experiment=calibration", "grid.scale={range:[0,10000000000000000]}"],
+     ["parameter 'scale': range of 10,000,000,000,000,000 values does not fit in memory"]),
     # not a list of groups (a TypeError traceback)
     (["experiment=lattice", "grid.zip=5"],
      ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),

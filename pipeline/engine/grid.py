@@ -230,7 +230,12 @@ def _coerce_axis(p, raw, experiment: str) -> tuple[Sequence, int]:
     if isinstance(raw, range) and p.type is float and convex and len(raw):
         # as a float array, like a linspace: coerced one by one, a 10^8-point range of a
         # float parameter took minutes and GiBs (a Python float and id fragment per value)
-        raw = np.arange(raw.start, raw.stop, raw.step, dtype=np.float64)
+        try:
+            raw = np.arange(raw.start, raw.stop, raw.step, dtype=np.float64)
+        except MemoryError:  # as for a linspace: an error naming the parameter, no traceback
+            raise ParamError(experiment, p.name, f"range of {len(raw):,} values does not fit in "
+                             f"memory ({8 * len(raw) / 2**30:,.0f} GiB); a float axis holds "
+                             "every value") from None
     if isinstance(raw, np.ndarray) and p.type is float and convex and raw.size:
         for v in (raw.min(), raw.max()):
             p.coerce(float(v), experiment)
