@@ -188,3 +188,31 @@ def test_resume_count_of_a_long_float_axis_is_compact(tmp_path, spec):
     ok_ids, _ = stored_ids(tmp_path)
     assert counts == (len(stored), 0) == (ok_ids.size, 0)
     assert peak < 2 * 8 * grid.total + 2**20, peak  # at most a sorted copy of the axis
+
+
+def test_resume_of_a_folder_written_by_a_version_without_a_parameter(tmp_path):
+    """Parts of an older experiment version are kept by design (verify accepts them), and a
+    version that added a parameter has no column for it in those parts: the resume count
+    went on matching without the column and raised KeyError, so every sweep and dry run of
+    the folder ended in a traceback. None of their rows is a point of the current grid."""
+    from pipeline.engine.resume import count_done
+    from pipeline.store.parquet import checked_schemas, experiment_dir
+
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": {"range": [0, 10]}}, {"work_us": 0.0})
+    folder = experiment_dir(tmp_path, "calibration")
+    # as version 1 wrote it: no hang_at column, other ids (here: those of another work_us)
+    before = Grid(exp, {"x": {"range": [0, 10]}}, {"work_us": 1.0})
+    old = run_batch(before, [1, 2])[0].drop_columns(["hang_at"])
+    old = old.set_column(old.schema.get_field_index("experiment_version"), "experiment_version",
+                         pa.array([exp.version - 1] * old.num_rows, pa.int64()))
+    PartWriter(folder, "old").write(old.replace_schema_metadata(
+        {**old.schema.metadata, b"version": str(exp.version - 1).encode()}))
+    checked_schemas(folder)  # kept by design: not foreign
+    assert count_done(grid, folder) == (0, 0)
+    plan = plan_sweep(grid, folder)
+    assert (plan.done_ok, plan.pending.size) == (0, 10)
+    assert sorted(plan.pending) == list(range(10))
+    PartWriter(folder, "new").write(run_batch(grid, [3, 4, 5])[0])  # the old rows: nulls
+    assert count_done(grid, folder) == (3, 0)
+    assert sorted(plan_sweep(grid, folder).pending) == [0, 1, 2, 6, 7, 8, 9]

@@ -68,9 +68,12 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
             raise BadPartFile(f, f"{type(exc).__name__}: {exc}") from None
     schema = pa.unify_schemas(schemas, promote_options="permissive")
     wanted = [c for c in ("task_id", "status", "experiment_version", *names) if c in schema.names]
+    if any(n not in schema.names for n in names):
+        # no part has a column for some parameter: all were written by an older version that
+        # did not declare it. None of their rows is a point of this grid (ids hash the version
+        # and every parameter); matching went on without the column and raised KeyError
+        return 0, 0
     table = read_parts(files, columns=wanted, schema=schema)
-    if any(n not in table.column_names for n in names):
-        table = table.filter(pc.equal(table["experiment_version"], -1))  # an older schema
     df = table.select(["task_id", "status", "experiment_version",
                        *[n for n in names if n in table.column_names]]).to_pandas()
     mask = (df["experiment_version"] == grid.version).to_numpy().copy()
