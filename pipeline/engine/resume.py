@@ -112,7 +112,11 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
                     hit |= np.isnan(v)
                 mask &= hit
             else:
-                mask &= df[name].isin(list(np.asarray(values).tolist())).to_numpy()
+                listed = list(np.asarray(values).tolist())
+                hit = df[name].isin(listed).to_numpy()
+                if any(v is None for v in listed):  # an optional parameter left unset: stored
+                    hit = hit | df[name].isna().to_numpy()  # null, read as NaN: isin misses it
+                mask &= hit
         else:
             keys = pd.DataFrame([axis.at(d) for d in range(len(axis))], columns=list(axis.names))
             keys = keys.map(lambda v: _fragment(v)).drop_duplicates()
