@@ -394,6 +394,12 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         raise ConfigError(f"the grid has {grid.total:,} tasks, more than max_tasks = "
                           f"{max_tasks:,}; shrink the grid, or raise the limit with "
                           f"max_tasks={grid.total} (dry_run=true shows the grid at any size)")
+    if grid.total >= 2**63 and not conf.get("dry_run") and not conf.get("report"):
+        # with max_tasks raised, such a sweep took the lock, wrote its manifest and started
+        # the cluster, then crashed (exit 3) on its first int64 grid index
+        raise ConfigError(f"the grid has {grid.total:,} tasks; a sweep numbers its points with "
+                          f"64-bit integers, so it runs at most {2**63 - 1:,} (shrink the grid; "
+                          "dry_run=true shows it at any size)")
     if not conf.get("dry_run") and not conf.get("report"):
         try:  # last, as it may wait cluster.timeout: the peer of cluster.address answers as a
             check_scheduler(conf.get("cluster") or {})  # Dask scheduler (TLS included)

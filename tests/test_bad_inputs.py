@@ -46,6 +46,31 @@ CASES = [
     (["experiment=lattice", "grid.L1=[4]"],
      ["parameter 'L1': appears both in a zip group (L1, L2) and in the grid",
       "'~grid.zip'", "'grid.zip=[{L1:[...],L2:[...]}]'"]),
+    # a zip group of empty lists is no grid, as an empty axis (it ran a sweep of 0 tasks, exit 0)
+    (["experiment=lattice", "grid.zip=[{L1:[],L2:[]}]"],
+     ["parameters (L1, L2): empty lists of values in a zip group"]),
+    # a float axis too large to hold (numpy's MemoryError traceback); 10^16 values are beyond
+    # any address space, so numpy's allocation fails even where memory is overcommitted
+    (["experiment=calibration", "grid.work_us={linspace:[0,1,1e16]}"],
+     ["parameter 'work_us'", "num=10,000,000,000,000,000 values do not fit in memory"]),
+    # an infinite range bound or num (an OverflowError traceback)
+    (["experiment=calibration", "grid.x={range:[0,1e400]}"],
+     ["parameter 'x': bad range helper [0, inf]: cannot convert float infinity to integer"]),
+    (["experiment=calibration", "grid.work_us={linspace:[0,1,1e400]}"],
+     ["parameter 'work_us': bad linspace helper [0, 1, inf]"]),
+    # an axis longer than 2^63 - 1 values (len(range) raised OverflowError: a traceback)
+    (["experiment=calibration", "dry_run=true", "grid.x={range:[0,100000000000000000000]}"],
+     ["parameter 'x': bad range helper [0, 100000000000000000000]: more than 2^63 - 1 values"]),
+    # a grid beyond int64 indices, max_tasks raised: it wrote a manifest, then crashed (exit 3)
+    (["experiment=calibration", "max_tasks=100000000000000000000",
+      "grid.x={range:[0,10000000000]}", "grid.crash_at={range:[0,10000000000]}"],
+     ["the grid has 100,000,000,000,000,000,000 tasks", "at most 9,223,372,036,854,775,807"]),
+    # the same for a range over a float parameter (held as a float array)
+    (["experiment=calibration", "grid.scale={range:[0,10000000000000000]}"],
+     ["parameter 'scale': range of 10,000,000,000,000,000 values does not fit in memory"]),
+    # not a list of groups (a TypeError traceback)
+    (["experiment=lattice", "grid.zip=5"],
+     ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),
 ]
 
 

@@ -371,3 +371,115 @@ def test_run_batch_over_many_strips_and_batch_sizes(sizes):
         assert (df.rows == 1).all() and (df.row_index == 0).all() and (df.status == "ok").all()
         assert df.error.isna().all() and len(df) == n
         start += n
+
+
+@pytest.mark.parametrize("spec,values,dropped", [
+    ({"linspace": [1, 1, 5]}, [1.0], 4),                    # every value the same
+    ({"logspace": [0, 1e-17, 4]}, [1.0], 3),                # values that round together
+    ({"linspace": [-0.0, 0.0, 3]}, [0.0], 2),               # -0.0 and 0.0 are one point
+    ({"linspace": [2.0, 1.0, 3]}, [2.0, 1.5, 1.0], 0),      # decreasing, no repeat: kept
+])
+def test_range_helper_repeats_are_one_point(spec, values, dropped):
+    """A linspace/logspace that repeats a value is one point per value, as a list is: each
+    repeat was the same task id, run and stored once per repeat (5 rows of one task)."""
+    e = Experiment(name="toy_f", version=1, params=[Param("x", float, 1.0, Interval(-1, 10))],
+                   columns={"out": pa.float64()}, run=lambda p, s: {"out": 0.0})
+    g = Grid(e, {"x": spec}, {})
+    assert [g.point(i)["x"] for i in range(g.total)] == values
+    ids = g.batch_columns(range(g.total))[1]
+    assert len(set(ids)) == len(ids) == g.total
+    assert g.duplicates_dropped == ({"x": dropped} if dropped else {})
+
+
+@pytest.mark.parametrize("n", [10**14, 10**17])
+def test_dry_run_samples_of_a_grid_beyond_float_and_int64_precision(n):
+    """A dry run has no size limit: its sample points were cut with a float linspace, which
+    rounded 10^17 - 1 up to 10^17 (IndexError on a 10^17-point grid) and could not cast a
+    10^20-point grid's last index at all (a numpy traceback)."""
+    g = Grid(toy(), {"n": {"range": [16, n + 16]}, "k": {"range": [1, 1001]}}, {})
+    assert g.total == n * 1000
+    picks = g.sample_indices(5)
+    assert picks[0] == 0 and picks[-1] == g.total - 1 and len(picks) == 5
+    assert (g.point(picks[-1])["n"], g.point(picks[-1])["k"]) == (n + 15, 1000)
+    assert all(len(g.task_id(i)) == 24 for i in picks)
+
+
+def test_range_arguments_beyond_float_precision_are_integers():
+    """An integer range argument above 2^53 was refused as "range arguments must be integers"
+    (its float rounds to another integer); a fraction still is refused."""
+    g = Grid(toy(), {"n": {"range": [2**53 + 1, 2**53 + 4]}}, {})
+    assert [g.point(i)["n"] for i in range(g.total)] == [2**53 + 1, 2**53 + 2, 2**53 + 3]
+    assert Grid(toy(), {"n": "range(9007199254740993, 9007199254740995)"}, {}).total == 2
+    for bad in ([1, 2.5], [1.5, 3]):
+        with pytest.raises(ParamError, match="range arguments must be integers"):
+            Grid(toy(), {"n": {"range": bad}}, {})
+
+
+def test_range_of_a_float_parameter_is_compact_and_keeps_its_ids():
+    """A range helper on a float parameter was coerced value by value into Python floats and
+    their id fragments (a 10^8-point axis: minutes and GiBs before a dry run answered); it
+    is held as a float array like a linspace, with the same points and task ids as a list."""
+    import tracemalloc
+
+    small = Grid(toy(), {"eps": {"range": [1, 2000, 7]}}, {})
+    listed = Grid(toy(), {"eps": [float(v) for v in range(1, 2000, 7)]}, {})
+    assert small.total == listed.total == len(range(1, 2000, 7))
+    assert small.batch_columns(range(small.total)) == listed.batch_columns(range(listed.total))
+    assert points(small) == points(listed)
+    n = 10**6
+    tracemalloc.start()
+    try:
+        g = Grid(toy(), {"eps": {"range": [1, n + 1]}}, {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert g.total == n and g.point(n - 1)["eps"] == float(n)
+    assert peak < 40 * n, peak  # a few float64 arrays, not a Python object per value
+
+
+def test_point_checks_on_a_list_parameter_axis():
+    """A check involving a list-typed parameter that is a grid axis (composition_hetero's
+    eps_list) ended in 'TypeError: unhashable type: list' instead of validating the grid."""
+    calls = []
+
+    def limit(v):
+        calls.append(dict(v))
+        return "weights may hold at most k values" if len(v["weights"]) > v["k"] else None
+
+    exp = toy(checks=[PointCheck(("weights", "k"), limit)])
+    g = Grid(exp, {"weights": [[0.5], [0.5, 1.0], [0.5]], "k": [2, 3]}, {})
+    assert g.total == 4 and g.duplicates_dropped == {"weights": 1}
+    assert len(calls) == 4  # 2 distinct lists x 2 values of k
+    with pytest.raises(ParamError, match=r"at most k values \(at weights=\[0.5, 1.0\], k=1\)"):
+        Grid(exp, {"weights": [[0.5], [0.5, 1.0]], "k": [1]}, {})
+    with pytest.raises(ParamError, match="at most k values"):  # in a zip group too
+        Grid(exp, {"zip": [{"weights": [[0.5], [0.5, 1.0]], "k": [1, 1]}]}, {})
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"range": {"start": 5}}, "missing: stop"),  # ran range(5): 0..4
+    ({"range": {"start": 2, "step": 3}}, "missing: stop"),  # ran range(2, 3)
+    ({"range": {"start": 0, "stop": 10, "stpe": 2}}, "unknown: stpe"),  # ran range(0, 10)
+    ({"linspace": {"start": 0, "stop": 1, "n": 5}}, "unknown: n; missing: num"),
+])
+def test_named_range_helper_arguments_keep_their_meaning(spec, message):
+    """A helper's arguments given by name were taken in order, skipping the missing and
+    unknown ones: {range: {start: 5}} silently swept 0..4 and a misspelt step was ignored."""
+    with pytest.raises(ParamError, match=message):
+        Grid(toy(), {"k": spec}, {})
+    assert list(expand_value({"range": {"stop": 3}}, "k", "toy")) == [0, 1, 2]
+    g = Grid(toy(), {"n": {"range": {"start": 2, "stop": 9, "step": 3}}}, {})
+    assert [p["n"] for p in points(g)] == [2, 5, 8]
+
+
+@pytest.mark.parametrize("spec", [{"linspace": [0, float("inf"), 3]},
+                                  {"linspace": [float("nan"), 1, 3]},
+                                  {"logspace": [float("-inf"), 0, 3]}])
+def test_space_helpers_need_finite_ends(spec):
+    """linspace(0, inf, 3) is [0, nan, inf]: a parameter without a domain (calibration's
+    scale) swept NaN as a value nobody asked for, and one with a domain was refused for
+    'value nan', a value not in the command."""
+    e = Experiment(name="toy_free", version=1, params=[Param("x", float, 1.0, None)],
+                   columns={"out": pa.float64()}, run=lambda p, s: {"out": 0.0})
+    with pytest.raises(ParamError, match="start and stop must be finite numbers"):
+        Grid(e, {"x": spec}, {})

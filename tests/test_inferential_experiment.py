@@ -196,3 +196,21 @@ def test_lp_worst_case_exact_at_its_eps_limit():
     lp = run(graph="complete", n=5, J=-0.4, h=0.2, mechanism="worst_case", eps=2.5)[0]
     rr = run(graph="complete", n=5, J=-0.4, h=0.2, mechanism="randomized_response", eps=2.5)[0]
     assert lp["method"] == "LP" and lp["nu"] >= rr["nu"] - 1e-9
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sizes,limit", [
+    (dict(graph="tree", branching=2, depth=10**12), "tree recursion limited"),  # hung
+    (dict(graph="tree", branching=2, depth=10**6), "tree recursion limited"),  # ValueError
+    (dict(graph="bethe", degree=3, radius=10**12), "tree recursion limited"),  # hung
+    (dict(graph="grid", rows=3, cols=10**9, target="all"), "transfer matrices limited"),  # hung
+])
+def test_huge_graph_sizes_are_refused_at_once(sizes, limit):
+    """Validation refuses a graph beyond the size limits at once, naming the limit: the
+    exact node count of a tree of depth 10^12 (a power of 2 with 10^11 digits) and the
+    orbits of a 3 x 10^9 grid were computed first, and validation never ended; a depth of
+    10^6 overflowed the message's digits (ValueError with a traceback)."""
+    with pytest.raises(ParamError, match=limit):
+        INFERENTIAL.resolve({"target": "0", **sizes}, prior="ising", mechanism="worst_case")
+    assert graph_size(dict(graph="tree", branching=3, depth=4)) == (3**5 - 1) // 2
+    assert graph_size(dict(graph="bethe", degree=3, radius=6)) == 1 + 3 * (2**6 - 1)

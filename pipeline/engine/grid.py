@@ -41,7 +41,19 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
     if isinstance(args, Mapping):
         keys = {"linspace": ("start", "stop", "num"), "logspace": ("start", "stop", "num"),
                 "range": ("start", "stop", "step")}[name]
-        args = [args[k] for k in keys if k in args]
+        # named, each argument keeps its meaning: a typo ('stpe') was dropped, and the ones
+        # given shifted into other places ({start: 5} ran range(5), i.e. 0..4)
+        unknown = sorted(set(map(str, args)) - set(keys))
+        required = ("stop",) if name == "range" else keys
+        missing = [k for k in required if k not in args]
+        if unknown or missing:
+            raise ParamError(experiment, param, f"{name} takes {', '.join(keys)}"
+                             + (" (start 0 and step 1 by default)" if name == "range" else "")
+                             + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+                             + (f"; missing: {', '.join(missing)}" if missing else ""))
+        if name == "range":
+            args = {"start": 0, "step": 1, **args}
+        args = [args[k] for k in keys]
     if not isinstance(args, (list, tuple)):
         raise ParamError(experiment, param, f"{name} takes a list of arguments, got {args!r}")
     try:
@@ -49,22 +61,36 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
             if not 1 <= len(args) <= 3:
                 raise ValueError("range takes 1 to 3 integers (start, stop, step)")
             ints = [int(a) for a in args]
-            if any(float(a) != i for a, i in zip(args, ints)):
+            # int() truncates 2.5; an int (or an integer string) is exact as it is, while its
+            # float rounds above 2^53 and made range(0, 2**53 + 1) "not integers"
+            if any(not isinstance(a, (int, str)) and float(a) != i for a, i in zip(args, ints)):
                 raise ValueError("range arguments must be integers")
-            return range(*ints)  # lazy: a 10^7-point axis costs nothing until used
+            values = range(*ints)  # lazy: a 10^7-point axis costs nothing until used
+            try:
+                len(values)  # range(0, 10**20) exists, but its len() raised OverflowError
+            except OverflowError:
+                raise ValueError("more than 2^63 - 1 values, more than an axis can hold") from None
+            return values
         if len(args) != 3:
             raise ValueError(f"{name} takes exactly 3 arguments (start, stop, num)")
         start, stop, num = float(args[0]), float(args[1]), args[2]
+        if not (math.isfinite(start) and math.isfinite(stop)):  # numpy fills in NaN between
+            raise ValueError("start and stop must be finite numbers")
         if isinstance(num, bool) or float(num) != int(float(num)):  # 2.5 used to become 2
             raise ValueError(f"num must be a whole number of points, got {num!r}")
         num = int(float(num))
         if num < 1:
             raise ValueError("num must be >= 1")
-        values = np.linspace(start, stop, num)
-        if name == "logspace":
-            values = 10.0 ** values
+        try:
+            values = np.linspace(start, stop, num)
+            if name == "logspace":
+                with np.errstate(over="ignore"):  # an inf is refused by the domain, by name
+                    values = 10.0 ** values
+        except MemoryError:  # num=1e12: numpy's traceback, not a bad-input error
+            raise ValueError(f"num={num:,} values do not fit in memory ({8 * num / 2**30:,.0f} "
+                             "GiB); a float axis holds every value") from None
         return values
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # int(1e400): OverflowError
         raise ParamError(experiment, param, f"bad {name} helper {args!r}: {exc}") from None
 
 
@@ -201,12 +227,29 @@ def _coerce_axis(p, raw, experiment: str) -> tuple[Sequence, int]:
     if isinstance(raw, range) and p.type is int and convex and len(raw):
         p.coerce(raw[0], experiment), p.coerce(raw[-1], experiment)
         return raw, 0
+    if isinstance(raw, range) and p.type is float and convex and len(raw):
+        # as a float array, like a linspace: coerced one by one, a 10^8-point range of a
+        # float parameter took minutes and GiBs (a Python float and id fragment per value)
+        try:
+            raw = np.arange(raw.start, raw.stop, raw.step, dtype=np.float64)
+        except MemoryError:  # as for a linspace: an error naming the parameter, no traceback
+            raise ParamError(experiment, p.name, f"range of {len(raw):,} values does not fit in "
+                             f"memory ({8 * len(raw) / 2**30:,.0f} GiB); a float axis holds "
+                             "every value") from None
     if isinstance(raw, np.ndarray) and p.type is float and convex and raw.size:
         for v in (raw.min(), raw.max()):
             p.coerce(float(v), experiment)
         if not np.all(np.isfinite(raw)) and p.domain is not None:
             p.coerce(float(raw[~np.isfinite(raw)][0]), experiment)
-        return raw + 0.0, 0
+        raw = raw + 0.0
+        # linspace(1, 1, 5), or a logspace whose values round together, repeats values: each
+        # repeat would be the same task id run and stored again. Strictly monotone: none.
+        steps = np.diff(raw)
+        if not (np.all(steps > 0) or np.all(steps < 0)):
+            _, first = np.unique(raw, return_index=True)  # NaNs count as one value, as ids do
+            first.sort()
+            return raw[first], raw.size - first.size
+        return raw, 0
     values = [p.coerce(_python_scalar(v), experiment) for v in raw]
     return _unique(values, lambda v: _fragment(v))
 
@@ -236,6 +279,9 @@ class Grid:
         zip_groups = grid.pop("zip", None) or []
         if isinstance(zip_groups, Mapping):
             zip_groups = [zip_groups]
+        if not isinstance(zip_groups, list):  # grid.zip=5 escaped as a TypeError traceback
+            raise ParamError(self.name, "zip", "a list of groups, each mapping parameters to "
+                             f"equal-length lists, e.g. [{{L1: [4, 8], L2: [4, 8]}}]; got {zip_groups!r}")
 
         def check_known(key: str) -> None:
             if key not in declared:
@@ -267,6 +313,8 @@ class Grid:
             if len(lengths) != 1:
                 raise ParamError(self.name, ",".join(group), f"zip group lists differ in length "
                                  f"({sorted(lengths)}); they must be equal")
+            if lengths == {0}:  # as for an axis: a grid of no points is a mistake, not a sweep
+                raise ParamError(self.name, ",".join(group), "empty lists of values in a zip group")
             rows, dropped = _unique(list(zip(*columns)),
                                     lambda t: tuple(_fragment(v) for v in t))
             if dropped:
@@ -463,7 +511,10 @@ class Grid:
     def sample_indices(self, count: int) -> list[int]:
         if self.total <= count:
             return list(range(self.total))
-        return sorted({int(round(i)) for i in np.linspace(0, self.total - 1, count)})
+        # exact integers: a float linspace over a grid beyond int64 (a dry run has no size
+        # limit) failed to cast, and beyond 2^53 it could round past the last index
+        last, steps = self.total - 1, max(1, count - 1)
+        return sorted({k * last // steps for k in range(count)})
 
     # ------------------------------------------------------------------ validation
     def _check_combinations(self) -> None:
@@ -475,8 +526,13 @@ class Grid:
                 names = [n for n in axis.names if n in wanted]
                 if names:
                     idx = [axis.names.index(n) for n in names]
-                    combos = sorted({tuple(axis.at(d)[i] for i in idx) for d in range(len(axis))},
-                                    key=repr)
+                    # distinct by id fragments: a list value (float_list) is unhashable, and a
+                    # set of the raw tuples failed with a TypeError traceback
+                    distinct = {}
+                    for d in range(len(axis)):
+                        combo = tuple(axis.at(d)[i] for i in idx)
+                        distinct.setdefault(tuple(_fragment(v) for v in combo), combo)
+                    combos = sorted(distinct.values(), key=repr)
                     projections.append((names, combos))
             for choice in product(*[combos for _, combos in projections]):
                 values = {n: self.fixed[n] for n in wanted if n in self.fixed}

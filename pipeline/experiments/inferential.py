@@ -35,13 +35,20 @@ MAX_RR_ENUMERATION_COST = 20 * 20 * (1 << 20)  # n^2 2^n-ish for target = all
 
 
 # --------------------------------------------------------------------------- sizes and plan
+GRAPH_SIZE_CAP = 2**64  # above every size limit; graph_size says "at least this many"
+
+
 def graph_size(p: dict) -> int:
-    """Number of nodes the graph parameters describe (without building a random graph)."""
+    """Number of nodes the graph parameters describe (without building a random graph), or
+    ``GRAPH_SIZE_CAP`` for more: the exact power for depth=10^12 never finished (validation
+    hung), and for depth=10^6 its digits overflowed the error message."""
     g = p["graph"]
     if g == "grid":
         return p["rows"] * p["cols"]
     if g == "tree":
         b, d = p["branching"], p["depth"]
+        if b > 1 and (d + 1) * math.log2(b) > 64:
+            return GRAPH_SIZE_CAP
         return d + 1 if b == 1 else (b ** (d + 1) - 1) // (b - 1)
     if g == "bethe":
         deg, rad = p["degree"], p["radius"]
@@ -49,6 +56,8 @@ def graph_size(p: dict) -> int:
             return 1
         if deg == 2:
             return 1 + 2 * rad
+        if deg > 2 and rad * math.log2(deg - 1) > 64:
+            return GRAPH_SIZE_CAP
         return 1 + deg * ((deg - 1) ** rad - 1) // (deg - 2)
     return p["n"]
 
@@ -108,6 +117,8 @@ def plan(p: dict) -> tuple[str, str]:
         base = "transfer"
         if nt == 1:
             passes = 1
+        elif n > MAX_TRANSFER_NODES:  # refused below: counting the orbits of 3 x 10^9 never ended
+            passes = n
         elif affiliated or p.get("h", 0.0) == 0.0 or mech == "noisy_sum":  # symmetric: one pass per orbit
             passes = len({K.grid_orbit_representative(p["rows"], p["cols"], a) for a in range(n)})
         else:  # gauged antiferromagnet in a field: the checkerboard field breaks the symmetry
