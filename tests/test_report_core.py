@@ -118,3 +118,28 @@ def test_writer_table_round_trip(tmp_path):
     assert back.v.tolist() == pytest.approx([0.1, 1 / 3], rel=1e-11)
     assert "| 2 | 0.333333333333 |" in (tmp_path / "t.md").read_text()
     assert r"a\_b" in (tmp_path / "t.tex").read_text()
+
+
+def test_integer_columns_print_whole_when_some_task_failed(tmp_path):
+    """A failed task's null outputs make pandas hold an integer column as float64; the ok rows
+    a report prints must still be integers: a lattice of 1,048,576 vertices was printed as
+    1.04858e+06 (six significant digits, as floats are) in the LaTeX and HTML tables as soon
+    as one task of the sweep had failed."""
+    import pyarrow as pa
+
+    from pipeline.engine.batch import failed_batch_table
+
+    exp = get_experiment("lattice")
+    fixed = {"base": "square", "insertions": 0, "boundary": "torus"}
+    grid = Grid(exp, {"L1": [16, 1024]}, {**fixed, "L2": 1024})
+    table, _ = run_batch(grid, range(grid.total))
+    failed = failed_batch_table(Grid(exp, {}, {**fixed, "L1": 8, "L2": 8}), [0], "TaskTimeout: x")
+    PartWriter(Path(tmp_path) / "lattice", "test").write(pa.concat_tables([table, failed]))
+    assert build_report(tmp_path, "lattice", selection=None) == 0
+    outdir = tmp_path / "lattice" / "_report"
+    tex = (outdir / "lattice_values.tex").read_text()
+    page = (outdir / "index.html").read_text()
+    for whole in ("1048576", "2097152"):  # vertices and edges of the 1024 x 1024 torus
+        assert f"& {whole} " in tex or f"& {whole} \\\\" in tex, whole
+        assert f'<td class="num">{whole}</td>' in page, whole
+    assert "e+06" not in tex
