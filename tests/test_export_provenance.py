@@ -299,6 +299,16 @@ def test_load_with_a_selection(mixed_store):
     assert load(select=words, code_id="0000000000000000").empty
 
 
+def test_load_takes_a_list_of_versions_without_other_selection(mixed_store):
+    """``version=`` is documented as "latest", an int or a list; a list with no other selection
+    raised TypeError (int() of a list) instead of keeping those versions."""
+    load = lambda **kw: pipeline.load(mixed_store, "independent_sets", **kw)  # noqa: E731
+    assert sorted(load(version=[0]).m) == [1, 2]
+    assert len(load(version=[0, 1])) == 7
+    assert sorted(load(version=["latest"]).m) == [1, 2, 3, 4, 5]
+    assert sorted(load(version=[0], status="ok").m) == [1, 2]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_report_and_export_take_run_code_and_version_selections(mixed_store, tmp_path):

@@ -428,24 +428,27 @@ def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
-         version: int | str | None = None, on_error: str = "raise") -> pd.DataFrame:
+         version: int | str | list | None = None, on_error: str = "raise") -> pd.DataFrame:
     """The whole result table of experiment ``name``, one row set per task id.
 
-    ``status="ok"`` keeps only successful rows. ``version`` keeps one experiment version (an
-    int, or ``"latest"``); by default rows of every version are returned (their task ids
-    differ). Raises FileNotFoundError if nothing is stored, :class:`BadPartFile` (naming the
-    file and ``python -m pipeline verify DIR --repair``) if a part file is damaged, and its
-    subclass :class:`ForeignPartFile` if a ``part-*.parquet`` file is not a result part of this
-    experiment (what ``verify`` calls foreign), unless ``on_error="skip"``, which leaves such
-    parts out with a warning.
+    ``status="ok"`` keeps only successful rows. ``version`` keeps experiment versions (an int,
+    ``"latest"``, or a list of them); by default rows of every version are returned (their
+    task ids differ). Raises FileNotFoundError if nothing is stored, :class:`BadPartFile`
+    (naming the file and ``python -m pipeline verify DIR --repair``) if a part file is damaged,
+    and its subclass :class:`ForeignPartFile` if a ``part-*.parquet`` file is not a result part
+    of this experiment (what ``verify`` calls foreign), unless ``on_error="skip"``, which leaves
+    such parts out with a warning.
     """
     path = experiment_dir(results_dir, name)
     table = read_table(path, on_error=on_error)
     if table is None:
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
-    if version is not None:
-        wanted = pc.max(table["experiment_version"]).as_py() if version == "latest" else int(version)
-        table = table.filter(pc.equal(table["experiment_version"], wanted))
+    if version is not None:  # an int, "latest", or a list of them (as pipeline.load documents)
+        latest = pc.max(table["experiment_version"]).as_py()
+        wanted = [latest if v == "latest" else int(v)
+                  for v in (version if isinstance(version, (list, tuple)) else [version])]
+        table = table.filter(pc.is_in(table["experiment_version"],
+                                      value_set=pa.array(wanted, pa.int64())))
     table = deduplicate_table(table)
     if status is not None:
         table = table.filter(pc.equal(table["status"], status))
