@@ -372,8 +372,32 @@ def _read_table(path: str | os.PathLike, on_error: str) -> pa.Table | None:
         schemas = checked_schemas(path, files)
     if not files:
         return None
-    schema = pa.unify_schemas(schemas, promote_options="permissive")
-    return read_parts(files, schema=schema)
+    return read_parts(files, schema=unified_schema(schemas))
+
+
+def unified_schema(schemas: list[pa.Schema]) -> pa.Schema:
+    """One schema for the folder's parts (the first part's metadata). A column whose type
+    changed with the experiment version (an int64 count that became an exact decimal string)
+    takes the type of the newest version that has it, and older rows are cast to it when read:
+    ``verify`` accepts such older parts, so readers must not refuse the folder."""
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        pass
+
+    def version(schema: pa.Schema) -> int:
+        try:
+            return int((schema.metadata or {}).get(b"version", b"-1"))
+        except ValueError:
+            return -1
+
+    newest: dict[str, pa.DataType] = {}
+    for schema in sorted(schemas, key=version, reverse=True):  # stable: later parts first on ties
+        for f in schema:
+            newest.setdefault(f.name, f.type)
+    aligned = [pa.schema([f.with_type(newest[f.name]) for f in s], metadata=s.metadata)
+               for s in schemas]
+    return pa.unify_schemas(aligned, promote_options="permissive")
 
 
 def deduplicate_table(table: pa.Table) -> pa.Table:
