@@ -309,6 +309,23 @@ def test_load_takes_a_list_of_versions_without_other_selection(mixed_store):
     assert sorted(load(version=[0], status="ok").m) == [1, 2]
 
 
+def test_exported_parquet_is_labelled_with_the_version_of_its_rows(mixed_store, tmp_path):
+    """The exported Parquet file's schema metadata names the experiment version of its rows
+    (the newest among them, as compaction labels its files). It carried the first part's
+    label: an export of version 0 said version 1, and one of version 1 from a folder whose
+    oldest part is version 0 said 0."""
+    from pipeline.report.export import export_package
+    from pipeline.report.selection import Selection
+
+    for version in (0, 1):
+        out = tmp_path / f"pkg{version}"
+        export_package(mixed_store, "independent_sets", out, "parquet",
+                       Selection(versions=(version,)))
+        data = out / "data" / "independent_sets.parquet"
+        assert set(pq.read_table(data)["experiment_version"].to_pylist()) == {version}
+        assert pq.read_schema(data).metadata[b"version"] == str(version).encode()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_report_and_export_take_run_code_and_version_selections(mixed_store, tmp_path):
