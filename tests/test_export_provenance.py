@@ -309,6 +309,30 @@ def test_load_takes_a_list_of_versions_without_other_selection(mixed_store):
     assert sorted(load(version=[0], status="ok").m) == [1, 2]
 
 
+def test_a_point_stored_failed_is_not_missing_from_an_ok_selection(tmp_path):
+    """load(grid=..., status="ok") returns the ok rows; its coverage must not call the grid's
+    failed points missing ("no stored row (run the sweep to fill them in)"): they are
+    stored, and a rerun skips them unless retry_failed=true. It did."""
+    from pipeline.engine.batch import failed_batch_table
+
+    exp = get_experiment("independent_sets")
+    grid = Grid(exp, {"m": [1, 2, 3]}, IS_PARAMS)
+    table, _ = run_batch(grid, [0, 1])
+    failed = failed_batch_table(grid, [2], "RuntimeError: synthetic")
+    PartWriter(experiment_dir(tmp_path, "independent_sets"), "a").write(
+        pa.concat_tables([table, failed.cast(table.schema)]))
+    ok = pipeline.load(tmp_path, "independent_sets", grid={"m": [1, 2, 3]}, params=IS_PARAMS,
+                       status="ok")
+    assert sorted(ok.m) == [1, 2]
+    cov = ok.attrs["coverage"]
+    assert cov["grid"]["missing"] == 0 and cov["grid"]["stored"] == 3, cov["grid"]
+    assert not [w for w in cov["warnings"] if "no stored row" in w]
+    # a point never stored is still missing
+    cov = pipeline.load(tmp_path, "independent_sets", grid={"m": [1, 2, 3, 4]},
+                        params=IS_PARAMS, status="ok").attrs["coverage"]
+    assert cov["grid"]["missing"] == 1 and cov["grid"]["missing_examples"][0]["m"] == 4
+
+
 def test_exported_parquet_is_labelled_with_the_version_of_its_rows(mixed_store, tmp_path):
     """The exported Parquet file's schema metadata names the experiment version of its rows
     (the newest among them, as compaction labels its files). It carried the first part's
