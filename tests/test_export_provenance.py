@@ -333,6 +333,24 @@ def test_a_point_stored_failed_is_not_missing_from_an_ok_selection(tmp_path):
     assert cov["grid"]["missing"] == 1 and cov["grid"]["missing_examples"][0]["m"] == 4
 
 
+def test_report_of_an_older_version_names_its_versions(mixed_store):
+    """index.md and index.html name the version(s) the report's rows have: a report of
+    version 0 said 'rows of older version(s) 1 are stored too' (1 is newer), and one of
+    versions 0 and 1 said 'experiment version 0' (the first row's)."""
+    from pipeline.report.build import build_report
+    from pipeline.report.selection import Selection
+
+    outdir = mixed_store / "independent_sets" / "_report"
+    assert build_report(mixed_store, "independent_sets", selection=Selection(versions=(0,))) == 0
+    for page in ((outdir / "index.md").read_text(), (outdir / "index.html").read_text()):
+        assert "experiment version 0;" in page and "older version(s) 1" not in page
+        assert "newer version(s) 1 are stored too" in page
+    assert build_report(mixed_store, "independent_sets",
+                        selection=Selection(versions=(0, 1))) == 0
+    for page in ((outdir / "index.md").read_text(), (outdir / "index.html").read_text()):
+        assert "experiment versions 0, 1;" in page and "stored too" not in page
+
+
 def test_exported_parquet_is_labelled_with_the_version_of_its_rows(mixed_store, tmp_path):
     """The exported Parquet file's schema metadata names the experiment version of its rows
     (the newest among them, as compaction labels its files). It carried the first part's
