@@ -143,3 +143,36 @@ def test_integer_columns_print_whole_when_some_task_failed(tmp_path):
         assert f"& {whole} " in tex or f"& {whole} \\\\" in tex, whole
         assert f'<td class="num">{whole}</td>' in page, whole
     assert "e+06" not in tex
+
+
+def test_composition_delta_draws_one_curve_per_per_step_delta(tmp_path):
+    """A composition_delta sweep over the per-step δ too: each curve is one (ε, k, δ), drawn
+    in its own figure per δ. The report filtered on ε and k only, so a curve ran through the
+    rows of every δ, sorted by total ε: a zig-zag between two different answers."""
+    grid = Grid(get_experiment("composition_delta"),
+                {"eps": [0.2], "k": [10, 100], "eps_total": [0.5, 1.0, 2.0, 4.0],
+                 "delta": [0.0, 1e-6]}, {})
+    table, _ = run_batch(grid, range(grid.total))
+    df = table.to_pandas()
+    df.attrs["experiment"] = "composition_delta"
+    figures = {}
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            figures[name] = (fig, caption)
+            super().figure(name, fig, caption)
+
+    out = Capture(tmp_path)
+    from pipeline.report.core import reports
+
+    with out.style_context():
+        for fn in reports("composition_delta"):
+            fn(df, out)
+    assert len(figures) == 2  # one per per-step δ
+    for fig, caption in figures.values():
+        assert "δ = " in caption
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                x = line.get_xdata()
+                if len(x) > 1:
+                    assert np.all(np.diff(x) > 0), (caption, x)  # one row per total ε
