@@ -176,3 +176,23 @@ def test_composition_delta_draws_one_curve_per_per_step_delta(tmp_path):
                 x = line.get_xdata()
                 if len(x) > 1:
                     assert np.all(np.diff(x) > 0), (caption, x)  # one row per total ε
+
+
+def test_figure_8_4_regression_counts_each_p_once(tmp_path):
+    """The Figure 8.4 fit is over the distinct diagonal probabilities p of a strip width m:
+    eigen_entropy depends on (m, p) only, so a sweep over samples (or n) too repeated every
+    point, and the fit counted each p as often, with that many degrees of freedom (the
+    points, residual standard error, F statistic and p-value were those of copies)."""
+    from pipeline.report.independent_sets import regression_rows
+
+    grid = Grid(get_experiment("random_triangulation"),
+                {"m": [2], "p": [0.2, 0.4, 0.6, 0.8], "samples": [0, 2]}, {"n": 100})
+    table, _ = run_batch(grid, range(grid.total))
+    once = Grid(get_experiment("random_triangulation"),
+                {"m": [2], "p": [0.2, 0.4, 0.6, 0.8]}, {"n": 100, "samples": 0})
+    single, _ = run_batch(once, range(once.total))
+    for column in ("eigen_entropy", "annealed_entropy"):
+        fit = regression_rows(table.to_pandas(), column)
+        want = regression_rows(single.to_pandas(), column)
+        assert fit["points"].tolist() == [4]
+        pd.testing.assert_frame_equal(fit, want)
