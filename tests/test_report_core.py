@@ -196,3 +196,37 @@ def test_figure_8_4_regression_counts_each_p_once(tmp_path):
         want = regression_rows(single.to_pandas(), column)
         assert fit["points"].tolist() == [4]
         pd.testing.assert_frame_equal(fit, want)
+
+
+def test_edge_test_report_keeps_each_test_level_apart(tmp_path):
+    """An edge_test sweep over the Neyman-Pearson level: the table says which level a row
+    has, and each curve is one setting. The report keyed rows by (eps, a, b) only, so the
+    table had rows differing in nothing shown and a curve ran through both levels' rows."""
+    grid = Grid(get_experiment("edge_test"), {"n": [4, 10, 30], "level": [0.01, 0.1]},
+                {"eps": 1.0})
+    table, _ = run_batch(grid, range(grid.total))
+    df = table.to_pandas()
+    df.attrs["experiment"] = "edge_test"
+    figures = []
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            figures.append(fig)
+            super().figure(name, fig, caption)
+
+    out = Capture(tmp_path)
+    from pipeline.report.core import reports
+
+    with out.style_context():
+        for fn in reports("edge_test"):
+            fn(df, out)
+    shown = pd.read_csv(tmp_path / "edge_test_size_power.csv")
+    assert "level" in shown and not shown.drop(columns=[c for c in shown if c not in
+                                                       ("eps", "a", "b", "n", "level")]
+                                               ).duplicated().any()
+    for fig in figures:
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                x = line.get_xdata()
+                if len(x) > 1:
+                    assert np.all(np.diff(x) > 0), x  # one row per n

@@ -108,9 +108,13 @@ def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
     df = ok_rows(df)
     if df.empty:
         return
-    cols = ["eps", "a", "b", "n", "m", "threshold_used", "size_threshold", "power_threshold",
-            "log_ratio_threshold", "size_np", "power_np", "log_ratio_np", "pufferfish_loss", "bound"]
-    table = df[[c for c in cols if c in df]].sort_values(["eps", "a", "b", "n"]).reset_index(drop=True)
+    # a setting is every parameter but n: the test's level or threshold may be swept too
+    varying = [c for c in ("level", "threshold_density") if c in df and df[c].nunique(dropna=False) > 1]
+    keys = ["eps", "a", "b", *varying]
+    cols = keys + ["n", "m", "threshold_used", "size_threshold", "power_threshold",
+                   "log_ratio_threshold", "size_np", "power_np", "log_ratio_np", "pufferfish_loss",
+                   "bound"]
+    table = df[[c for c in cols if c in df]].sort_values(keys + ["n"]).reset_index(drop=True)
     out.table("edge_test_size_power", table,
               caption="Example 1 (seed 002): exact size and power of the threshold test (noisy "
                       "density > (a + b)/2) and of the Neyman-Pearson test of the queens' edge; "
@@ -119,17 +123,19 @@ def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
     # colour and marker = (eps, a, b); line = quantity (explained once in the legend). Left:
     # power and size (2 curves per setting), right: power/size, e^loss, e^(eps + alpha) (3 per
     # setting); beyond MAX_CURVES // 3 settings, further rows of panels.
-    settings = list(df.groupby(["eps", "a", "b"]))
+    settings = list(df.groupby(keys, dropna=False))
     rows = chunks(list(enumerate(settings)), MAX_CURVES // 3)
     fig, axes = out.new_figure(nrows=len(rows), ncols=2, aspect=0.85)
     axes = np.reshape(axes, (len(rows), 2))
     log10 = 1 / math.log(10)
     tagged = []
     for (ax1, ax2), row in zip(axes, rows):
-        for i, ((eps, a, b), g) in row:
+        for i, ((eps, a, b, *swept), g) in row:
             g = g.sort_values("n")
             color, marker = curve_style(i)["color"], curve_style(i)["marker"]
-            tag = rf"$\varepsilon={eps:g}$, $a={a:g}$, $b={b:g}$"
+            tag = rf"$\varepsilon={eps:g}$, $a={a:g}$, $b={b:g}$" + "".join(
+                f", {name.replace('_', ' ')} " + ("(a+b)/2" if pd.isna(value) else f"{value:g}")
+                for name, value in zip(varying, swept))
             tagged.append(ax1.plot(g["n"], g["power_threshold"], marker=marker, color=color,
                                    ls="-", label=tag)[0])
             ax1.plot(g["n"], g["size_threshold"], marker=marker, fillstyle="none", ls="--",
