@@ -125,6 +125,25 @@ def test_save_figure_refuses_an_unlabelled_axis(tmp_path):
     assert save_figure(fig, tmp_path, "ok") == ["ok.png", "ok.pdf", "ok.svg"]
 
 
+def test_rebuilding_a_figure_gives_the_same_bytes(tmp_path):
+    """The README promises figures without a creation date, so that rebuilding a report gives
+    the same bytes. The SVG's clip-path ids were salted at random (matplotlib's default), so
+    every rebuild wrote a different SVG."""
+    def draw(outdir):
+        fig, ax = new_figure("paper")
+        ax.plot([1, 2, 3], [3, 1, 2], label="a")
+        ax.fill_between([1, 2, 3], [0, 1, 0], [1, 2, 1], alpha=0.2)
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+        outdir.mkdir()
+        return save_figure(fig, outdir, "f")
+
+    files = draw(tmp_path / "a")
+    assert files == draw(tmp_path / "b")
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
 def test_save_figure_refuses_a_panel_of_more_than_max_curves(tmp_path):
     from pipeline.report.style import REFERENCE, legend_outside, panel_curves
 
