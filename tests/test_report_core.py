@@ -230,3 +230,35 @@ def test_edge_test_report_keeps_each_test_level_apart(tmp_path):
                 x = line.get_xdata()
                 if len(x) > 1:
                     assert np.all(np.diff(x) > 0), x  # one row per n
+
+
+def test_inferential_report_keeps_each_field_apart(tmp_path):
+    """An inferential sweep over the Ising field h too: each curve of ν/ε against J is one
+    setting. Panels were cut by graph, mechanism and prior, curves by eps, so a curve ran
+    through the rows of every h (each J twice on the x axis)."""
+    grid = Grid(get_experiment("inferential"), {"J": [0.0, 0.3, 0.6], "h": [0.0, 0.5]},
+                {"graph": "path", "n": 5, "target": "2", "eps": 1.0})
+    table, _ = run_batch(grid, range(grid.total))
+    df = table.to_pandas()
+    df.attrs["experiment"] = "inferential"
+    assert set(df.status) == {"ok"}
+    figures = []
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            figures.append(fig)
+            super().figure(name, fig, caption)
+
+    out = Capture(tmp_path)
+    from pipeline.report.core import reports
+
+    with out.style_context():
+        for fn in reports("inferential"):
+            fn(df, out)
+    assert figures
+    for fig in figures:
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                x = line.get_xdata()
+                if len(x) > 1:
+                    assert np.all(np.diff(x) > 0), (ax.get_title(), x)  # one row per J
