@@ -262,3 +262,37 @@ def test_inferential_report_keeps_each_field_apart(tmp_path):
                 x = line.get_xdata()
                 if len(x) > 1:
                     assert np.all(np.diff(x) > 0), (ax.get_title(), x)  # one row per J
+
+
+def test_edge_dp_report_keeps_each_prior_parameter_apart(tmp_path):
+    """An edge_dp sweep over the ER edge probability p too: each curve of the loss against n
+    is one setting. Panels were cut by prior and mechanism, curves by edge class and eps, so
+    a curve ran through the rows of every p (each n twice on the x axis)."""
+    grid = Grid(get_experiment("edge_dp"), {"n": [3, 4], "p": [0.2, 0.4]},
+                {"prior": "er", "mechanism": "laplace_edge_count"})
+    table, _ = run_batch(grid, range(grid.total))
+    df = table.to_pandas()
+    df.attrs["experiment"] = "edge_dp"
+    assert set(df.status) == {"ok"}
+    figures = []
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            figures.append(fig)
+            super().figure(name, fig, caption)
+
+    out = Capture(tmp_path)
+    from pipeline.report.core import reports
+
+    with out.style_context():
+        for fn in reports("edge_dp"):
+            fn(df, out)
+    assert figures
+    for fig in figures:
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                x = line.get_xdata()
+                if len(x) > 1:
+                    assert np.all(np.diff(x) > 0), (ax.get_title(), x)  # one row per n
+    shown = pd.read_csv(tmp_path / "edge_dp_loss.csv")
+    assert "p" in shown and not shown[["p", "edge_class", "eps", "n"]].duplicated().any()
