@@ -296,3 +296,18 @@ def test_edge_dp_report_keeps_each_prior_parameter_apart(tmp_path):
                     assert np.all(np.diff(x) > 0), (ax.get_title(), x)  # one row per n
     shown = pd.read_csv(tmp_path / "edge_dp_loss.csv")
     assert "p" in shown and not shown[["p", "edge_class", "eps", "n"]].duplicated().any()
+
+
+def test_sweep_summary_keeps_infinite_values(tmp_path):
+    """The summary printed after a sweep gives each column's exact min and max: infinite
+    values are values (eps_optimal is inf where no finite total eps reaches the target
+    delta). They were dropped with NaN, so the max of a column that holds inf was its largest
+    finite value, and the median that of the finite rows."""
+    from pipeline.report.summary import summary_table
+
+    exp = get_experiment("composition")
+    store(tmp_path, "composition", {"k": [1, 10], "delta": [0.0, 0.1]},
+          {"delta_target": 1e-6, "eps": 0.5})
+    lines = summary_table(tmp_path / "composition", exp).splitlines()
+    row = next(line.split() for line in lines if line.startswith("eps_optimal "))
+    assert row[1:] == ["0.499998", "inf", "inf", "0"]  # min, median, max, null

@@ -43,7 +43,7 @@ def summary_table(path, experiment, tasks_ok: int | None = None,
             col = ok.column(c)
             nulls[c] += col.null_count
             values = col.to_numpy(zero_copy_only=False).astype(np.float64)
-            values = values[np.isfinite(values)]
+            values = values[~np.isnan(values)]  # nulls are counted apart; +-inf are values
             if values.size:
                 lo[c], hi[c] = min(lo[c], values.min()), max(hi[c], values.max())
                 samples[c].append(values[::stride])
