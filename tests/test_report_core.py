@@ -1,5 +1,6 @@
 """The report step: files written, numbers faithful to the Parquet data, figures real, failures shown."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -311,3 +312,21 @@ def test_sweep_summary_keeps_infinite_values(tmp_path):
     lines = summary_table(tmp_path / "composition", exp).splitlines()
     row = next(line.split() for line in lines if line.startswith("eps_optimal "))
     assert row[1:] == ["0.499998", "inf", "inf", "0"]  # min, median, max, null
+
+
+def test_markdown_tables_escape_pipes_and_newlines(tmp_path):
+    """A cell's '|' or line break must not cut a Markdown row: a failed task's error such as
+    Python's "unsupported operand type(s) for |: 'int' and 'str'" gave failed_tasks.md a row
+    with one cell more than its header."""
+    out = ReportWriter(tmp_path)
+    df = pd.DataFrame({"task_id": ["a1"], "error": ["TypeError: unsupported operand type(s) "
+                                                    "for |: 'int' and 'str'\nin line 2"]})
+    out.table("failed_tasks", df)
+    lines = (tmp_path / "failed_tasks.md").read_text().splitlines()
+    assert len(lines) == 3  # header, rule, one row
+
+    def cells(line):
+        return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+
+    assert cells(lines[2]) == cells(lines[0]) == 2
+    assert r"for \|: 'int'" in lines[2]

@@ -177,11 +177,16 @@ def _fmt(value, float_format: str) -> str:
 
 
 def _markdown(df, float_format: str) -> str:
-    header = "| " + " | ".join(str(c) for c in df.columns) + " |"
+    header = "| " + " | ".join(_md_cell(str(c)) for c in df.columns) + " |"
     rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(_fmt(v, float_format) for v in row) + " |"
+    body = ["| " + " | ".join(_md_cell(_fmt(v, float_format)) for v in row) + " |"
             for row in df.itertuples(index=False)]
     return "\n".join([header, rule, *body])
+
+
+def _md_cell(text: str) -> str:
+    """A Markdown table cell: a '|' or a line break in it (an error message) would cut the row."""
+    return " ".join(text.replace("|", "\\|").splitlines())
 
 
 _INTEGER = r"-?[0-9]+"
