@@ -109,6 +109,18 @@ def test_deduplicate_keeps_latest_of_repeated_rows():
     assert out.set_index("task_id").v.to_dict() == {"a": 2, "b": 3}
 
 
+def test_deduplicate_keeps_storage_order_of_rows_written_twice():
+    """deduplicate_table documents its row order as storage order; where rows were written
+    twice it returned the kept rows in finished_at order instead (task b, finished first,
+    came before task a, stored first)."""
+    t0, t1 = pd.Timestamp("2026-01-02", tz="UTC"), pd.Timestamp("2026-01-01", tz="UTC")
+    df = pd.DataFrame({"task_id": ["a", "b", "a", "b"], "row_index": [0, 0, 0, 0],
+                       "status": ["ok"] * 4, "v": [1, 2, 3, 4],
+                       "finished_at": [t0, t1, t0, t1]})
+    out = deduplicate(df)
+    assert out.task_id.tolist() == ["a", "b"] and out.v.tolist() == [3, 4]
+
+
 def test_part_files_are_valid_parquet_with_zstd(tmp_path, grid):
     path = PartWriter(tmp_path, "r").write(run_batch(grid, range(3))[0])
     meta = pq.read_metadata(path)

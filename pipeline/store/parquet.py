@@ -435,11 +435,10 @@ def deduplicate_table(table: pa.Table) -> pa.Table:
     if pc.count_distinct(key).as_py() == table.num_rows:
         return table
     order = pc.sort_indices(table, sort_keys=[("finished_at", "ascending")])
-    table = table.take(order)
-    key = key.take(order)
-    positions = pa.table({"key": key, "pos": pa.array(np.arange(table.num_rows))})
+    positions = pa.table({"key": key.take(order), "pos": pa.array(np.arange(table.num_rows))})
     last = positions.group_by("key").aggregate([("pos", "max")])["pos_max"]
-    return table.take(last.take(pc.sort_indices(last)))  # kept rows, in storage order
+    kept = np.sort(order.to_numpy()[last.to_numpy()])  # back to storage positions
+    return table.take(pa.array(kept))  # kept rows, in storage order
 
 
 def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
