@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from pipeline.engine.batch import run_batch
@@ -330,3 +331,19 @@ def test_markdown_tables_escape_pipes_and_newlines(tmp_path):
 
     assert cells(lines[2]) == cells(lines[0]) == 2
     assert r"for \|: 'int'" in lines[2]
+
+
+def test_index_quotes_a_multiline_first_error_on_its_line(tmp_path):
+    """index.md quotes the first error as inline code in a list item: an error of two lines
+    (or holding a backtick) ended the item and the code span mid-message."""
+    from pipeline.engine.batch import failed_batch_table
+
+    grid = Grid(get_experiment("calibration"), {"x": [0, 1]}, {"work_us": 0.0})
+    table, _ = run_batch(grid, [0])
+    failed = failed_batch_table(grid, [1], "ValueError: bad `x`\nsecond line [k.py:1 in run]")
+    PartWriter(Path(tmp_path) / "calibration", "test").write(
+        pa.concat_tables([table, failed.cast(table.schema)]))
+    assert build_report(tmp_path, "calibration") == 0
+    index = (tmp_path / "calibration" / "_report" / "index.md").read_text()
+    line = next(x for x in index.splitlines() if "task(s) failed**" in x)
+    assert "``ValueError: bad `x` second line [k.py:1 in run]``" in line

@@ -139,7 +139,9 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
                          "version=N)` reads them)")
     if n_failed:
         first = tasks.loc[tasks["status"] == "failed", "error"].iloc[0]
-        lines.append(f"- **{n_failed:,} task(s) failed**; first error: `{first}` "
+        first = " ".join(str(first).splitlines())  # a line break would end the list item
+        tick = "``" if "`" in first else "`"  # and a backtick the code span
+        lines.append(f"- **{n_failed:,} task(s) failed**; first error: {tick}{first}{tick} "
                      "(see `failed_tasks`; rerun with `retry_failed=true`)")
     if problems:
         lines.append(f"- **{len(problems)} report function(s) failed**: "
