@@ -118,7 +118,8 @@ def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
     if df.empty:
         return
     # a setting is every parameter but n: the test's level or threshold may be swept too
-    varying = [c for c in ("level", "threshold_density") if c in df and df[c].nunique(dropna=False) > 1]
+    varying = [c for c in ("level", "threshold_density")
+               if c in df and df[c].nunique(dropna=False) > 1]
     keys = ["eps", "a", "b", *varying]
     cols = keys + ["n", "m", "threshold_used", "size_threshold", "power_threshold",
                    "log_ratio_threshold", "size_np", "power_np", "log_ratio_np", "pufferfish_loss",

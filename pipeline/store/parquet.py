@@ -392,7 +392,7 @@ def unified_schema(schemas: list[pa.Schema]) -> pa.Schema:
             return -1
 
     newest: dict[str, pa.DataType] = {}
-    for schema in sorted(schemas, key=version, reverse=True):  # stable: later parts first on ties
+    for schema in sorted(schemas, key=version, reverse=True):  # the newest version first
         for f in schema:
             newest.setdefault(f.name, f.type)
     aligned = [pa.schema([f.with_type(newest[f.name]) for f in s], metadata=s.metadata)
