@@ -109,6 +109,18 @@ def test_deduplicate_keeps_latest_of_repeated_rows():
     assert out.set_index("task_id").v.to_dict() == {"a": 2, "b": 3}
 
 
+def test_deduplicate_keeps_storage_order_of_rows_written_twice():
+    """deduplicate_table documents its row order as storage order; where rows were written
+    twice it returned the kept rows in finished_at order instead (task b, finished first,
+    came before task a, stored first)."""
+    t0, t1 = pd.Timestamp("2026-01-02", tz="UTC"), pd.Timestamp("2026-01-01", tz="UTC")
+    df = pd.DataFrame({"task_id": ["a", "b", "a", "b"], "row_index": [0, 0, 0, 0],
+                       "status": ["ok"] * 4, "v": [1, 2, 3, 4],
+                       "finished_at": [t0, t1, t0, t1]})
+    out = deduplicate(df)
+    assert out.task_id.tolist() == ["a", "b"] and out.v.tolist() == [3, 4]
+
+
 def test_part_files_are_valid_parquet_with_zstd(tmp_path, grid):
     path = PartWriter(tmp_path, "r").write(run_batch(grid, range(3))[0])
     meta = pq.read_metadata(path)
@@ -240,3 +252,43 @@ def test_resume_counts_of_an_axis_with_an_unset_optional_value(tmp_path, axis):
     assert count_done(grid, tmp_path) == (grid.total, 0) == (stored_ids(tmp_path)[0].size, 0)
     plan = plan_sweep(grid, tmp_path)
     assert plan.pending.size == 0 == len(list(plan.pending))
+
+
+def test_a_column_whose_type_changed_with_the_version_still_loads(tmp_path):
+    """Bumping the version may change a column's type (an int64 count that became an exact
+    decimal string): verify accepts the older version's parts, and load, the report, export
+    and compaction must read the folder too, the newest version's type winning (older values
+    cast to it, exactly). They raised ArrowTypeError ('Unable to merge: Field count has
+    incompatible types') for the whole folder, version="latest" included."""
+    import dataclasses
+
+    import pipeline
+    from pipeline.report.build import build_report
+    from pipeline.report.export import export_package
+    from pipeline.store.compaction import compact
+    from pipeline.store.integrity import verify_store
+
+    exp = get_experiment("independent_sets")
+    params = {"lattice": "488", "n": 2}
+    columns = {**exp.columns, "count": pa.int64()}  # version 0 stored counts as int64
+    old = dataclasses.replace(exp, version=0, columns=columns,
+                              run=lambda p, s: {**exp.run(p, s), "count": int(exp.run(p, s)["count"])})
+    folder = tmp_path / "independent_sets"
+    PartWriter(folder, "20260101T000000Z-aaaaaa").write(
+        run_batch(Grid(old, {"m": [1, 2]}, params), range(2))[0])
+    PartWriter(folder, "20260102T000000Z-bbbbbb").write(
+        run_batch(Grid(exp, {"m": [1, 2, 3]}, params), range(3))[0])
+    assert verify_store(folder).ok
+
+    latest = pipeline.load(tmp_path, "independent_sets", version="latest")
+    assert sorted(latest["count"]) == ["7144259", "74753", "779"]
+    everything = pipeline.load(tmp_path, "independent_sets")
+    assert len(everything) == 5
+    assert sorted(everything.loc[everything.experiment_version == 0, "count"]) == ["74753", "779"]
+    assert build_report(tmp_path, "independent_sets") == 0
+    from pipeline.report.summary import summary_table
+
+    assert "stored: 5 rows" in summary_table(folder, exp)  # the sweep's closing summary
+    export_package(tmp_path, "independent_sets", tmp_path / "pkg", "parquet")
+    assert compact(folder).rewritten
+    pd.testing.assert_frame_equal(pipeline.load(tmp_path, "independent_sets"), everything)

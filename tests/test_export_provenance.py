@@ -299,6 +299,75 @@ def test_load_with_a_selection(mixed_store):
     assert load(select=words, code_id="0000000000000000").empty
 
 
+def test_load_takes_a_list_of_versions_without_other_selection(mixed_store):
+    """``version=`` is documented as "latest", an int or a list; a list with no other selection
+    raised TypeError (int() of a list) instead of keeping those versions."""
+    load = lambda **kw: pipeline.load(mixed_store, "independent_sets", **kw)  # noqa: E731
+    assert sorted(load(version=[0]).m) == [1, 2]
+    assert len(load(version=[0, 1])) == 7
+    assert sorted(load(version=["latest"]).m) == [1, 2, 3, 4, 5]
+    assert sorted(load(version=[0], status="ok").m) == [1, 2]
+
+
+def test_a_point_stored_failed_is_not_missing_from_an_ok_selection(tmp_path):
+    """load(grid=..., status="ok") returns the ok rows; its coverage must not call the grid's
+    failed points missing ("no stored row (run the sweep to fill them in)"): they are
+    stored, and a rerun skips them unless retry_failed=true. It did."""
+    from pipeline.engine.batch import failed_batch_table
+
+    exp = get_experiment("independent_sets")
+    grid = Grid(exp, {"m": [1, 2, 3]}, IS_PARAMS)
+    table, _ = run_batch(grid, [0, 1])
+    failed = failed_batch_table(grid, [2], "RuntimeError: synthetic")
+    PartWriter(experiment_dir(tmp_path, "independent_sets"), "a").write(
+        pa.concat_tables([table, failed.cast(table.schema)]))
+    ok = pipeline.load(tmp_path, "independent_sets", grid={"m": [1, 2, 3]}, params=IS_PARAMS,
+                       status="ok")
+    assert sorted(ok.m) == [1, 2]
+    cov = ok.attrs["coverage"]
+    assert cov["grid"]["missing"] == 0 and cov["grid"]["stored"] == 3, cov["grid"]
+    assert not [w for w in cov["warnings"] if "no stored row" in w]
+    # a point never stored is still missing
+    cov = pipeline.load(tmp_path, "independent_sets", grid={"m": [1, 2, 3, 4]},
+                        params=IS_PARAMS, status="ok").attrs["coverage"]
+    assert cov["grid"]["missing"] == 1 and cov["grid"]["missing_examples"][0]["m"] == 4
+
+
+def test_report_of_an_older_version_names_its_versions(mixed_store):
+    """index.md and index.html name the version(s) the report's rows have: a report of
+    version 0 said 'rows of older version(s) 1 are stored too' (1 is newer), and one of
+    versions 0 and 1 said 'experiment version 0' (the first row's)."""
+    from pipeline.report.build import build_report
+    from pipeline.report.selection import Selection
+
+    outdir = mixed_store / "independent_sets" / "_report"
+    assert build_report(mixed_store, "independent_sets", selection=Selection(versions=(0,))) == 0
+    for page in ((outdir / "index.md").read_text(), (outdir / "index.html").read_text()):
+        assert "experiment version 0;" in page and "older version(s) 1" not in page
+        assert "newer version(s) 1 are stored too" in page
+    assert build_report(mixed_store, "independent_sets",
+                        selection=Selection(versions=(0, 1))) == 0
+    for page in ((outdir / "index.md").read_text(), (outdir / "index.html").read_text()):
+        assert "experiment versions 0, 1;" in page and "stored too" not in page
+
+
+def test_exported_parquet_is_labelled_with_the_version_of_its_rows(mixed_store, tmp_path):
+    """The exported Parquet file's schema metadata names the experiment version of its rows
+    (the newest among them, as compaction labels its files). It carried the first part's
+    label: an export of version 0 said version 1, and one of version 1 from a folder whose
+    oldest part is version 0 said 0."""
+    from pipeline.report.export import export_package
+    from pipeline.report.selection import Selection
+
+    for version in (0, 1):
+        out = tmp_path / f"pkg{version}"
+        export_package(mixed_store, "independent_sets", out, "parquet",
+                       Selection(versions=(version,)))
+        data = out / "data" / "independent_sets.parquet"
+        assert set(pq.read_table(data)["experiment_version"].to_pylist()) == {version}
+        assert pq.read_schema(data).metadata[b"version"] == str(version).encode()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_report_and_export_take_run_code_and_version_selections(mixed_store, tmp_path):

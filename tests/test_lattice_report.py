@@ -60,3 +60,27 @@ def test_clique_graph_report(tmp_path):
     assert set(table["trees_lemma_6_3_1"]) == {"equal"}
     assert table.set_index("graph").loc["petersen", "dimers_vs_lemma_6_3_4"] == "equal"
     assert table.set_index("graph").loc["complete", "dimers_vs_lemma_6_3_4"] == "above bound"
+
+
+def test_clique_graph_checks_compare_exact_counts_exactly(tmp_path):
+    """The Lemma 6.3.1 / 6.3.4 checks compare the exact counts as integers: counts not stored
+    (more than 4,000 digits, as tau(K_1500)) are not 'DIFFERENT' but unknown (''), and two
+    counts beyond float precision that differ by one are not 'equal' (they were compared as
+    floats, which the project promises never to do silently)."""
+    from pipeline.experiments.lattice import CLIQUE_GRAPH
+
+    df = _rows(CLIQUE_GRAPH, [dict(graph="petersen", insertions=1),
+                              dict(graph="complete", size=5, insertions=1),
+                              dict(graph="complete", size=6, insertions=1)])
+    df.loc[0, ["spanning_trees", "spanning_trees_lemma"]] = None  # too long to store
+    df.loc[1, ["dimers", "dimers_lemma_bound"]] = [str(2**70 + 1), str(2**70)]
+    df.loc[2, ["dimers", "dimers_lemma_bound"]] = [str(2**70), str(2**70 + 1)]
+    out = ReportWriter(tmp_path)
+    for fn in reports("clique_graph"):
+        fn(df, out)
+    table = pd.read_csv(tmp_path / "clique_graph_checks.csv", keep_default_na=False)
+    checks = table.set_index(["graph", "size"])
+    assert checks.loc[("petersen", 10), "trees_lemma_6_3_1"] == ""
+    assert checks.loc[("complete", 5), "trees_lemma_6_3_1"] == "equal"
+    assert checks.loc[("complete", 5), "dimers_vs_lemma_6_3_4"] == "above bound"
+    assert checks.loc[("complete", 6), "dimers_vs_lemma_6_3_4"] == "BELOW BOUND"

@@ -1,11 +1,13 @@
 """The report step: files written, numbers faithful to the Parquet data, figures real, failures shown."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from pipeline.engine.batch import run_batch
@@ -118,3 +120,230 @@ def test_writer_table_round_trip(tmp_path):
     assert back.v.tolist() == pytest.approx([0.1, 1 / 3], rel=1e-11)
     assert "| 2 | 0.333333333333 |" in (tmp_path / "t.md").read_text()
     assert r"a\_b" in (tmp_path / "t.tex").read_text()
+
+
+def test_integer_columns_print_whole_when_some_task_failed(tmp_path):
+    """A failed task's null outputs make pandas hold an integer column as float64; the ok rows
+    a report prints must still be integers: a lattice of 1,048,576 vertices was printed as
+    1.04858e+06 (six significant digits, as floats are) in the LaTeX and HTML tables as soon
+    as one task of the sweep had failed."""
+    import pyarrow as pa
+
+    from pipeline.engine.batch import failed_batch_table
+
+    exp = get_experiment("lattice")
+    fixed = {"base": "square", "insertions": 0, "boundary": "torus"}
+    grid = Grid(exp, {"L1": [16, 1024]}, {**fixed, "L2": 1024})
+    table, _ = run_batch(grid, range(grid.total))
+    failed = failed_batch_table(Grid(exp, {}, {**fixed, "L1": 8, "L2": 8}), [0], "TaskTimeout: x")
+    PartWriter(Path(tmp_path) / "lattice", "test").write(pa.concat_tables([table, failed]))
+    assert build_report(tmp_path, "lattice", selection=None) == 0
+    outdir = tmp_path / "lattice" / "_report"
+    tex = (outdir / "lattice_values.tex").read_text()
+    page = (outdir / "index.html").read_text()
+    for whole in ("1048576", "2097152"):  # vertices and edges of the 1024 x 1024 torus
+        assert f"& {whole} " in tex or f"& {whole} \\\\" in tex, whole
+        assert f'<td class="num">{whole}</td>' in page, whole
+    assert "e+06" not in tex
+
+
+def test_composition_delta_draws_one_curve_per_per_step_delta(tmp_path):
+    """A composition_delta sweep over the per-step δ too: each curve is one (ε, k, δ), drawn
+    in its own figure per δ. The report filtered on ε and k only, so a curve ran through the
+    rows of every δ, sorted by total ε: a zig-zag between two different answers."""
+    grid = Grid(get_experiment("composition_delta"),
+                {"eps": [0.2], "k": [10, 100], "eps_total": [0.5, 1.0, 2.0, 4.0],
+                 "delta": [0.0, 1e-6]}, {})
+    table, _ = run_batch(grid, range(grid.total))
+    df = table.to_pandas()
+    df.attrs["experiment"] = "composition_delta"
+    figures = {}
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            figures[name] = (fig, caption)
+            super().figure(name, fig, caption)
+
+    out = Capture(tmp_path)
+    from pipeline.report.core import reports
+
+    with out.style_context():
+        for fn in reports("composition_delta"):
+            fn(df, out)
+    assert len(figures) == 2  # one per per-step δ
+    for fig, caption in figures.values():
+        assert "δ = " in caption
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                x = line.get_xdata()
+                if len(x) > 1:
+                    assert np.all(np.diff(x) > 0), (caption, x)  # one row per total ε
+
+
+def test_figure_8_4_regression_counts_each_p_once(tmp_path):
+    """The Figure 8.4 fit is over the distinct diagonal probabilities p of a strip width m:
+    eigen_entropy depends on (m, p) only, so a sweep over samples (or n) too repeated every
+    point, and the fit counted each p as often, with that many degrees of freedom (the
+    points, residual standard error, F statistic and p-value were those of copies)."""
+    from pipeline.report.independent_sets import regression_rows
+
+    grid = Grid(get_experiment("random_triangulation"),
+                {"m": [2], "p": [0.2, 0.4, 0.6, 0.8], "samples": [0, 2]}, {"n": 100})
+    table, _ = run_batch(grid, range(grid.total))
+    once = Grid(get_experiment("random_triangulation"),
+                {"m": [2], "p": [0.2, 0.4, 0.6, 0.8]}, {"n": 100, "samples": 0})
+    single, _ = run_batch(once, range(once.total))
+    for column in ("eigen_entropy", "annealed_entropy"):
+        fit = regression_rows(table.to_pandas(), column)
+        want = regression_rows(single.to_pandas(), column)
+        assert fit["points"].tolist() == [4]
+        pd.testing.assert_frame_equal(fit, want)
+
+
+def test_edge_test_report_keeps_each_test_level_apart(tmp_path):
+    """An edge_test sweep over the Neyman-Pearson level: the table says which level a row
+    has, and each curve is one setting. The report keyed rows by (eps, a, b) only, so the
+    table had rows differing in nothing shown and a curve ran through both levels' rows."""
+    grid = Grid(get_experiment("edge_test"), {"n": [4, 10, 30], "level": [0.01, 0.1]},
+                {"eps": 1.0})
+    table, _ = run_batch(grid, range(grid.total))
+    df = table.to_pandas()
+    df.attrs["experiment"] = "edge_test"
+    figures = []
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            figures.append(fig)
+            super().figure(name, fig, caption)
+
+    out = Capture(tmp_path)
+    from pipeline.report.core import reports
+
+    with out.style_context():
+        for fn in reports("edge_test"):
+            fn(df, out)
+    shown = pd.read_csv(tmp_path / "edge_test_size_power.csv")
+    assert "level" in shown and not shown.drop(columns=[c for c in shown if c not in
+                                                       ("eps", "a", "b", "n", "level")]
+                                               ).duplicated().any()
+    for fig in figures:
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                x = line.get_xdata()
+                if len(x) > 1:
+                    assert np.all(np.diff(x) > 0), x  # one row per n
+
+
+def test_inferential_report_keeps_each_field_apart(tmp_path):
+    """An inferential sweep over the Ising field h too: each curve of ν/ε against J is one
+    setting. Panels were cut by graph, mechanism and prior, curves by eps, so a curve ran
+    through the rows of every h (each J twice on the x axis)."""
+    grid = Grid(get_experiment("inferential"), {"J": [0.0, 0.3, 0.6], "h": [0.0, 0.5]},
+                {"graph": "path", "n": 5, "target": "2", "eps": 1.0})
+    table, _ = run_batch(grid, range(grid.total))
+    df = table.to_pandas()
+    df.attrs["experiment"] = "inferential"
+    assert set(df.status) == {"ok"}
+    figures = []
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            figures.append(fig)
+            super().figure(name, fig, caption)
+
+    out = Capture(tmp_path)
+    from pipeline.report.core import reports
+
+    with out.style_context():
+        for fn in reports("inferential"):
+            fn(df, out)
+    assert figures
+    for fig in figures:
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                x = line.get_xdata()
+                if len(x) > 1:
+                    assert np.all(np.diff(x) > 0), (ax.get_title(), x)  # one row per J
+
+
+def test_edge_dp_report_keeps_each_prior_parameter_apart(tmp_path):
+    """An edge_dp sweep over the ER edge probability p too: each curve of the loss against n
+    is one setting. Panels were cut by prior and mechanism, curves by edge class and eps, so
+    a curve ran through the rows of every p (each n twice on the x axis)."""
+    grid = Grid(get_experiment("edge_dp"), {"n": [3, 4], "p": [0.2, 0.4]},
+                {"prior": "er", "mechanism": "laplace_edge_count"})
+    table, _ = run_batch(grid, range(grid.total))
+    df = table.to_pandas()
+    df.attrs["experiment"] = "edge_dp"
+    assert set(df.status) == {"ok"}
+    figures = []
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            figures.append(fig)
+            super().figure(name, fig, caption)
+
+    out = Capture(tmp_path)
+    from pipeline.report.core import reports
+
+    with out.style_context():
+        for fn in reports("edge_dp"):
+            fn(df, out)
+    assert figures
+    for fig in figures:
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                x = line.get_xdata()
+                if len(x) > 1:
+                    assert np.all(np.diff(x) > 0), (ax.get_title(), x)  # one row per n
+    shown = pd.read_csv(tmp_path / "edge_dp_loss.csv")
+    assert "p" in shown and not shown[["p", "edge_class", "eps", "n"]].duplicated().any()
+
+
+def test_sweep_summary_keeps_infinite_values(tmp_path):
+    """The summary printed after a sweep gives each column's exact min and max: infinite
+    values are values (eps_optimal is inf where no finite total eps reaches the target
+    delta). They were dropped with NaN, so the max of a column that holds inf was its largest
+    finite value, and the median that of the finite rows."""
+    from pipeline.report.summary import summary_table
+
+    exp = get_experiment("composition")
+    store(tmp_path, "composition", {"k": [1, 10], "delta": [0.0, 0.1]},
+          {"delta_target": 1e-6, "eps": 0.5})
+    lines = summary_table(tmp_path / "composition", exp).splitlines()
+    row = next(line.split() for line in lines if line.startswith("eps_optimal "))
+    assert row[1:] == ["0.499998", "inf", "inf", "0"]  # min, median, max, null
+
+
+def test_markdown_tables_escape_pipes_and_newlines(tmp_path):
+    """A cell's '|' or line break must not cut a Markdown row: a failed task's error such as
+    Python's "unsupported operand type(s) for |: 'int' and 'str'" gave failed_tasks.md a row
+    with one cell more than its header."""
+    out = ReportWriter(tmp_path)
+    df = pd.DataFrame({"task_id": ["a1"], "error": ["TypeError: unsupported operand type(s) "
+                                                    "for |: 'int' and 'str'\nin line 2"]})
+    out.table("failed_tasks", df)
+    lines = (tmp_path / "failed_tasks.md").read_text().splitlines()
+    assert len(lines) == 3  # header, rule, one row
+
+    def cells(line):
+        return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+
+    assert cells(lines[2]) == cells(lines[0]) == 2
+    assert r"for \|: 'int'" in lines[2]
+
+
+def test_index_quotes_a_multiline_first_error_on_its_line(tmp_path):
+    """index.md quotes the first error as inline code in a list item: an error of two lines
+    (or holding a backtick) ended the item and the code span mid-message."""
+    from pipeline.engine.batch import failed_batch_table
+
+    grid = Grid(get_experiment("calibration"), {"x": [0, 1]}, {"work_us": 0.0})
+    table, _ = run_batch(grid, [0])
+    failed = failed_batch_table(grid, [1], "ValueError: bad `x`\nsecond line [k.py:1 in run]")
+    PartWriter(Path(tmp_path) / "calibration", "test").write(
+        pa.concat_tables([table, failed.cast(table.schema)]))
+    assert build_report(tmp_path, "calibration") == 0
+    index = (tmp_path / "calibration" / "_report" / "index.md").read_text()
+    line = next(x for x in index.splitlines() if "task(s) failed**" in x)
+    assert "``ValueError: bad `x` second line [k.py:1 in run]``" in line

@@ -125,6 +125,25 @@ def test_save_figure_refuses_an_unlabelled_axis(tmp_path):
     assert save_figure(fig, tmp_path, "ok") == ["ok.png", "ok.pdf", "ok.svg"]
 
 
+def test_rebuilding_a_figure_gives_the_same_bytes(tmp_path):
+    """The README promises figures without a creation date, so that rebuilding a report gives
+    the same bytes. The SVG's clip-path ids were salted at random (matplotlib's default), so
+    every rebuild wrote a different SVG."""
+    def draw(outdir):
+        fig, ax = new_figure("paper")
+        ax.plot([1, 2, 3], [3, 1, 2], label="a")
+        ax.fill_between([1, 2, 3], [0, 1, 0], [1, 2, 1], alpha=0.2)
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+        outdir.mkdir()
+        return save_figure(fig, outdir, "f")
+
+    files = draw(tmp_path / "a")
+    assert files == draw(tmp_path / "b")
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
 def test_save_figure_refuses_a_panel_of_more_than_max_curves(tmp_path):
     from pipeline.report.style import REFERENCE, legend_outside, panel_curves
 
@@ -294,9 +313,10 @@ def test_latex_table_digits_alignment_label_headers():
                        "flag": [True, False]})
     tex = latex_table(df, "Bound / optimal, 50% of rows", "bound_ratios", sig_digits=6)
     assert r"\label{tab:bound_ratios}" in tex  # unescaped
-    # column by column (this table is cut in parts to fit the page: see test_wide_tables...)
+    # column by column (this table is cut in parts to fit the page: see test_wide_tables...;
+    # the label "bound" leads each part)
     specs = " ".join(re.findall(r"\\begin\{tabular\}\{([^@]*?)\}\n", tex))
-    assert specs == "l S[table-format=5.7] S[table-format=7] S[table-format=30] l", specs
+    assert specs == "l S[table-format=5.7] S[table-format=7] l S[table-format=30] l", specs
     assert "0.0999981 & 3" in tex and "12345.7 & 1000000" in tex
     assert "123456789012345678901234567890" in tex  # exact integers stay whole by default
     assert r"eps\_kov\_bound" in tex and r"50\%" in tex and "yes" in tex
@@ -492,6 +512,22 @@ def test_wide_tables_fit_the_page(tmp_path):
         log = (work / "tables.log").read_text(errors="replace")
         assert proc.returncode == 0, log[-3000:]
         assert bool(_overfull(log)) == overflows, (files, preamble, _overfull(log))
+
+
+def test_a_derived_label_column_repeats_in_every_part_of_a_split_table():
+    """A label the report derives (not a parameter: ``graph_label`` of the leakage table) is
+    a key column like a parameter, whatever dtype pandas gives text (``object`` in pandas 2,
+    ``str`` in pandas 3): every part of a split table starts with it, so each part's rows say
+    which graph they are. Under pandas 3 it was not a key, and the parts after the first had
+    no row labels at all."""
+    df = pd.DataFrame({f"quantity_{i}": [0.123456789, 0.2] for i in range(20)})
+    df.insert(0, "eps", [0.1, 0.5])
+    df.insert(0, "graph_label", ["path(3)", "RR(6,3)"])  # pandas' default text dtype
+    tex = latex_table(df, "caption", "split", experiment="leakage")
+    parts = tex.count(r"\begin{tabular}{")
+    assert parts >= 2
+    for part in range(parts):
+        assert _header_cells(tex, part)[:2] == ["graph_label", "eps (nat)"], part
 
 
 @pytest.mark.latex

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.report.core import ReportWriter, reports
-from pipeline.report.html import write_html
+from pipeline.report.html import versions_text, write_html
 from pipeline.store.parquet import REPORT_DIR, experiment_dir, load, read_manifest
 
 EXIT_OK, EXIT_REPORT_FAILED, EXIT_NO_RESULTS = 0, 1, 2
@@ -72,9 +72,13 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
                              .strip()))
     if not functions:
         _generic_summary(df, out)
-    older = sorted(set(everything["experiment_version"]) - set(df["experiment_version"]))
-    _write_index(path, name, df, out, problems, older_versions=older)
-    write_html(path, name, df, out, problems, older_versions=older,
+    # versions stored but left out: older or newer than the report's (a report of version=0)
+    shown = set(df["experiment_version"])
+    others = sorted(set(everything["experiment_version"]) - shown)
+    older = [v for v in others if v < max(shown)]
+    newer = [v for v in others if v > max(shown)]
+    _write_index(path, name, df, out, problems, older_versions=older, newer_versions=newer)
+    write_html(path, name, df, out, problems, older_versions=older, newer_versions=newer,
                selection=df.attrs.get("coverage"))
     print(f"report: {outdir / 'index.html'} ({sum(e['kind'] == 'table' for e in out.entries)} "
           f"tables, {sum(e['kind'] == 'figure' for e in out.entries)} figures)", file=stream)
@@ -112,7 +116,7 @@ def _generic_summary(df: pd.DataFrame, out: ReportWriter) -> None:
 
 
 def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, problems,
-                 older_versions=()) -> None:
+                 older_versions=(), newer_versions=()) -> None:
     tasks = df.drop_duplicates("task_id")
     n_ok = int((tasks["status"] == "ok").sum())
     n_failed = int((tasks["status"] == "failed").sum())
@@ -126,15 +130,18 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
         from pipeline.report.selection import coverage_lines
 
         lines += ["## What this report covers", "", *coverage_lines(df.attrs["coverage"]), ""]
-    version = int(df["experiment_version"].iloc[0]) if len(df) else None
-    lines.append(f"- experiment version {version}; rows: {len(df):,}; tasks: {len(tasks):,} "
+    lines.append(f"- {versions_text(df)}; rows: {len(df):,}; tasks: {len(tasks):,} "
                  f"({n_ok:,} ok, {n_failed:,} failed)")
-    if older_versions:
-        lines.append(f"- rows of older version(s) {', '.join(map(str, older_versions))} are stored "
-                     "too and left out of this report (`pipeline.load(..., version=N)` reads them)")
+    for which, versions in (("older", older_versions), ("newer", newer_versions)):
+        if versions:
+            lines.append(f"- rows of {which} version(s) {', '.join(map(str, versions))} are "
+                         "stored too and left out of this report (`pipeline.load(..., "
+                         "version=N)` reads them)")
     if n_failed:
         first = tasks.loc[tasks["status"] == "failed", "error"].iloc[0]
-        lines.append(f"- **{n_failed:,} task(s) failed**; first error: `{first}` "
+        first = " ".join(str(first).splitlines())  # a line break would end the list item
+        tick = "``" if "`" in first else "`"  # and a backtick the code span
+        lines.append(f"- **{n_failed:,} task(s) failed**; first error: {tick}{first}{tick} "
                      "(see `failed_tasks`; rerun with `retry_failed=true`)")
     if problems:
         lines.append(f"- **{len(problems)} report function(s) failed**: "

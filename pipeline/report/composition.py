@@ -146,11 +146,18 @@ def delta_against_eps_total(df: pd.DataFrame, out) -> None:
         return
     epss = sorted(ok["eps"].unique())
     ks = sorted(ok["k"].unique())
-    for part, ks_part in enumerate(chunks(ks)):
-        _delta_panels(ok, epss, ks_part, out, "delta_vs_eps_total" + (f"_{part + 1}" if part else ""))
+    deltas = sorted(ok["delta"].unique())
+    # one figure per per-step delta: a curve through the rows of several deltas zig-zags
+    for d, delta in enumerate(deltas):
+        rows = ok[ok["delta"] == delta]
+        for part, ks_part in enumerate(chunks(ks)):
+            _delta_panels(rows, epss, ks_part, out, "delta_vs_eps_total"
+                          + (f"_delta{d + 1}" if len(deltas) > 1 else "")
+                          + (f"_{part + 1}" if part else ""),
+                          delta if len(deltas) > 1 else None)
 
 
-def _delta_panels(ok, epss, ks, out, name) -> None:
+def _delta_panels(ok, epss, ks, out, name, delta=None) -> None:
     fig, axes = out.new_figure(ncols=len(epss), aspect=0.9)
     for ax, e in zip(np.ravel(axes), epss):
         for i, k in enumerate(ks):
@@ -163,9 +170,11 @@ def _delta_panels(ok, epss, ks, out, name) -> None:
         ax.set_ylim(bottom=max(ax.get_ylim()[0], -16.5), top=0.5)  # the practically relevant deltas
         ax.set_xlabel(r"total $\tilde\varepsilon$")
         ax.set_ylabel(r"$\log_{10}\,\delta_{\mathrm{optimal}}$")
-        ax.set_title(rf"$\varepsilon={_tex(e)}$")
+        ax.set_title(rf"$\varepsilon={_tex(e)}$" + ("" if delta is None else
+                                                    rf", $\delta={_tex(delta)}$"))
     legend_outside(fig)
-    out.figure(name, fig, caption="Optimal total δ for a given total ε.")
+    out.figure(name, fig, caption="Optimal total δ for a given total ε"
+               + ("." if delta is None else f" (per-step δ = {delta:.3g})."))
 
 
 @report_for("composition_hetero")

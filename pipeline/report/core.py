@@ -39,8 +39,33 @@ def report_for(*experiment_names: str) -> Callable:
 
 
 def ok_rows(df):
-    """The rows of successful tasks (a copy), the usual starting point of a report."""
-    return df[df["status"] == "ok"].copy() if "status" in df.columns else df.copy()
+    """The rows of successful tasks (a copy), the usual starting point of a report.
+
+    Integer columns come back as integers: a failed row's nulls made pandas hold them as
+    float64, and a table then printed 1048576 vertices as 1.04858e+06."""
+    if "status" not in df.columns:
+        return df.copy()
+    ok = df[df["status"] == "ok"].copy()
+    for name in _integer_columns(df.attrs.get("experiment")):
+        if name in ok.columns and ok[name].dtype.kind == "f" and ok[name].notna().all():
+            ok[name] = ok[name].astype("int64")
+    return ok
+
+
+def _integer_columns(experiment_name) -> list[str]:
+    """The columns ``experiment_name`` declares as integers (outputs and parameters)."""
+    if not experiment_name:
+        return []
+    import pyarrow as pa
+
+    from pipeline.experiments.base import get_experiment
+
+    try:
+        exp = get_experiment(experiment_name)
+    except KeyError:
+        return []
+    return ([name for name, typ in exp.columns.items() if pa.types.is_integer(typ)]
+            + [p.name for p in exp.params if p.type is int])
 
 
 def reports(experiment_name: str) -> list[Callable]:
@@ -152,11 +177,16 @@ def _fmt(value, float_format: str) -> str:
 
 
 def _markdown(df, float_format: str) -> str:
-    header = "| " + " | ".join(str(c) for c in df.columns) + " |"
+    header = "| " + " | ".join(_md_cell(str(c)) for c in df.columns) + " |"
     rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(_fmt(v, float_format) for v in row) + " |"
+    body = ["| " + " | ".join(_md_cell(_fmt(v, float_format)) for v in row) + " |"
             for row in df.itertuples(index=False)]
     return "\n".join([header, rule, *body])
+
+
+def _md_cell(text: str) -> str:
+    """A Markdown table cell: a '|' or a line break in it (an error message) would cut the row."""
+    return " ".join(text.replace("|", "\\|").splitlines())
 
 
 _INTEGER = r"-?[0-9]+"

@@ -32,7 +32,13 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
     df["loss_se"] = _col(df, "pufferfish_loss_se")
     df["alpha"] = _col(df, "alpha_dep").where(_col(df, "alpha_dep").notna(), _col(df, "alpha_dep_mcmc"))
     df["eps_plus_alpha"] = _col(df, "bound").where(_col(df, "bound").notna(), _col(df, "bound_mcmc"))
-    keys = ["prior", "mechanism", "edge_class", "eps", "n"]
+    # the prior's and solver's parameters a sweep may vary besides n and eps: each value is a
+    # setting of its own (a curve through the rows of several would zig-zag)
+    swept = [c for c in ("edge", "solver", "p", "p_spread", "queen_prior", "a", "b",
+                         "beta_edges", "beta_triangles", "beta_kstar", "kstar", "blocks", "p_in",
+                         "p_out", "mcmc_sweeps", "mcmc_burn_in", "mcmc_chains")
+             if c in df and df[c].nunique(dropna=False) > 1]
+    keys = ["prior", "mechanism", *swept, "edge_class", "eps", "n"]
     cols = keys + ["method", "p_edge", "alpha", "loss", "loss_se", "eps_plus_alpha", "ergm_R",
                    "ergm_2zeta", "lemma_holds"]
     table = df[[c for c in cols if c in df]].sort_values(keys).reset_index(drop=True)
@@ -64,12 +70,15 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
     panels = []
     for prior in priors:
         for mech in sorted(set(df.loc[df["prior"] == prior, "mechanism"])):
-            sub = df[(df["prior"] == prior) & (df["mechanism"] == mech)]
-            mine = [c for c in classes if c in set(zip(sub["edge_class"], sub["eps"]))]
-            for part in chunks(mine, MAX_CURVES // 2):
-                panels.append((prior, mech, part, sub))
+            rows = df[(df["prior"] == prior) & (df["mechanism"] == mech)]
+            for values, sub in (rows.groupby(swept, dropna=False) if swept else [((), rows)]):
+                values = values if isinstance(values, tuple) else (values,)
+                setting = "".join(f", {c} = {v}" for c, v in zip(swept, values))
+                mine = [c for c in classes if c in set(zip(sub["edge_class"], sub["eps"]))]
+                for part in chunks(mine, MAX_CURVES // 2):
+                    panels.append((prior, mech, part, sub, setting))
     fig, axes = out.small_multiples(len(panels), max_cols=2, aspect=0.75)
-    for ax, (prior, mech, part, sub) in zip(axes, panels):
+    for ax, (prior, mech, part, sub, setting) in zip(axes, panels):
         ls, fill = mech_line.get(mech, ("-.", "full"))
         for cls, eps in part:
             g = sub[(sub["edge_class"] == cls) & (sub["eps"] == eps)].sort_values("n")
@@ -80,7 +89,7 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
             ax.plot(g["n"], g["eps_plus_alpha"], ls="--", color=style["color"], lw=0.8, marker="")
         for eps in sorted(sub["eps"].unique()):
             ax.axhline(eps, color="grey", lw=0.8, ls=(0, (1, 3)), marker="")
-        ax.set_title(f"prior: {prior}, {_MECH_SHORT.get(mech, mech)}")
+        ax.set_title(f"prior: {prior}, {_MECH_SHORT.get(mech, mech)}{setting}")
         ax.set_xlabel("number of nodes $n$")
         ax.set_ylabel("edge Pufferfish loss (nats)")
         top = sub[["loss", "eps_plus_alpha"]].replace([np.inf], np.nan).max().max()
@@ -108,9 +117,14 @@ def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
     df = ok_rows(df)
     if df.empty:
         return
-    cols = ["eps", "a", "b", "n", "m", "threshold_used", "size_threshold", "power_threshold",
-            "log_ratio_threshold", "size_np", "power_np", "log_ratio_np", "pufferfish_loss", "bound"]
-    table = df[[c for c in cols if c in df]].sort_values(["eps", "a", "b", "n"]).reset_index(drop=True)
+    # a setting is every parameter but n: the test's level or threshold may be swept too
+    varying = [c for c in ("level", "threshold_density")
+               if c in df and df[c].nunique(dropna=False) > 1]
+    keys = ["eps", "a", "b", *varying]
+    cols = keys + ["n", "m", "threshold_used", "size_threshold", "power_threshold",
+                   "log_ratio_threshold", "size_np", "power_np", "log_ratio_np", "pufferfish_loss",
+                   "bound"]
+    table = df[[c for c in cols if c in df]].sort_values(keys + ["n"]).reset_index(drop=True)
     out.table("edge_test_size_power", table,
               caption="Example 1 (seed 002): exact size and power of the threshold test (noisy "
                       "density > (a + b)/2) and of the Neyman-Pearson test of the queens' edge; "
@@ -119,17 +133,19 @@ def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
     # colour and marker = (eps, a, b); line = quantity (explained once in the legend). Left:
     # power and size (2 curves per setting), right: power/size, e^loss, e^(eps + alpha) (3 per
     # setting); beyond MAX_CURVES // 3 settings, further rows of panels.
-    settings = list(df.groupby(["eps", "a", "b"]))
+    settings = list(df.groupby(keys, dropna=False))
     rows = chunks(list(enumerate(settings)), MAX_CURVES // 3)
     fig, axes = out.new_figure(nrows=len(rows), ncols=2, aspect=0.85)
     axes = np.reshape(axes, (len(rows), 2))
     log10 = 1 / math.log(10)
     tagged = []
     for (ax1, ax2), row in zip(axes, rows):
-        for i, ((eps, a, b), g) in row:
+        for i, ((eps, a, b, *swept), g) in row:
             g = g.sort_values("n")
             color, marker = curve_style(i)["color"], curve_style(i)["marker"]
-            tag = rf"$\varepsilon={eps:g}$, $a={a:g}$, $b={b:g}$"
+            tag = rf"$\varepsilon={eps:g}$, $a={a:g}$, $b={b:g}$" + "".join(
+                f", {name.replace('_', ' ')} " + ("(a+b)/2" if pd.isna(value) else f"{value:g}")
+                for name, value in zip(varying, swept))
             tagged.append(ax1.plot(g["n"], g["power_threshold"], marker=marker, color=color,
                                    ls="-", label=tag)[0])
             ax1.plot(g["n"], g["size_threshold"], marker=marker, fillstyle="none", ls="--",

@@ -169,6 +169,7 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     """Write the data package of experiment ``name`` (rows picked by ``selection``, then
     deduplicated as by ``load``) into the folder ``to``; returns the coverage summary."""
     from pipeline.experiments.base import get_experiment
+    from pipeline.store.compaction import _newest_version_metadata
     from pipeline.store.parquet import deduplicate_table, experiment_dir, read_manifest
 
     if fmt not in FORMATS:
@@ -184,7 +185,8 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     if table.num_rows == 0:
         raise ExportError(f"no stored rows of '{name}' match the selection "
                           f"({selection.describe()})")
-    table = deduplicate_table(table)
+    # labelled with the version of its rows, not the first part's (as compaction labels files)
+    table = _newest_version_metadata(deduplicate_table(table))
     try:
         experiment = get_experiment(name)
     except KeyError:

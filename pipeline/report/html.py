@@ -117,15 +117,21 @@ def errata_html(name: str, errata_file: Path = ERRATA_FILE) -> str | None:
     return f"<h3>{_e(title.strip())}</h3>\n{rendered}"
 
 
+def versions_text(df) -> str:
+    """'experiment version 2', or 'experiment versions 0, 1' for rows of several."""
+    versions = sorted({int(v) for v in df["experiment_version"]})
+    return (f"experiment version{'s' if len(versions) > 1 else ''} "
+            f"{', '.join(map(str, versions)) or None}")
+
+
 def write_html(path: Path, name: str, df, out, problems, older_versions=(),
-               selection: dict | None = None) -> Path:
+               selection: dict | None = None, newer_versions=()) -> Path:
     """Write ``out.outdir/index.html`` for the report ``out`` has written; returns its path."""
     from pipeline.store.parquet import read_manifest
 
     tasks = df.drop_duplicates("task_id")
     n_ok = int((tasks["status"] == "ok").sum())
     n_failed = int((tasks["status"] == "failed").sum())
-    version = int(df["experiment_version"].iloc[0]) if len(df) else None
     figures = [e for e in out.entries if e["kind"] == "figure"]
     tables = [e for e in out.entries if e["kind"] == "table"]
     errata = errata_html(name)
@@ -143,11 +149,12 @@ def write_html(path: Path, name: str, df, out, problems, older_versions=(),
         if present:
             parts.append(f'<a href="#{anchor}">{label}</a>')
     parts.append("</nav><ul>")
-    parts.append(f"<li>experiment version {_e(version)}; rows: {len(df):,}; tasks: "
+    parts.append(f"<li>{_e(versions_text(df))}; rows: {len(df):,}; tasks: "
                  f"{len(tasks):,} ({n_ok:,} ok, {n_failed:,} failed)</li>")
-    if older_versions:
-        parts.append(f"<li>rows of older version(s) {_e(', '.join(map(str, older_versions)))} "
-                     "are stored too and left out of this report</li>")
+    for which, versions in (("older", older_versions), ("newer", newer_versions)):
+        if versions:
+            parts.append(f"<li>rows of {which} version(s) {_e(', '.join(map(str, versions)))} "
+                         "are stored too and left out of this report</li>")
     if n_failed:
         first = tasks.loc[tasks["status"] == "failed", "error"].iloc[0]
         parts.append(f'<li class="warn">{n_failed:,} task(s) failed; first error: '

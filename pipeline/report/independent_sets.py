@@ -205,6 +205,9 @@ def regression_rows(ok: pd.DataFrame, column: str) -> pd.DataFrame:
         sub = sub.dropna(subset=[column])
         if column == "annealed_entropy":
             sub = sub[sub["n"] == 100]
+        # one point per p: the value depends on (m, p) here, and rows of other samples (or n,
+        # for eigen_entropy) are copies that would count as observations
+        sub = sub.drop_duplicates(subset=["p"])
         x, y = sub["shannon_entropy"].to_numpy(), sub[column].to_numpy()
         if len(x) < 3 or np.ptp(x) == 0:
             continue

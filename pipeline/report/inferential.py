@@ -46,11 +46,15 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
     df = ok_rows(df)
     if df.empty:
         return
-    keys = [c for c in ("prior", "mechanism", "graph", "n_nodes", "node", "eps", "J_effective")
-            if c in df]
+    # parameters besides J (the x axis) and eps (the curves) that a sweep may vary: each value
+    # is a setting of its own (a curve through the rows of several would zig-zag)
+    swept = [c for c in ("h", "p", "graph_seed", "r", "s")
+             if c in df and df[c].nunique(dropna=False) > 1]
+    keys = [c for c in ("prior", "mechanism", "graph", "n_nodes", "node", *swept, "eps",
+                        "J_effective") if c in df]
     cols = keys + [c for c in ("h", "nu", "nu_over_eps", "nu_affiliated", "nu_influence_bound",
                                "gamma_spectral_norm", "gamma_spectral_radius", "gamma_max_row_sum",
-                               "affiliated", "method") if c in df]
+                               "affiliated", "method") if c in df and c not in keys]
     table = df[cols].sort_values(keys).reset_index(drop=True)
     # Theorem 4.2's second form: row sums <= 1 - delta give nu <= 2 eps / delta
     rows_sum = table["gamma_max_row_sum"].astype(float)
@@ -73,7 +77,8 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
               caption="Per family: rows with a finite Theorem 4.2 bound, rows with ν below it, and "
                       "rows where ν equals formula (6) (all of them when affiliated, Theorem 3.4).")
 
-    df["family"] = [_family_label(r) for r in df.to_dict("records")]
+    df["family"] = [_family_label(r) + "".join(f", {c} = {r[c]:g}" for c in swept)
+                    for r in df.to_dict("records")]
     families = [(fam, mech, prior) for (fam, mech, prior), g in
                 df.groupby(["family", "mechanism", "prior"], sort=False)
                 if g["J_effective"].nunique() >= 2]

@@ -324,7 +324,7 @@ def latex_table(df, caption: str, name: str, sig_digits: int = 6,
         meta = column_meta(experiment, str(col))
         if meta.note:
             notes.append(meta.note)
-        leading = leading and (str(col) in exp_params or df[col].dtype == object)
+        leading = leading and (str(col) in exp_params or _is_text(df[col]))
         columns.append(_column(df[col].tolist(), meta, sig_digits, key_candidate=leading))
     parts, size = _layout(columns)
     label = latex_label(name)
@@ -383,6 +383,13 @@ def _layout(columns: list[_Column]):
         if table_width_pt(columns, size) <= limit:
             return [columns], size
     return _parts(columns, SPLIT_SIZE, limit), SPLIT_SIZE
+
+
+def _is_text(column) -> bool:
+    """A label column: pandas 2 holds text as ``object``, pandas 3 as its ``str`` dtype."""
+    import pandas as pd
+
+    return column.dtype == object or isinstance(column.dtype, pd.StringDtype)
 
 
 def _parameters(experiment: str | None) -> set:

@@ -202,6 +202,12 @@ def limits_table(df: pd.DataFrame, out) -> None:
                        "against the number of clique insertions k.")
 
 
+def _exact(value) -> int | None:
+    """A stored exact count (a decimal string) as an int; None where it is null."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) or \
+        value == "" else int(value)
+
+
 @report_for("clique_graph")
 def clique_graph_checks(df: pd.DataFrame, out) -> None:
     ok = ok_rows(df)
@@ -211,13 +217,17 @@ def clique_graph_checks(df: pd.DataFrame, out) -> None:
                             "regular_degree", "energy", "energy_map", "log_spanning_trees",
                             "algebraic_connectivity", "algebraic_connectivity_map",
                             "log_dimers") if c in ok.columns]].copy()
-    table["trees_lemma_6_3_1"] = np.where(ok["spanning_trees"] == ok["spanning_trees_lemma"],
-                                          "equal", "DIFFERENT")
-    dimers = pd.to_numeric(ok["dimers"], errors="coerce")
-    bound = pd.to_numeric(ok["dimers_lemma_bound"], errors="coerce")
-    table["dimers_vs_lemma_6_3_4"] = np.select(
-        [bound.isna() | dimers.isna(), dimers == bound, dimers > bound],
-        ["", "equal", "above bound"], default="BELOW BOUND")
+    # exact counts compared as Python integers (as floats, counts beyond 2^53 that differ
+    # compare equal); a count not stored (too long, none) leaves its check unknown: ''
+    trees = [_exact(v) for v in ok["spanning_trees"]]
+    table["trees_lemma_6_3_1"] = [
+        "" if a is None or b is None else "equal" if a == b else "DIFFERENT"
+        for a, b in zip(trees, (_exact(v) for v in ok["spanning_trees_lemma"]))]
+    table["dimers_vs_lemma_6_3_4"] = [
+        "" if m is None or b is None else "equal" if m == b else
+        "above bound" if m > b else "BELOW BOUND"
+        for m, b in zip((_exact(v) for v in ok["dimers"]),
+                        (_exact(v) for v in ok["dimers_lemma_bound"]))]
     out.table("clique_graph_checks", table.sort_values(["graph", "size", "insertions"]),
               caption="Cᵏ(G) of named regular graphs: direct energy and algebraic connectivity "
                       "μ₂ beside their spectral maps (Cor. 6.2.3 corrected, Prop. 6.4.1), and the "

@@ -158,7 +158,7 @@ def select(results_dir, name: str, selection: Selection | None = None,
     """The deduplicated rows of experiment ``name`` that ``selection`` picks, with
     ``df.attrs["coverage"]`` (see :func:`coverage`). Raises FileNotFoundError if nothing is
     stored for ``name`` at all."""
-    from pipeline.store.parquet import deduplicate_table, experiment_dir, read_manifest
+    from pipeline.store.parquet import deduplicate_table, experiment_dir, id_prefixes, read_manifest
 
     selection = selection or Selection()
     path = experiment_dir(results_dir, name)
@@ -168,18 +168,23 @@ def select(results_dir, name: str, selection: Selection | None = None,
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
     if table.num_rows:
         table = deduplicate_table(table)
+    stored = None
     if status is not None:
+        # a grid point stored with another status is not missing (a rerun would not fill it)
+        stored = np.unique(id_prefixes(table["task_id"])) if selection.grid is not None else None
         table = table.filter(pc.equal(table["status"], status))
     df = table.to_pandas()
     df.attrs["experiment"] = name
-    df.attrs["coverage"] = coverage(df, selection, read_manifest(path), prefixes)
+    df.attrs["coverage"] = coverage(df, selection, read_manifest(path), prefixes, stored)
     return df
 
 
 def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
-             prefixes: np.ndarray | None = None) -> dict:
+             prefixes: np.ndarray | None = None, stored: np.ndarray | None = None) -> dict:
     """What the rows cover: runs (with their commits), code_ids, versions, tasks, and for a
-    grid selection the points missing; ``warnings`` lists what a reader must know."""
+    grid selection the points missing; ``warnings`` lists what a reader must know.
+    ``stored``: sorted id prefixes of the selected tasks stored, when ``df`` holds only some
+    of them (a status filter); by default the tasks of ``df``."""
     from pipeline.store.parquet import contains, id_prefixes
 
     runs_by_id = {r.get("run_id"): r for r in manifest.get("runs", [])}
@@ -222,7 +227,8 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
         warnings.append(f"the selection mixes experiment versions {versions}")
     if selection.grid is not None:
         grid = selection.grid
-        stored = np.unique(id_prefixes(pa.array(tasks["task_id"].tolist(), pa.string())))
+        if stored is None:
+            stored = np.unique(id_prefixes(pa.array(tasks["task_id"].tolist(), pa.string())))
         missing = int(grid.total - stored.size)
         out["grid"] = {**grid_spec(grid), "points": grid.total, "stored": int(stored.size),
                        "missing": missing}

@@ -71,6 +71,7 @@ def rc_params(style: str = "paper") -> dict:
     return {
         "pdf.fonttype": 42, "ps.fonttype": 42,   # TrueType (Type 42), not Type 3
         "svg.fonttype": "path",                  # SVG renders the same everywhere
+        "svg.hashsalt": "pipeline-report",       # fixed clip-path ids: a rebuild, same bytes
         "font.family": "DejaVu Sans", "mathtext.fontset": "dejavusans",
         "font.size": pt, "axes.titlesize": pt, "axes.labelsize": pt, "legend.fontsize": pt - 1,
         "xtick.labelsize": pt - 1, "ytick.labelsize": pt - 1, "figure.titlesize": pt + 1,

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from pipeline.store.parquet import part_files
+from pipeline.store.parquet import part_files, unified_schema
 
 MAX_COLUMNS = 6
 SAMPLE = 100_000
@@ -33,7 +33,7 @@ def summary_table(path, experiment, tasks_ok: int | None = None,
     nulls = {c: 0 for c in numeric}
     samples: dict[str, list] = {c: [] for c in numeric}
     ok_rows = 0
-    schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+    schema = unified_schema([pq.read_schema(f) for f in files])  # types may change by version
     numeric = [c for c in numeric if c in schema.names]  # parts of an older version may lack it
     dataset = ds.dataset([str(f) for f in files], schema=schema, format="parquet")
     for batch in dataset.to_batches(columns=["status", *numeric], batch_size=65_536):
@@ -43,7 +43,7 @@ def summary_table(path, experiment, tasks_ok: int | None = None,
             col = ok.column(c)
             nulls[c] += col.null_count
             values = col.to_numpy(zero_copy_only=False).astype(np.float64)
-            values = values[np.isfinite(values)]
+            values = values[~np.isnan(values)]  # nulls are counted apart; +-inf are values
             if values.size:
                 lo[c], hi[c] = min(lo[c], values.min()), max(hi[c], values.max())
                 samples[c].append(values[::stride])

@@ -372,8 +372,32 @@ def _read_table(path: str | os.PathLike, on_error: str) -> pa.Table | None:
         schemas = checked_schemas(path, files)
     if not files:
         return None
-    schema = pa.unify_schemas(schemas, promote_options="permissive")
-    return read_parts(files, schema=schema)
+    return read_parts(files, schema=unified_schema(schemas))
+
+
+def unified_schema(schemas: list[pa.Schema]) -> pa.Schema:
+    """One schema for the folder's parts (the first part's metadata). A column whose type
+    changed with the experiment version (an int64 count that became an exact decimal string)
+    takes the type of the newest version that has it, and older rows are cast to it when read:
+    ``verify`` accepts such older parts, so readers must not refuse the folder."""
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        pass
+
+    def version(schema: pa.Schema) -> int:
+        try:
+            return int((schema.metadata or {}).get(b"version", b"-1"))
+        except ValueError:
+            return -1
+
+    newest: dict[str, pa.DataType] = {}
+    for schema in sorted(schemas, key=version, reverse=True):  # the newest version first
+        for f in schema:
+            newest.setdefault(f.name, f.type)
+    aligned = [pa.schema([f.with_type(newest[f.name]) for f in s], metadata=s.metadata)
+               for s in schemas]
+    return pa.unify_schemas(aligned, promote_options="permissive")
 
 
 def deduplicate_table(table: pa.Table) -> pa.Table:
@@ -411,11 +435,10 @@ def deduplicate_table(table: pa.Table) -> pa.Table:
     if pc.count_distinct(key).as_py() == table.num_rows:
         return table
     order = pc.sort_indices(table, sort_keys=[("finished_at", "ascending")])
-    table = table.take(order)
-    key = key.take(order)
-    positions = pa.table({"key": key, "pos": pa.array(np.arange(table.num_rows))})
+    positions = pa.table({"key": key.take(order), "pos": pa.array(np.arange(table.num_rows))})
     last = positions.group_by("key").aggregate([("pos", "max")])["pos_max"]
-    return table.take(last.take(pc.sort_indices(last)))  # kept rows, in storage order
+    kept = np.sort(order.to_numpy()[last.to_numpy()])  # back to storage positions
+    return table.take(pa.array(kept))  # kept rows, in storage order
 
 
 def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
@@ -428,24 +451,27 @@ def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
-         version: int | str | None = None, on_error: str = "raise") -> pd.DataFrame:
+         version: int | str | list | None = None, on_error: str = "raise") -> pd.DataFrame:
     """The whole result table of experiment ``name``, one row set per task id.
 
-    ``status="ok"`` keeps only successful rows. ``version`` keeps one experiment version (an
-    int, or ``"latest"``); by default rows of every version are returned (their task ids
-    differ). Raises FileNotFoundError if nothing is stored, :class:`BadPartFile` (naming the
-    file and ``python -m pipeline verify DIR --repair``) if a part file is damaged, and its
-    subclass :class:`ForeignPartFile` if a ``part-*.parquet`` file is not a result part of this
-    experiment (what ``verify`` calls foreign), unless ``on_error="skip"``, which leaves such
-    parts out with a warning.
+    ``status="ok"`` keeps only successful rows. ``version`` keeps experiment versions (an int,
+    ``"latest"``, or a list of them); by default rows of every version are returned (their
+    task ids differ). Raises FileNotFoundError if nothing is stored, :class:`BadPartFile`
+    (naming the file and ``python -m pipeline verify DIR --repair``) if a part file is damaged,
+    and its subclass :class:`ForeignPartFile` if a ``part-*.parquet`` file is not a result part
+    of this experiment (what ``verify`` calls foreign), unless ``on_error="skip"``, which leaves
+    such parts out with a warning.
     """
     path = experiment_dir(results_dir, name)
     table = read_table(path, on_error=on_error)
     if table is None:
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
-    if version is not None:
-        wanted = pc.max(table["experiment_version"]).as_py() if version == "latest" else int(version)
-        table = table.filter(pc.equal(table["experiment_version"], wanted))
+    if version is not None:  # an int, "latest", or a list of them (as pipeline.load documents)
+        latest = pc.max(table["experiment_version"]).as_py()
+        wanted = [latest if v == "latest" else int(v)
+                  for v in (version if isinstance(version, (list, tuple)) else [version])]
+        table = table.filter(pc.is_in(table["experiment_version"],
+                                      value_set=pa.array(wanted, pa.int64())))
     table = deduplicate_table(table)
     if status is not None:
         table = table.filter(pc.equal(table["status"], status))
