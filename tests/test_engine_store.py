@@ -292,3 +292,28 @@ def test_a_column_whose_type_changed_with_the_version_still_loads(tmp_path):
     export_package(tmp_path, "independent_sets", tmp_path / "pkg", "parquet")
     assert compact(folder).rewritten
     pd.testing.assert_frame_equal(pipeline.load(tmp_path, "independent_sets"), everything)
+
+
+def test_planning_reads_a_folder_whose_column_type_changed_with_the_version(tmp_path):
+    """The sweep's own reads of the store (resume counts, the stale-code check) merged the
+    part schemas strictly: on a folder that load reads (test above), a sweep or dry run ended
+    in an ArrowTypeError traceback before planning."""
+    import dataclasses
+
+    from pipeline.engine.provenance import stale_points
+    from pipeline.engine.resume import count_done
+
+    exp = get_experiment("independent_sets")
+    params = {"lattice": "488", "n": 2}
+    old = dataclasses.replace(exp, version=0, columns={**exp.columns, "count": pa.int64()},
+                              run=lambda p, s: {**exp.run(p, s), "count": int(exp.run(p, s)["count"])})
+    folder = tmp_path / "independent_sets"
+    PartWriter(folder, "20260101T000000Z-aaaaaa").write(
+        run_batch(Grid(old, {"m": [1, 2]}, params), range(2))[0])
+    PartWriter(folder, "20260102T000000Z-bbbbbb").write(
+        run_batch(Grid(exp, {"m": [1, 2]}, params), range(2))[0])
+    grid = Grid(exp, {"m": [1, 2, 3]}, params)
+    assert count_done(grid, folder) == (2, 0)  # the version-0 rows are other task ids
+    assert list(plan_sweep(grid, folder).pending) == [2]
+    stale, others = stale_points(grid, folder, "another-code")
+    assert sorted(stale.tolist()) == [0, 1] and others  # both current-version points

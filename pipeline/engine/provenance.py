@@ -159,13 +159,14 @@ def stale_points(grid, path, current: str):
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from pipeline.store.parquet import contains, id_prefixes, part_files
+    from pipeline.store.parquet import contains, id_prefixes, part_files, unified_schema
 
     none = np.zeros(0, dtype=np.int64), []
     files = part_files(path)
     if not files:
         return none
-    schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+    # a column whose type changed with the version (see unified_schema) must not refuse the folder
+    schema = unified_schema([pq.read_schema(f) for f in files])
     columns = ["task_id", "status"] + (["code_id"] if "code_id" in schema.names else [])
     table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
         columns=columns, filter=pc.equal(pc.field("status"), "ok"))

@@ -59,6 +59,7 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
     import pyarrow.parquet as pq
 
     from pipeline.store.integrity import BadPartFile, read_parts
+    from pipeline.store.parquet import unified_schema
 
     schemas = []
     for f in files:
@@ -66,7 +67,7 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
             schemas.append(pq.read_schema(f))
         except Exception as exc:  # a damaged part: name it and the repair command (exit 4)
             raise BadPartFile(f, f"{type(exc).__name__}: {exc}") from None
-    schema = pa.unify_schemas(schemas, promote_options="permissive")
+    schema = unified_schema(schemas)  # a column whose type changed with the version too
     wanted = [c for c in ("task_id", "status", "experiment_version", *names) if c in schema.names]
     if any(n not in schema.names for n in names):
         # no part has a column for some parameter: all were written by an older version that
