@@ -1,9 +1,15 @@
 """Shutdown paths of the driver (review c): signals at awkward moments, the part writer under
 a slow or failing disk, bounded waits. Real signals, real part files."""
 
+import contextlib
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,7 +19,7 @@ from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.watchdog import Terminated, termination_signals
 from pipeline.experiments.base import get_experiment
-from pipeline.store.parquet import PartWriter
+from pipeline.store.parquet import PartWriter, read_manifest
 
 
 def _grid(n):
@@ -48,3 +54,79 @@ def test_a_signal_while_the_writer_queue_is_full_loses_no_buffer(tmp_path, monke
     df = pd.read_parquet(tmp_path)
     assert sorted(df.x) == list(range(40)) and df.task_id.is_unique
     assert writer.rows == 40 and writer.buffered_rows == 0
+
+
+# --------------------------------------------------------------------------- a hung scheduler
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def _wait_for(predicate, timeout, what, proc=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process ended ({proc.returncode}) before {what}: "
+                                 + "".join(proc.communicate()))
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def scheduler_and_worker(tmp_path):
+    """A real `dask scheduler` and one `dask worker` on 127.0.0.1, each in its own session."""
+    dask = Path(PY).with_name("dask")
+    sched_file = tmp_path / "scheduler.json"
+    sched = subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                              "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    procs = [sched]
+    try:
+        _wait_for(sched_file.exists, 60, "the scheduler file")
+        time.sleep(0.3)
+        address = json.loads(sched_file.read_text())["address"]
+        procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1",
+                                       "--no-dashboard"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        yield address, sched
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGCONT)
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+
+
+@pytest.mark.timeout(240)
+def test_a_hung_scheduler_is_caught_by_the_watchdog_not_waited_for(tmp_path,
+                                                                   scheduler_and_worker):
+    """A scheduler that stops answering without closing its connections (frozen: SIGSTOP, an
+    event loop blocked): the driver loop asked it for the thread count with no bound
+    (client.nthreads()), and waited there for good, so no watchdog check ever ran again; the
+    sweep hung for 90 s and more with watchdog.no_progress_timeout=5."""
+    address, sched = scheduler_and_worker
+    folder = tmp_path / "calibration"
+    driver = subprocess.Popen(
+        [PY, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,300]}",
+         "params.work_us=20000", "batch_size=5", "flush_rows=10", "cluster=address",
+         f"cluster.address={address}", f"results_dir={tmp_path}", "progress=false",
+         "watchdog.no_progress_timeout=5"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: len(list(folder.glob("part-*.parquet"))) >= 2, 120, "parts", driver)
+        os.killpg(sched.pid, signal.SIGSTOP)
+        t_stop = time.time()
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 3, err
+    assert time.time() - t_stop < 90
+    assert "NoProgress: no task finished" in err
+    run = read_manifest(folder)["runs"][-1]
+    assert run["status"] == "crashed" and "NoProgress" in run["error"]
+    assert run["written"]["flushed"] is True
+    assert run["written"]["rows"] == len(pd.read_parquet(folder)) >= 10

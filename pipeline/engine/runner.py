@@ -86,12 +86,18 @@ def check_workers(client, grid: Grid) -> None:
             raise WorkerMismatch(other_code_message(worker, got[2], code, grid.name))
 
 
-def _thread_counts(client) -> tuple[int, int]:
-    """(threads to size batches for, threads of the workers connected now)."""
+THREADS_CALL_TIMEOUT_S = 5.0  # bound on asking the scheduler for its thread count
+
+
+def _thread_counts(client, known: int = 1) -> tuple[int, int]:
+    """(threads to size batches for, threads of the workers connected now); ``known``, the
+    last count, if the scheduler does not answer."""
     try:
-        joined = max(1, sum(client.nthreads().values()))
+        # bounded: a frozen scheduler (its connection open, no answer) held the driver loop
+        # here for good, and no watchdog check ran again
+        joined = max(1, sum(client.nthreads(callback_timeout=THREADS_CALL_TIMEOUT_S).values()))
     except Exception:
-        joined = 1
+        joined = max(1, known)
     # 15a: an adaptive batch cluster grows to the work in flight: plan for all its threads
     planned = getattr(getattr(client, "cluster", None), "pipeline_max_threads", 0)
     return max(joined, planned), joined
@@ -255,7 +261,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
         now = time.monotonic()
         if now - known_threads[1] >= 1.0:
-            total, joined = _thread_counts(client)
+            total, joined = _thread_counts(client, known_threads[2])
             known_threads[:] = [total, now, joined]
         return known_threads[0]
 
