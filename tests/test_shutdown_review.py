@@ -76,6 +76,16 @@ def _wait_for(predicate, timeout, what, proc=None):
 @pytest.fixture
 def scheduler_and_worker(tmp_path):
     """A real `dask scheduler` and one `dask worker` on 127.0.0.1, each in its own session."""
+    yield from _scheduler_and_workers(tmp_path, 1)
+
+
+@pytest.fixture
+def scheduler_and_two_workers(tmp_path):
+    """The same with two workers without nannies: (address, scheduler, [worker, worker])."""
+    yield from _scheduler_and_workers(tmp_path, 2, ["--no-nanny"])
+
+
+def _scheduler_and_workers(tmp_path, n, extra=()):
     dask = Path(PY).with_name("dask")
     sched_file = tmp_path / "scheduler.json"
     sched = subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0",
@@ -87,10 +97,11 @@ def scheduler_and_worker(tmp_path):
         _wait_for(sched_file.exists, 60, "the scheduler file")
         time.sleep(0.3)
         address = json.loads(sched_file.read_text())["address"]
-        procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1",
-                                       "--no-dashboard"], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True))
-        yield address, sched
+        for _ in range(n):
+            procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1",
+                                           "--no-dashboard", *extra], stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, start_new_session=True))
+        yield (address, sched) if n == 1 else (address, sched, procs[1:])
     finally:
         for p in procs:
             with contextlib.suppress(ProcessLookupError):
@@ -130,3 +141,44 @@ def test_a_hung_scheduler_is_caught_by_the_watchdog_not_waited_for(tmp_path,
     assert run["status"] == "crashed" and "NoProgress" in run["error"]
     assert run["written"]["flushed"] is True
     assert run["written"]["rows"] == len(pd.read_parquet(folder)) >= 10
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_lost_during_the_warm_up_does_not_crash_the_sweep(tmp_path,
+                                                                   scheduler_and_two_workers):
+    """The driver warms every worker up (client.run) before the first batch. A worker lost
+    meanwhile (killed, retired at its walltime, or frozen until the scheduler's worker-ttl
+    removes it) failed the whole broadcast: the sweep crashed at its start with exit 3
+    ("CommClosedError: Address removed" / "in: read"), although another worker was there to
+    run it. A worker gone is not one that runs other code: the sweep goes on without it."""
+    address, _, (_, frozen) = scheduler_and_two_workers
+    folder = tmp_path / "calibration"
+    _wait_for(lambda: frozen.poll() is None and _n_workers(address) == 2, 60, "two workers")
+    os.kill(frozen.pid, signal.SIGSTOP)  # it cannot answer the warm-up
+    driver = subprocess.Popen(
+        [PY, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,100]}",
+         "params.work_us=1000", "cluster=address", f"cluster.address={address}",
+         f"results_dir={tmp_path}", "progress=false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: any("cluster: " in log.read_text()
+                              for log in (folder / "_logs").glob("*.log")), 120,
+                  "the warm-up", driver)
+        time.sleep(1.0)  # the warm-up now waits on the frozen worker
+        os.kill(frozen.pid, signal.SIGKILL)
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 0, err
+    df = pd.read_parquet(folder)
+    assert sorted(df.x) == list(range(100)) and df.task_id.is_unique
+    assert read_manifest(folder)["runs"][-1]["status"] == "finished"
+
+
+def _n_workers(address):
+    from distributed import Client
+
+    with Client(address, timeout=10) as client:
+        return len(client.nthreads())

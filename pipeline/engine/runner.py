@@ -74,7 +74,22 @@ def check_workers(client, grid: Grid) -> None:
     cluster at an address) keeps the modules it imported before an edit."""
     expected = (grid.version, grid.canonical(0))
     code = code_id(grid.experiment)
-    for worker, got in client.run(_warm_up, grid).items():
+    answers = client.run(_warm_up, grid, on_error="return")
+    failed = {w: got for w, got in answers.items() if isinstance(got, BaseException)}
+    if failed:
+        # A worker lost during the warm-up (killed, retired, frozen until the scheduler's
+        # worker-ttl dropped it) failed the whole broadcast, and the sweep crashed at its start
+        # with other workers there to run it. Gone, it runs nothing; one that rejoins has its
+        # code checked with each batch. A worker still connected that failed is an error.
+        connected = set(client.nthreads(callback_timeout=THREADS_CALL_TIMEOUT_S))
+        for worker, exc in failed.items():
+            if worker in connected:
+                raise exc
+            log.warning("worker %s was lost during the warm-up (%s: %s); going on without it",
+                        worker, type(exc).__name__, exc)
+    for worker, got in answers.items():
+        if worker in failed:
+            continue
         if len(got) < 3:  # an older engine on the worker
             raise WorkerMismatch(f"worker {worker} runs an older version of this pipeline: "
                                  "restart the workers so that they load the code on disk")
