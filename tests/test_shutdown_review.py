@@ -144,6 +144,37 @@ def test_a_hung_scheduler_is_caught_by_the_watchdog_not_waited_for(tmp_path,
 
 
 @pytest.mark.timeout(240)
+def test_a_hung_scheduler_is_lost_after_scheduler_timeout(tmp_path, scheduler_and_worker):
+    """watchdog.scheduler_timeout is documented as the time the scheduler may be unreachable.
+    A frozen one leaves the client "running", and only the client's status was looked at: the
+    watchdog's own calls to it timed out at every check and the sweep went on waiting, for
+    no_progress_timeout (an hour by default) instead of scheduler_timeout."""
+    address, sched = scheduler_and_worker
+    folder = tmp_path / "calibration"
+    driver = subprocess.Popen(
+        [PY, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,300]}",
+         "params.work_us=20000", "batch_size=5", "flush_rows=10", "cluster=address",
+         f"cluster.address={address}", f"results_dir={tmp_path}", "progress=false",
+         "watchdog.scheduler_timeout=10"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: len(list(folder.glob("part-*.parquet"))) >= 2, 120, "parts", driver)
+        os.killpg(sched.pid, signal.SIGSTOP)
+        t_stop = time.time()
+        _, err = driver.communicate(timeout=150)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 3, err
+    assert time.time() - t_stop < 90
+    assert "SchedulerLost: lost the Dask scheduler" in err and "no answer for" in err
+    run = read_manifest(folder)["runs"][-1]
+    assert run["status"] == "crashed" and "SchedulerLost" in run["error"]
+    assert run["written"]["flushed"] is True
+
+
+@pytest.mark.timeout(240)
 def test_a_worker_lost_during_the_warm_up_does_not_crash_the_sweep(tmp_path,
                                                                    scheduler_and_two_workers):
     """The driver warms every worker up (client.run) before the first batch. A worker lost
