@@ -123,7 +123,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             signame = getattr(exc, "signame", "SIGINT")
             record.update(status="interrupted", finished_at=_now(), signal=signame,
                           written=_flushed(writer))
-            update_manifest(path, record)
+            _record_end(path, record)
             runlog.info("interrupted (%s): %d part file(s) kept", signame, _parts(writer))
             print(f"\ninterrupted ({signame}): {_parts(writer)} part file(s) kept; rerun the same "
                   "command to resume", file=sys.stderr)
@@ -135,7 +135,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             error = redact(f"{type(exc).__name__}: {exc}")  # no password from an address
             record.update(status="crashed", finished_at=_now(), error=error,
                           written=_flushed(writer))
-            update_manifest(path, record)
+            _record_end(path, record)
             runlog.info("crashed: %s", error)
             print(f"\nerror: the sweep crashed: {error}\n{_parts(writer)} part file(s) kept; fix "
                   "the cause and rerun the same command to resume", file=sys.stderr)
@@ -165,6 +165,19 @@ def _pause_at(step: str) -> None:
     if os.environ.get(PAUSE_ENV) == step:
         print(f"sweep paused at {step}", file=sys.stderr, flush=True)
         time.sleep(120)
+
+
+def _record_end(path, record: dict) -> None:
+    """Record how the sweep stopped. The disk that stopped it (full, gone read-only) may refuse
+    the manifest too: say so and keep the exit code (the error escaped as a traceback and
+    exit 2, "invalid input"; a rerun marks the record left 'running' as killed)."""
+    from pipeline.store.parquet import update_manifest
+
+    try:
+        update_manifest(path, record)
+    except OSError as exc:
+        print(f"warning: could not record the run as {record['status']} in "
+              f"{path / '_manifest.json'}: {exc}", file=sys.stderr)
 
 
 def _parts(writer) -> int:

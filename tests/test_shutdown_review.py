@@ -213,3 +213,55 @@ def _n_workers(address):
 
     with Client(address, timeout=10) as client:
         return len(client.nthreads())
+
+
+# --------------------------------------------------------------------------- a full disk
+FULL_DISK_DRIVER = """
+import errno, sys
+sys.path.insert(0, ROOT)  # this checkout's pipeline, as run.py imports it
+import pipeline.store.parquet as parquet
+
+full = [False]
+real_write, real_manifest = parquet.write_part_file, parquet.update_manifest
+
+
+def write_part_file(folder, name, table):  # the third part finds the disk full
+    if full[0] or name.endswith("-000002.parquet"):
+        full[0] = True
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return real_write(folder, name, table)
+
+
+def update_manifest(path, run, make_latest=True):  # and so does every later manifest write
+    if full[0]:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return real_manifest(path, run, make_latest)
+
+
+if __name__ == "__main__":  # not in the worker processes, which import this file again
+    parquet.write_part_file, parquet.update_manifest = write_part_file, update_manifest
+    from pipeline.cli import main
+    sys.exit(main())
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_full_disk_mid_sweep_exits_3_with_a_message(tmp_path):
+    """The disk fills mid-sweep: the part writer fails and the sweep stops, as it should, but
+    recording the crash in the manifest fails on the same full disk, and that error escaped:
+    a Hydra traceback and exit 2 ("invalid input, nothing written"), with parts written and
+    the run left 'running'. (Seen for real on an 8 MiB tmpfs filled mid-sweep.)"""
+    script = tmp_path / "full_disk_driver.py"
+    script.write_text(FULL_DISK_DRIVER.replace("ROOT", repr(str(ROOT)), 1))
+    proc = subprocess.run(
+        [PY, str(script), "experiment=calibration", "grid.x={range:[0,2000]}",
+         "params.work_us=2000", "batch_size=5", "flush_rows=20", "cluster.n_workers=1",
+         "cluster.dashboard_address=:0", f"results_dir={tmp_path}", "progress=false"],
+        cwd=ROOT, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "the sweep crashed: WriterFailed" in proc.stderr
+    assert "No space left on device" in proc.stderr
+    assert "could not record" in proc.stderr
+    folder = tmp_path / "calibration"
+    assert len(list(folder.glob("part-*.parquet"))) == 2  # the parts written are kept
