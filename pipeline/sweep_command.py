@@ -213,6 +213,7 @@ def _flushed(writer) -> dict:
 
 
 def _summarise(grid, path, plan, stats) -> int:
+    from pipeline.engine.progress import rate_text
     from pipeline.report.summary import summary_table
 
     failed_now = stats.failed if stats else 0
@@ -223,7 +224,8 @@ def _summarise(grid, path, plan, stats) -> int:
     print(summary_table(path, grid.experiment, tasks_ok, tasks_failed))
     if stats and stats.ran:
         print(f"ran {stats.ran:,} tasks in {stats.elapsed_s:.1f} s "
-              f"({stats.ran / max(stats.elapsed_s, 1e-9):,.0f} tasks/s), {stats.parts} part file(s)")
+              f"({rate_text(stats.ran / max(stats.elapsed_s, 1e-9))} tasks/s), "
+              f"{stats.parts} part file(s)")
     if failed_now or plan.done_failed:
         first = (stats.first_errors[0] if stats and stats.first_errors else
                  "see the error column of the failed rows")

@@ -265,3 +265,32 @@ def test_a_full_disk_mid_sweep_exits_3_with_a_message(tmp_path):
     assert "could not record" in proc.stderr
     folder = tmp_path / "calibration"
     assert len(list(folder.glob("part-*.parquet"))) == 2  # the parts written are kept
+
+
+# --------------------------------------------------------------------------- progress
+def test_progress_shows_the_rate_of_slow_points():
+    """Points of seconds (lattice enumeration on a few workers) run under 1 task/s. The
+    status line printed the rate with no decimals, "0 tasks/s", all night, and the heartbeat
+    rounded it to 3 decimals: points of about an hour read 0.0 in `status`."""
+    import io
+
+    from pipeline.engine.progress import Progress
+    from pipeline.engine.runner import SweepStats
+
+    beats, stream = [], io.StringIO()
+    bar = Progress("demo", 100, stream=stream, heartbeat=beats.append, heartbeat_every=0.0)
+    stats = SweepStats()
+    bar.first = (time.perf_counter() - 40.0, 0)  # 10 tasks in the last 40 s: 0.25 tasks/s
+    stats.ok = 10
+    bar.update(stats)
+    line = stream.getvalue()
+    assert "10/100 done" in line and " 0.25 tasks/s" in line, line
+    assert beats[-1]["rate_per_s"] == pytest.approx(0.25, rel=1e-2)
+    assert beats[-1]["eta_s"] == pytest.approx(90 / 0.25, rel=1e-2)
+    hourly = Progress("demo", 10, stream=io.StringIO(), heartbeat=beats.append,
+                      heartbeat_every=0.0)
+    hourly.first = (time.perf_counter() - 3 * 3600.0, 0)  # 3 points in 3 hours
+    stats.ok = 3
+    hourly.update(stats)
+    assert beats[-1]["rate_per_s"] == pytest.approx(1 / 3600, rel=1e-2)
+    assert "0.00028 tasks/s" in hourly.stream.getvalue()
