@@ -56,6 +56,38 @@ def test_a_signal_while_the_writer_queue_is_full_loses_no_buffer(tmp_path, monke
     assert writer.rows == 40 and writer.buffered_rows == 0
 
 
+@pytest.mark.timeout(60)
+def test_a_close_cut_short_by_two_signals_still_writes_everything(tmp_path, monkeypatch):
+    """Two signals during the final close on a slow disk (before the shutdown has started,
+    both raise): the first cuts the flush, the second the wait for the writer thread, which
+    has already been sent its stop. The next close() queued the rows put back behind that
+    stop and waited for them for ever: the thread had ended."""
+    grid = _grid(35)
+    real = parquet.write_part_file
+
+    def slow_disk(*args, **kwargs):
+        time.sleep(1.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parquet, "write_part_file", slow_disk)
+    writer = PartWriter(tmp_path, "r", flush_rows=10)
+    for start in range(0, 30, 10):  # one part being written, two queued
+        writer.write(run_batch(grid, range(start, start + 10))[0])
+    writer.write(run_batch(grid, range(30, 35))[0])  # buffered
+    timers = [threading.Timer(t, os.kill, (os.getpid(), signal.SIGTERM)) for t in (0.3, 1.5)]
+    with termination_signals():
+        for timer in timers:
+            timer.start()
+        with pytest.raises(Terminated):
+            writer.close()  # 1st: while the buffer waits for the queue; 2nd: in the join
+        for timer in timers:
+            timer.join()
+    writer.close()  # as the CLI does once the shutdown has started
+    df = pd.read_parquet(tmp_path)
+    assert sorted(df.x) == list(range(35)) and df.task_id.is_unique
+    assert writer.rows == 35 and writer.buffered_rows == 0
+
+
 # --------------------------------------------------------------------------- a hung scheduler
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
