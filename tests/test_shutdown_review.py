@@ -326,3 +326,52 @@ def test_progress_shows_the_rate_of_slow_points():
     hourly.update(stats)
     assert beats[-1]["rate_per_s"] == pytest.approx(1 / 3600, rel=1e-2)
     assert "0.00028 tasks/s" in hourly.stream.getvalue()
+
+
+# --------------------------------------------------------------------------- the warm-up
+FREEZE_AT_WARM_UP_DRIVER = """
+import os, signal, sys
+sys.path.insert(0, ROOT)  # this checkout's pipeline, as run.py imports it
+import pipeline.engine.runner as runner
+
+real = runner.check_workers
+
+
+def check_workers(client, grid):  # the scheduler freezes as the warm-up starts
+    os.killpg(int(os.environ["FREEZE_PGID"]), signal.SIGSTOP)
+    return real(client, grid)
+
+
+if __name__ == "__main__":
+    runner.check_workers = check_workers
+    runner.WARM_UP_TIMEOUT_S = 10.0
+    from pipeline.cli import main
+    sys.exit(main())
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_scheduler_frozen_during_the_warm_up_is_not_waited_for(tmp_path,
+                                                                 scheduler_and_worker):
+    """The warm-up (client.run on every worker) had no bound, and the watchdog does not run
+    yet: a scheduler that froze then (connection open, no answer) held the driver for good."""
+    address, sched = scheduler_and_worker
+    script = tmp_path / "freeze_driver.py"
+    script.write_text(FREEZE_AT_WARM_UP_DRIVER.replace("ROOT", repr(str(ROOT)), 1))
+    driver = subprocess.Popen(
+        [PY, str(script), "experiment=calibration", "grid.x={range:[0,50]}", "cluster=address",
+         f"cluster.address={address}", f"results_dir={tmp_path}", "progress=false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "FREEZE_PGID": str(sched.pid)})
+    t0 = time.time()
+    try:
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 3, err
+    assert time.time() - t0 < 90
+    assert "the warm-up got no answer within 10 s" in err
+    run = read_manifest(tmp_path / "calibration")["runs"][-1]
+    assert run["status"] == "crashed" and "warm-up" in run["error"]

@@ -63,6 +63,9 @@ def _warm_up(grid: Grid) -> tuple[int, str, str]:
     return grid.version, grid.canonical(0), settle_worker_process(grid, every_sweep=True)
 
 
+WARM_UP_TIMEOUT_S = 600.0  # bound on the workers' warm-up (check_workers)
+
+
 class WorkerMismatch(RuntimeError):
     pass
 
@@ -74,7 +77,16 @@ def check_workers(client, grid: Grid) -> None:
     cluster at an address) keeps the modules it imported before an edit."""
     expected = (grid.version, grid.canonical(0))
     code = code_id(grid.experiment)
-    answers = client.run(_warm_up, grid, on_error="return")
+    try:
+        # bounded: the watchdog does not run yet, and a scheduler that froze here (connection
+        # open, no answer) held the driver for good; longer than Dask's worker-ttl (5 min),
+        # after which the scheduler drops a frozen worker and the broadcast returns
+        answers = client.run(_warm_up, grid, on_error="return",
+                             callback_timeout=WARM_UP_TIMEOUT_S)
+    except TimeoutError:
+        raise RuntimeError(f"the warm-up got no answer within {WARM_UP_TIMEOUT_S:g} s: the "
+                           "scheduler (or a worker it still counts) does not respond; rerun "
+                           "when the cluster answers") from None
     failed = {w: got for w, got in answers.items() if isinstance(got, BaseException)}
     if failed:
         # A worker lost during the warm-up (killed, retired, frozen until the scheduler's
