@@ -123,7 +123,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             signame = getattr(exc, "signame", "SIGINT")
             record.update(status="interrupted", finished_at=_now(), signal=signame,
                           written=_flushed(writer))
-            update_manifest(path, record)
+            _record_end(path, record)
             runlog.info("interrupted (%s): %d part file(s) kept", signame, _parts(writer))
             print(f"\ninterrupted ({signame}): {_parts(writer)} part file(s) kept; rerun the same "
                   "command to resume", file=sys.stderr)
@@ -135,7 +135,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             error = redact(f"{type(exc).__name__}: {exc}")  # no password from an address
             record.update(status="crashed", finished_at=_now(), error=error,
                           written=_flushed(writer))
-            update_manifest(path, record)
+            _record_end(path, record)
             runlog.info("crashed: %s", error)
             print(f"\nerror: the sweep crashed: {error}\n{_parts(writer)} part file(s) kept; fix "
                   "the cause and rerun the same command to resume", file=sys.stderr)
@@ -165,6 +165,19 @@ def _pause_at(step: str) -> None:
     if os.environ.get(PAUSE_ENV) == step:
         print(f"sweep paused at {step}", file=sys.stderr, flush=True)
         time.sleep(120)
+
+
+def _record_end(path, record: dict) -> None:
+    """Record how the sweep stopped. The disk that stopped it (full, gone read-only) may refuse
+    the manifest too: say so and keep the exit code (the error escaped as a traceback and
+    exit 2, "invalid input"; a rerun marks the record left 'running' as killed)."""
+    from pipeline.store.parquet import update_manifest
+
+    try:
+        update_manifest(path, record)
+    except OSError as exc:
+        print(f"warning: could not record the run as {record['status']} in "
+              f"{path / '_manifest.json'}: {exc}", file=sys.stderr)
 
 
 def _parts(writer) -> int:
@@ -200,6 +213,7 @@ def _flushed(writer) -> dict:
 
 
 def _summarise(grid, path, plan, stats) -> int:
+    from pipeline.engine.progress import rate_text
     from pipeline.report.summary import summary_table
 
     failed_now = stats.failed if stats else 0
@@ -210,7 +224,8 @@ def _summarise(grid, path, plan, stats) -> int:
     print(summary_table(path, grid.experiment, tasks_ok, tasks_failed))
     if stats and stats.ran:
         print(f"ran {stats.ran:,} tasks in {stats.elapsed_s:.1f} s "
-              f"({stats.ran / max(stats.elapsed_s, 1e-9):,.0f} tasks/s), {stats.parts} part file(s)")
+              f"({rate_text(stats.ran / max(stats.elapsed_s, 1e-9))} tasks/s), "
+              f"{stats.parts} part file(s)")
     if failed_now or plan.done_failed:
         first = (stats.first_errors[0] if stats and stats.first_errors else
                  "see the error column of the failed rows")

@@ -63,6 +63,9 @@ def _warm_up(grid: Grid) -> tuple[int, str, str]:
     return grid.version, grid.canonical(0), settle_worker_process(grid, every_sweep=True)
 
 
+WARM_UP_TIMEOUT_S = 600.0  # bound on the workers' warm-up (check_workers)
+
+
 class WorkerMismatch(RuntimeError):
     pass
 
@@ -74,7 +77,31 @@ def check_workers(client, grid: Grid) -> None:
     cluster at an address) keeps the modules it imported before an edit."""
     expected = (grid.version, grid.canonical(0))
     code = code_id(grid.experiment)
-    for worker, got in client.run(_warm_up, grid).items():
+    try:
+        # bounded: the watchdog does not run yet, and a scheduler that froze here (connection
+        # open, no answer) held the driver for good; longer than Dask's worker-ttl (5 min),
+        # after which the scheduler drops a frozen worker and the broadcast returns
+        answers = client.run(_warm_up, grid, on_error="return",
+                             callback_timeout=WARM_UP_TIMEOUT_S)
+    except TimeoutError:
+        raise RuntimeError(f"the warm-up got no answer within {WARM_UP_TIMEOUT_S:g} s: the "
+                           "scheduler (or a worker it still counts) does not respond; rerun "
+                           "when the cluster answers") from None
+    failed = {w: got for w, got in answers.items() if isinstance(got, BaseException)}
+    if failed:
+        # A worker lost during the warm-up (killed, retired, frozen until the scheduler's
+        # worker-ttl dropped it) failed the whole broadcast, and the sweep crashed at its start
+        # with other workers there to run it. Gone, it runs nothing; one that rejoins has its
+        # code checked with each batch. A worker still connected that failed is an error.
+        connected = set(client.nthreads(callback_timeout=THREADS_CALL_TIMEOUT_S))
+        for worker, exc in failed.items():
+            if worker in connected:
+                raise exc
+            log.warning("worker %s was lost during the warm-up (%s: %s); going on without it",
+                        worker, type(exc).__name__, exc)
+    for worker, got in answers.items():
+        if worker in failed:
+            continue
         if len(got) < 3:  # an older engine on the worker
             raise WorkerMismatch(f"worker {worker} runs an older version of this pipeline: "
                                  "restart the workers so that they load the code on disk")
@@ -86,12 +113,18 @@ def check_workers(client, grid: Grid) -> None:
             raise WorkerMismatch(other_code_message(worker, got[2], code, grid.name))
 
 
-def _thread_counts(client) -> tuple[int, int]:
-    """(threads to size batches for, threads of the workers connected now)."""
+THREADS_CALL_TIMEOUT_S = 5.0  # bound on asking the scheduler for its thread count
+
+
+def _thread_counts(client, known: int = 1) -> tuple[int, int]:
+    """(threads to size batches for, threads of the workers connected now); ``known``, the
+    last count, if the scheduler does not answer."""
     try:
-        joined = max(1, sum(client.nthreads().values()))
+        # bounded: a frozen scheduler (its connection open, no answer) held the driver loop
+        # here for good, and no watchdog check ran again
+        joined = max(1, sum(client.nthreads(callback_timeout=THREADS_CALL_TIMEOUT_S).values()))
     except Exception:
-        joined = 1
+        joined = max(1, known)
     # 15a: an adaptive batch cluster grows to the work in flight: plan for all its threads
     planned = getattr(getattr(client, "cluster", None), "pipeline_max_threads", 0)
     return max(joined, planned), joined
@@ -255,7 +288,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
         now = time.monotonic()
         if now - known_threads[1] >= 1.0:
-            total, joined = _thread_counts(client)
+            total, joined = _thread_counts(client, known_threads[2])
             known_threads[:] = [total, now, joined]
         return known_threads[0]
 

@@ -119,6 +119,7 @@ class Watchdog:
         self.progress_at = now  # last time a task finished (or nothing was queued)
         self.pending: set = set()
         self.scheduler_ok_at = now
+        self.unanswered_since: float | None = None  # a remote scheduler's first unanswered call
         self.restarts = 0  # LocalCluster restarts since the last finished task
         self.n_local = self._local_size()
         self.grace_until = float("-inf")
@@ -157,6 +158,14 @@ class Watchdog:
 
     def _check_scheduler(self, now: float) -> None:
         status = str(getattr(self.client, "status", "running"))
+        silent = self.unanswered_since
+        if status == "running" and silent is not None and now - silent > self.scheduler_timeout:
+            # A frozen scheduler (its connection open, no answer) leaves the client "running":
+            # counted on status alone, it was never lost, and the sweep waited for
+            # no_progress_timeout (an hour) instead of scheduler_timeout.
+            raise SchedulerLost(
+                f"lost the Dask scheduler {self._scheduler_address()} (no answer for "
+                f"{now - silent:.0f} s); the sweep cannot go on")
         if status == "running":
             self.scheduler_ok_at = now
             return
@@ -190,10 +199,14 @@ class Watchdog:
             except RuntimeError:  # changed while we read it
                 return None
         try:
-            return set(self.client.sync(self.client.scheduler.ncores,
-                                        callback_timeout=SCHEDULER_CALL_TIMEOUT))
+            workers = set(self.client.sync(self.client.scheduler.ncores,
+                                           callback_timeout=SCHEDULER_CALL_TIMEOUT))
         except Exception:
+            if self.unanswered_since is None:
+                self.unanswered_since = self.clock()
             return None
+        self.unanswered_since = None
+        return workers
 
     def _log_membership(self, workers: set[str]) -> None:
         for w in sorted(workers - self.workers):

@@ -197,23 +197,35 @@ class PartWriter:
         if not self._tables:
             return
         job = (self._next_name(), self._tables)
-        self._tables, self._buffer_rows, self._buffer_bytes, self._oldest = [], 0, 0, None
-        if self._thread is None:
-            import queue
-            import threading
+        kept = (self._tables, self._buffer_rows, self._buffer_bytes, self._oldest)
+        try:
+            self._tables, self._buffer_rows, self._buffer_bytes, self._oldest = [], 0, 0, None
+            if self._thread is None:
+                import queue
 
-            self._queue = queue.Queue(maxsize=2)
-            self._thread = threading.Thread(target=self._drain, name="part-writer", daemon=True)
-            self._thread.start()
-        while True:  # bounded: waits only while two buffers are already queued for the disk
-            self._raise_if_failed()
-            try:
-                self._queue.put(job, timeout=1.0)
-                return
-            except Exception:  # queue.Full
-                if not self._thread.is_alive():
-                    self._raise_if_failed()
-                    raise WriterFailed("the part writer thread stopped")
+                self._queue = queue.Queue(maxsize=2)
+                self._start_drain()
+            while True:  # bounded: waits only while two buffers are already queued for the disk
+                self._raise_if_failed()
+                try:
+                    self._queue.put(job, timeout=1.0)
+                    return
+                except Exception:  # queue.Full
+                    if not self._thread.is_alive():
+                        self._raise_if_failed()
+                        self._start_drain()  # stopped by a close() cut short (see flush)
+        except BaseException:
+            # Not queued (Ctrl-C/SIGTERM while the queue is full, a failed writer): the rows go
+            # back to the buffer, so that close() still writes them, or reports them unflushed.
+            self._tables, self._buffer_rows, self._buffer_bytes, self._oldest = kept
+            self._names -= 1
+            raise
+
+    def _start_drain(self) -> None:
+        import threading
+
+        self._thread = threading.Thread(target=self._drain, name="part-writer", daemon=True)
+        self._thread.start()
 
     def _drain(self) -> None:
         while True:
@@ -234,7 +246,15 @@ class PartWriter:
             return
         self._hand_off()
         if self._queue is not None:
-            self._queue.join()
+            done = self._queue.all_tasks_done
+            with done:
+                while self._queue.unfinished_tasks:
+                    done.wait(1.0)
+                    alive = self._thread is not None and self._thread.is_alive()
+                    if self._queue.unfinished_tasks and not alive:
+                        # A close() cut short by a second signal had sent the thread its stop;
+                        # buffers queued after it were waited for for ever.
+                        self._start_drain()
         self._raise_if_failed()
 
     def close(self) -> None:

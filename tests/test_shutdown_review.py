@@ -1,0 +1,377 @@
+"""Shutdown paths of the driver (review c): signals at awkward moments, the part writer under
+a slow or failing disk, bounded waits. Real signals, real part files."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import pipeline.store.parquet as parquet
+from pipeline.engine.batch import run_batch
+from pipeline.engine.grid import Grid
+from pipeline.engine.watchdog import Terminated, termination_signals
+from pipeline.experiments.base import get_experiment
+from pipeline.store.parquet import PartWriter, read_manifest
+
+
+def _grid(n):
+    return Grid(get_experiment("calibration"), {"x": {"range": [0, n]}}, {"work_us": 0.0})
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_while_the_writer_queue_is_full_loses_no_buffer(tmp_path, monkeypatch):
+    """With two buffers queued for a slow disk, handing off a third waits in queue.put. A
+    SIGTERM (or Ctrl-C) there dropped that buffer: it had already left the writer's buffer, was
+    never queued, and close() then wrote the others and reported every row flushed."""
+    grid = _grid(40)
+    disk = threading.Event()
+    real = parquet.write_part_file
+
+    def slow_disk(*args, **kwargs):
+        disk.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parquet, "write_part_file", slow_disk)
+    writer = PartWriter(tmp_path, "r", flush_rows=10)
+    for start in range(0, 30, 10):  # one part being written, two queued
+        writer.write(run_batch(grid, range(start, start + 10))[0])
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    with termination_signals():
+        timer.start()
+        with pytest.raises(Terminated):
+            writer.write(run_batch(grid, range(30, 40))[0])  # the fourth waits for the queue
+    timer.join()
+    disk.set()
+    writer.close()
+    df = pd.read_parquet(tmp_path)
+    assert sorted(df.x) == list(range(40)) and df.task_id.is_unique
+    assert writer.rows == 40 and writer.buffered_rows == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_close_cut_short_by_two_signals_still_writes_everything(tmp_path, monkeypatch):
+    """Two signals during the final close on a slow disk (before the shutdown has started,
+    both raise): the first cuts the flush, the second the wait for the writer thread, which
+    has already been sent its stop. The next close() queued the rows put back behind that
+    stop and waited for them for ever: the thread had ended."""
+    grid = _grid(35)
+    real = parquet.write_part_file
+
+    def slow_disk(*args, **kwargs):
+        time.sleep(1.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parquet, "write_part_file", slow_disk)
+    writer = PartWriter(tmp_path, "r", flush_rows=10)
+    for start in range(0, 30, 10):  # one part being written, two queued
+        writer.write(run_batch(grid, range(start, start + 10))[0])
+    writer.write(run_batch(grid, range(30, 35))[0])  # buffered
+    timers = [threading.Timer(t, os.kill, (os.getpid(), signal.SIGTERM)) for t in (0.3, 1.5)]
+    with termination_signals():
+        for timer in timers:
+            timer.start()
+        with pytest.raises(Terminated):
+            writer.close()  # 1st: while the buffer waits for the queue; 2nd: in the join
+        for timer in timers:
+            timer.join()
+    writer.close()  # as the CLI does once the shutdown has started
+    df = pd.read_parquet(tmp_path)
+    assert sorted(df.x) == list(range(35)) and df.task_id.is_unique
+    assert writer.rows == 35 and writer.buffered_rows == 0
+
+
+# --------------------------------------------------------------------------- a hung scheduler
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def _wait_for(predicate, timeout, what, proc=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process ended ({proc.returncode}) before {what}: "
+                                 + "".join(proc.communicate()))
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def scheduler_and_worker(tmp_path):
+    """A real `dask scheduler` and one `dask worker` on 127.0.0.1, each in its own session."""
+    yield from _scheduler_and_workers(tmp_path, 1)
+
+
+@pytest.fixture
+def scheduler_and_two_workers(tmp_path):
+    """The same with two workers without nannies: (address, scheduler, [worker, worker])."""
+    yield from _scheduler_and_workers(tmp_path, 2, ["--no-nanny"])
+
+
+def _scheduler_and_workers(tmp_path, n, extra=()):
+    dask = Path(PY).with_name("dask")
+    sched_file = tmp_path / "scheduler.json"
+    sched = subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                              "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    procs = [sched]
+    try:
+        _wait_for(sched_file.exists, 60, "the scheduler file")
+        time.sleep(0.3)
+        address = json.loads(sched_file.read_text())["address"]
+        for _ in range(n):
+            procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1",
+                                           "--no-dashboard", *extra], stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, start_new_session=True))
+        yield (address, sched) if n == 1 else (address, sched, procs[1:])
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGCONT)
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+
+
+@pytest.mark.timeout(240)
+def test_a_hung_scheduler_is_caught_by_the_watchdog_not_waited_for(tmp_path,
+                                                                   scheduler_and_worker):
+    """A scheduler that stops answering without closing its connections (frozen: SIGSTOP, an
+    event loop blocked): the driver loop asked it for the thread count with no bound
+    (client.nthreads()), and waited there for good, so no watchdog check ever ran again; the
+    sweep hung for 90 s and more with watchdog.no_progress_timeout=5."""
+    address, sched = scheduler_and_worker
+    folder = tmp_path / "calibration"
+    driver = subprocess.Popen(
+        [PY, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,300]}",
+         "params.work_us=20000", "batch_size=5", "flush_rows=10", "cluster=address",
+         f"cluster.address={address}", f"results_dir={tmp_path}", "progress=false",
+         "watchdog.no_progress_timeout=5"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: len(list(folder.glob("part-*.parquet"))) >= 2, 120, "parts", driver)
+        os.killpg(sched.pid, signal.SIGSTOP)
+        t_stop = time.time()
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 3, err
+    assert time.time() - t_stop < 90
+    assert "NoProgress: no task finished" in err
+    run = read_manifest(folder)["runs"][-1]
+    assert run["status"] == "crashed" and "NoProgress" in run["error"]
+    assert run["written"]["flushed"] is True
+    assert run["written"]["rows"] == len(pd.read_parquet(folder)) >= 10
+
+
+@pytest.mark.timeout(240)
+def test_a_hung_scheduler_is_lost_after_scheduler_timeout(tmp_path, scheduler_and_worker):
+    """watchdog.scheduler_timeout is documented as the time the scheduler may be unreachable.
+    A frozen one leaves the client "running", and only the client's status was looked at: the
+    watchdog's own calls to it timed out at every check and the sweep went on waiting, for
+    no_progress_timeout (an hour by default) instead of scheduler_timeout."""
+    address, sched = scheduler_and_worker
+    folder = tmp_path / "calibration"
+    driver = subprocess.Popen(
+        [PY, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,300]}",
+         "params.work_us=20000", "batch_size=5", "flush_rows=10", "cluster=address",
+         f"cluster.address={address}", f"results_dir={tmp_path}", "progress=false",
+         "watchdog.scheduler_timeout=10"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: len(list(folder.glob("part-*.parquet"))) >= 2, 120, "parts", driver)
+        os.killpg(sched.pid, signal.SIGSTOP)
+        t_stop = time.time()
+        _, err = driver.communicate(timeout=150)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 3, err
+    assert time.time() - t_stop < 90
+    assert "SchedulerLost: lost the Dask scheduler" in err and "no answer for" in err
+    run = read_manifest(folder)["runs"][-1]
+    assert run["status"] == "crashed" and "SchedulerLost" in run["error"]
+    assert run["written"]["flushed"] is True
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_lost_during_the_warm_up_does_not_crash_the_sweep(tmp_path,
+                                                                   scheduler_and_two_workers):
+    """The driver warms every worker up (client.run) before the first batch. A worker lost
+    meanwhile (killed, retired at its walltime, or frozen until the scheduler's worker-ttl
+    removes it) failed the whole broadcast: the sweep crashed at its start with exit 3
+    ("CommClosedError: Address removed" / "in: read"), although another worker was there to
+    run it. A worker gone is not one that runs other code: the sweep goes on without it."""
+    address, _, (_, frozen) = scheduler_and_two_workers
+    folder = tmp_path / "calibration"
+    _wait_for(lambda: frozen.poll() is None and _n_workers(address) == 2, 60, "two workers")
+    os.kill(frozen.pid, signal.SIGSTOP)  # it cannot answer the warm-up
+    driver = subprocess.Popen(
+        [PY, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,100]}",
+         "params.work_us=1000", "cluster=address", f"cluster.address={address}",
+         f"results_dir={tmp_path}", "progress=false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: any("cluster: " in log.read_text()
+                              for log in (folder / "_logs").glob("*.log")), 120,
+                  "the warm-up", driver)
+        time.sleep(1.0)  # the warm-up now waits on the frozen worker
+        os.kill(frozen.pid, signal.SIGKILL)
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 0, err
+    df = pd.read_parquet(folder)
+    assert sorted(df.x) == list(range(100)) and df.task_id.is_unique
+    assert read_manifest(folder)["runs"][-1]["status"] == "finished"
+
+
+def _n_workers(address):
+    from distributed import Client
+
+    with Client(address, timeout=10) as client:
+        return len(client.nthreads())
+
+
+# --------------------------------------------------------------------------- a full disk
+FULL_DISK_DRIVER = """
+import errno, sys
+sys.path.insert(0, ROOT)  # this checkout's pipeline, as run.py imports it
+import pipeline.store.parquet as parquet
+
+full = [False]
+real_write, real_manifest = parquet.write_part_file, parquet.update_manifest
+
+
+def write_part_file(folder, name, table):  # the third part finds the disk full
+    if full[0] or name.endswith("-000002.parquet"):
+        full[0] = True
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return real_write(folder, name, table)
+
+
+def update_manifest(path, run, make_latest=True):  # and so does every later manifest write
+    if full[0]:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return real_manifest(path, run, make_latest)
+
+
+if __name__ == "__main__":  # not in the worker processes, which import this file again
+    parquet.write_part_file, parquet.update_manifest = write_part_file, update_manifest
+    from pipeline.cli import main
+    sys.exit(main())
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_full_disk_mid_sweep_exits_3_with_a_message(tmp_path):
+    """The disk fills mid-sweep: the part writer fails and the sweep stops, as it should, but
+    recording the crash in the manifest fails on the same full disk, and that error escaped:
+    a Hydra traceback and exit 2 ("invalid input, nothing written"), with parts written and
+    the run left 'running'. (Seen for real on an 8 MiB tmpfs filled mid-sweep.)"""
+    script = tmp_path / "full_disk_driver.py"
+    script.write_text(FULL_DISK_DRIVER.replace("ROOT", repr(str(ROOT)), 1))
+    proc = subprocess.run(
+        [PY, str(script), "experiment=calibration", "grid.x={range:[0,2000]}",
+         "params.work_us=2000", "batch_size=5", "flush_rows=20", "cluster.n_workers=1",
+         "cluster.dashboard_address=:0", f"results_dir={tmp_path}", "progress=false"],
+        cwd=ROOT, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "the sweep crashed: WriterFailed" in proc.stderr
+    assert "No space left on device" in proc.stderr
+    assert "could not record" in proc.stderr
+    folder = tmp_path / "calibration"
+    assert len(list(folder.glob("part-*.parquet"))) == 2  # the parts written are kept
+
+
+# --------------------------------------------------------------------------- progress
+def test_progress_shows_the_rate_of_slow_points():
+    """Points of seconds (lattice enumeration on a few workers) run under 1 task/s. The
+    status line printed the rate with no decimals, "0 tasks/s", all night, and the heartbeat
+    rounded it to 3 decimals: points of about an hour read 0.0 in `status`."""
+    import io
+
+    from pipeline.engine.progress import Progress
+    from pipeline.engine.runner import SweepStats
+
+    beats, stream = [], io.StringIO()
+    bar = Progress("demo", 100, stream=stream, heartbeat=beats.append, heartbeat_every=0.0)
+    stats = SweepStats()
+    bar.first = (time.perf_counter() - 40.0, 0)  # 10 tasks in the last 40 s: 0.25 tasks/s
+    stats.ok = 10
+    bar.update(stats)
+    line = stream.getvalue()
+    assert "10/100 done" in line and " 0.25 tasks/s" in line, line
+    assert beats[-1]["rate_per_s"] == pytest.approx(0.25, rel=1e-2)
+    assert beats[-1]["eta_s"] == pytest.approx(90 / 0.25, rel=1e-2)
+    hourly = Progress("demo", 10, stream=io.StringIO(), heartbeat=beats.append,
+                      heartbeat_every=0.0)
+    hourly.first = (time.perf_counter() - 3 * 3600.0, 0)  # 3 points in 3 hours
+    stats.ok = 3
+    hourly.update(stats)
+    assert beats[-1]["rate_per_s"] == pytest.approx(1 / 3600, rel=1e-2)
+    assert "0.00028 tasks/s" in hourly.stream.getvalue()
+
+
+# --------------------------------------------------------------------------- the warm-up
+FREEZE_AT_WARM_UP_DRIVER = """
+import os, signal, sys
+sys.path.insert(0, ROOT)  # this checkout's pipeline, as run.py imports it
+import pipeline.engine.runner as runner
+
+real = runner.check_workers
+
+
+def check_workers(client, grid):  # the scheduler freezes as the warm-up starts
+    os.killpg(int(os.environ["FREEZE_PGID"]), signal.SIGSTOP)
+    return real(client, grid)
+
+
+if __name__ == "__main__":
+    runner.check_workers = check_workers
+    runner.WARM_UP_TIMEOUT_S = 10.0
+    from pipeline.cli import main
+    sys.exit(main())
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_scheduler_frozen_during_the_warm_up_is_not_waited_for(tmp_path,
+                                                                 scheduler_and_worker):
+    """The warm-up (client.run on every worker) had no bound, and the watchdog does not run
+    yet: a scheduler that froze then (connection open, no answer) held the driver for good."""
+    address, sched = scheduler_and_worker
+    script = tmp_path / "freeze_driver.py"
+    script.write_text(FREEZE_AT_WARM_UP_DRIVER.replace("ROOT", repr(str(ROOT)), 1))
+    driver = subprocess.Popen(
+        [PY, str(script), "experiment=calibration", "grid.x={range:[0,50]}", "cluster=address",
+         f"cluster.address={address}", f"results_dir={tmp_path}", "progress=false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "FREEZE_PGID": str(sched.pid)})
+    t0 = time.time()
+    try:
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 3, err
+    assert time.time() - t0 < 90
+    assert "the warm-up got no answer within 10 s" in err
+    run = read_manifest(tmp_path / "calibration")["runs"][-1]
+    assert run["status"] == "crashed" and "warm-up" in run["error"]
