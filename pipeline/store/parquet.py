@@ -131,6 +131,7 @@ class PartWriter:
         self._thread = None
         self._error: BaseException | None = None
         self._names = 0  # part names handed out (the thread may lag behind)
+        self._written: dict[str, int] = {}  # part name -> rows in its file on disk
 
     @property
     def buffered_rows(self) -> int:
@@ -154,8 +155,10 @@ class PartWriter:
     def _write_now(self, name: str, tables: list[pa.Table]) -> Path:
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
         final = write_part_file(self.path, name, self._stamped(table))
-        self.rows += table.num_rows
-        self.seq += 1
+        # by name: a buffer handed off again under its name (see _hand_off) replaced its file
+        self.rows += table.num_rows - self._written.get(name, 0)
+        self.seq += name not in self._written
+        self._written[name] = table.num_rows
         return final
 
     def write(self, table: pa.Table) -> Path | None:
@@ -217,7 +220,11 @@ class PartWriter:
         except BaseException:
             # Not queued (Ctrl-C/SIGTERM while the queue is full, a failed writer): the rows go
             # back to the buffer, so that close() still writes them, or reports them unflushed.
-            self._tables, self._buffer_rows, self._buffer_bytes, self._oldest = kept
+            # Under the same part name, and as a copy of the list: had the signal come just
+            # after the put, the queued job keeps its own list and close() writes a superset
+            # over the same file (renamed over it whole), so no row is stored twice.
+            self._tables = list(kept[0])
+            self._buffer_rows, self._buffer_bytes, self._oldest = kept[1:]
             self._names -= 1
             raise
 

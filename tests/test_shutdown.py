@@ -1,4 +1,4 @@
-"""Shutdown paths of the driver (review c): signals at awkward moments, the part writer under
+"""Shutdown paths of the driver: signals at awkward moments, the part writer under
 a slow or failing disk, bounded waits. Real signals, real part files."""
 
 import contextlib
@@ -54,6 +54,35 @@ def test_a_signal_while_the_writer_queue_is_full_loses_no_buffer(tmp_path, monke
     df = pd.read_parquet(tmp_path)
     assert sorted(df.x) == list(range(40)) and df.task_id.is_unique
     assert writer.rows == 40 and writer.buffered_rows == 0
+
+
+def test_a_signal_just_after_the_hand_off_stores_no_row_twice(tmp_path):
+    """A signal may land in queue.put's last bytecodes, after the buffer was queued: the rows
+    went back to the buffer as well and close() wrote them a second time (in a second file, and
+    counted twice). Now they go back under the same part name; the one writer thread takes jobs
+    in order, so the later, larger file replaces the earlier whole."""
+    grid = _grid(30)
+    writer = PartWriter(tmp_path, "r", flush_rows=10)
+    writer.write(run_batch(grid, range(0, 10))[0])  # the first part, through the thread
+    writer.flush()
+    real_put = writer._queue.put
+
+    def put_then_signal(job, *args, **kwargs):
+        writer._queue.put = real_put
+        real_put(job, *args, **kwargs)
+        writer._queue.join()  # the queued job is on disk
+        raise KeyboardInterrupt  # as a signal handler raises, once the job is queued
+
+    writer._queue.put = put_then_signal
+    with pytest.raises(KeyboardInterrupt):
+        writer.write(run_batch(grid, range(10, 20))[0])  # handed off, then the signal
+    assert writer.buffered_rows == 10
+    writer.write(run_batch(grid, range(20, 25))[0])  # more rows join the put-back buffer
+    writer.close()
+    df = pd.read_parquet(tmp_path)
+    assert sorted(df.x) == list(range(25)) and df.task_id.is_unique
+    files = sorted(tmp_path.glob("part-*.parquet"))
+    assert writer.rows == 25 and writer.seq == len(files) == 2
 
 
 @pytest.mark.timeout(60)
