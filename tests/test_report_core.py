@@ -147,16 +147,15 @@ def test_integer_columns_print_whole_when_some_task_failed(tmp_path):
     assert "e+06" not in tex
 
 
-def test_composition_delta_draws_one_curve_per_per_step_delta(tmp_path):
-    """A composition_delta sweep over the per-step δ too: each curve is one (ε, k, δ), drawn
-    in its own figure per δ. The report filtered on ε and k only, so a curve ran through the
-    rows of every δ, sorted by total ε: a zig-zag between two different answers."""
-    grid = Grid(get_experiment("composition_delta"),
-                {"eps": [0.2], "k": [10, 100], "eps_total": [0.5, 1.0, 2.0, 4.0],
-                 "delta": [0.0, 1e-6]}, {})
+def _report_figures(tmp_path, grid) -> dict:
+    """Run every point of ``grid`` and its experiment's report plug-ins; returns the figures
+    they drew, name -> (figure, caption)."""
+    from pipeline.report.core import reports
+
     table, _ = run_batch(grid, range(grid.total))
     df = table.to_pandas()
-    df.attrs["experiment"] = "composition_delta"
+    df.attrs["experiment"] = grid.name
+    assert set(df.status) == {"ok"}
     figures = {}
 
     class Capture(ReportWriter):
@@ -165,19 +164,34 @@ def test_composition_delta_draws_one_curve_per_per_step_delta(tmp_path):
             super().figure(name, fig, caption)
 
     out = Capture(tmp_path)
-    from pipeline.report.core import reports
-
     with out.style_context():
-        for fn in reports("composition_delta"):
+        for fn in reports(grid.name):
             fn(df, out)
-    assert len(figures) == 2  # one per per-step δ
+    return figures
+
+
+def _assert_one_point_per_x(figures) -> None:
+    """Every curve steps forward along x: a curve through the rows of two settings revisits
+    each x (the zig-zag these tests guard against)."""
     for fig, caption in figures.values():
-        assert "δ = " in caption
         for ax in fig.axes:
             for line in ax.get_lines():
                 x = line.get_xdata()
                 if len(x) > 1:
-                    assert np.all(np.diff(x) > 0), (caption, x)  # one row per total ε
+                    assert np.all(np.diff(x) > 0), (caption, ax.get_title(), x)
+
+
+def test_composition_delta_draws_one_curve_per_per_step_delta(tmp_path):
+    """A composition_delta sweep over the per-step δ too: each curve is one (ε, k, δ), drawn
+    in its own figure per δ. The report filtered on ε and k only, so a curve ran through the
+    rows of every δ, sorted by total ε: a zig-zag between two different answers."""
+    grid = Grid(get_experiment("composition_delta"),
+                {"eps": [0.2], "k": [10, 100], "eps_total": [0.5, 1.0, 2.0, 4.0],
+                 "delta": [0.0, 1e-6]}, {})
+    figures = _report_figures(tmp_path, grid)
+    assert len(figures) == 2  # one per per-step δ
+    assert all("δ = " in caption for _, caption in figures.values())
+    _assert_one_point_per_x(figures)  # one row per total ε
 
 
 def test_figure_8_4_regression_counts_each_p_once(tmp_path):
@@ -206,32 +220,12 @@ def test_edge_test_report_keeps_each_test_level_apart(tmp_path):
     table had rows differing in nothing shown and a curve ran through both levels' rows."""
     grid = Grid(get_experiment("edge_test"), {"n": [4, 10, 30], "level": [0.01, 0.1]},
                 {"eps": 1.0})
-    table, _ = run_batch(grid, range(grid.total))
-    df = table.to_pandas()
-    df.attrs["experiment"] = "edge_test"
-    figures = []
-
-    class Capture(ReportWriter):
-        def figure(self, name, fig, caption=""):
-            figures.append(fig)
-            super().figure(name, fig, caption)
-
-    out = Capture(tmp_path)
-    from pipeline.report.core import reports
-
-    with out.style_context():
-        for fn in reports("edge_test"):
-            fn(df, out)
+    figures = _report_figures(tmp_path, grid)
     shown = pd.read_csv(tmp_path / "edge_test_size_power.csv")
     assert "level" in shown and not shown.drop(columns=[c for c in shown if c not in
                                                        ("eps", "a", "b", "n", "level")]
                                                ).duplicated().any()
-    for fig in figures:
-        for ax in fig.axes:
-            for line in ax.get_lines():
-                x = line.get_xdata()
-                if len(x) > 1:
-                    assert np.all(np.diff(x) > 0), x  # one row per n
+    _assert_one_point_per_x(figures)  # one row per n
 
 
 def test_inferential_report_keeps_each_field_apart(tmp_path):
@@ -240,30 +234,9 @@ def test_inferential_report_keeps_each_field_apart(tmp_path):
     through the rows of every h (each J twice on the x axis)."""
     grid = Grid(get_experiment("inferential"), {"J": [0.0, 0.3, 0.6], "h": [0.0, 0.5]},
                 {"graph": "path", "n": 5, "target": "2", "eps": 1.0})
-    table, _ = run_batch(grid, range(grid.total))
-    df = table.to_pandas()
-    df.attrs["experiment"] = "inferential"
-    assert set(df.status) == {"ok"}
-    figures = []
-
-    class Capture(ReportWriter):
-        def figure(self, name, fig, caption=""):
-            figures.append(fig)
-            super().figure(name, fig, caption)
-
-    out = Capture(tmp_path)
-    from pipeline.report.core import reports
-
-    with out.style_context():
-        for fn in reports("inferential"):
-            fn(df, out)
+    figures = _report_figures(tmp_path, grid)
     assert figures
-    for fig in figures:
-        for ax in fig.axes:
-            for line in ax.get_lines():
-                x = line.get_xdata()
-                if len(x) > 1:
-                    assert np.all(np.diff(x) > 0), (ax.get_title(), x)  # one row per J
+    _assert_one_point_per_x(figures)  # one row per J
 
 
 def test_edge_dp_report_keeps_each_prior_parameter_apart(tmp_path):
@@ -272,30 +245,9 @@ def test_edge_dp_report_keeps_each_prior_parameter_apart(tmp_path):
     a curve ran through the rows of every p (each n twice on the x axis)."""
     grid = Grid(get_experiment("edge_dp"), {"n": [3, 4], "p": [0.2, 0.4]},
                 {"prior": "er", "mechanism": "laplace_edge_count"})
-    table, _ = run_batch(grid, range(grid.total))
-    df = table.to_pandas()
-    df.attrs["experiment"] = "edge_dp"
-    assert set(df.status) == {"ok"}
-    figures = []
-
-    class Capture(ReportWriter):
-        def figure(self, name, fig, caption=""):
-            figures.append(fig)
-            super().figure(name, fig, caption)
-
-    out = Capture(tmp_path)
-    from pipeline.report.core import reports
-
-    with out.style_context():
-        for fn in reports("edge_dp"):
-            fn(df, out)
+    figures = _report_figures(tmp_path, grid)
     assert figures
-    for fig in figures:
-        for ax in fig.axes:
-            for line in ax.get_lines():
-                x = line.get_xdata()
-                if len(x) > 1:
-                    assert np.all(np.diff(x) > 0), (ax.get_title(), x)  # one row per n
+    _assert_one_point_per_x(figures)  # one row per n
     shown = pd.read_csv(tmp_path / "edge_dp_loss.csv")
     assert "p" in shown and not shown[["p", "edge_class", "eps", "n"]].duplicated().any()
 

@@ -1,15 +1,11 @@
 """Shutdown paths of the driver: signals at awkward moments, the part writer under
 a slow or failing disk, bounded waits. Real signals, real part files."""
 
-import contextlib
-import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -20,10 +16,30 @@ from pipeline.engine.grid import Grid
 from pipeline.engine.watchdog import Terminated, termination_signals
 from pipeline.experiments.base import get_experiment
 from pipeline.store.parquet import PartWriter, read_manifest
+from dask_processes import PY, ROOT, address_args, start_scheduler_and_workers, stop_all, wait_for
 
 
 def _grid(n):
     return Grid(get_experiment("calibration"), {"x": {"range": [0, n]}}, {"work_us": 0.0})
+
+
+def _slow_disk(monkeypatch, wait) -> None:
+    """Each part file is written after ``wait()`` returns."""
+    real = parquet.write_part_file
+
+    def slow_disk(*args, **kwargs):
+        wait()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parquet, "write_part_file", slow_disk)
+
+
+def _three_parts_under_way(tmp_path, grid) -> PartWriter:
+    """A buffered writer given 30 rows of ``grid``: one part being written, two queued."""
+    writer = PartWriter(tmp_path, "r", flush_rows=10)
+    for start in range(0, 30, 10):
+        writer.write(run_batch(grid, range(start, start + 10))[0])
+    return writer
 
 
 @pytest.mark.timeout(60)
@@ -33,16 +49,8 @@ def test_a_signal_while_the_writer_queue_is_full_loses_no_buffer(tmp_path, monke
     never queued, and close() then wrote the others and reported every row flushed."""
     grid = _grid(40)
     disk = threading.Event()
-    real = parquet.write_part_file
-
-    def slow_disk(*args, **kwargs):
-        disk.wait(30)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(parquet, "write_part_file", slow_disk)
-    writer = PartWriter(tmp_path, "r", flush_rows=10)
-    for start in range(0, 30, 10):  # one part being written, two queued
-        writer.write(run_batch(grid, range(start, start + 10))[0])
+    _slow_disk(monkeypatch, lambda: disk.wait(30))
+    writer = _three_parts_under_way(tmp_path, grid)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
     with termination_signals():
         timer.start()
@@ -92,16 +100,8 @@ def test_a_close_cut_short_by_two_signals_still_writes_everything(tmp_path, monk
     has already been sent its stop. The next close() queued the rows put back behind that
     stop and waited for them for ever: the thread had ended."""
     grid = _grid(35)
-    real = parquet.write_part_file
-
-    def slow_disk(*args, **kwargs):
-        time.sleep(1.0)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(parquet, "write_part_file", slow_disk)
-    writer = PartWriter(tmp_path, "r", flush_rows=10)
-    for start in range(0, 30, 10):  # one part being written, two queued
-        writer.write(run_batch(grid, range(start, start + 10))[0])
+    _slow_disk(monkeypatch, lambda: time.sleep(1.0))
+    writer = _three_parts_under_way(tmp_path, grid)
     writer.write(run_batch(grid, range(30, 35))[0])  # buffered
     timers = [threading.Timer(t, os.kill, (os.getpid(), signal.SIGTERM)) for t in (0.3, 1.5)]
     with termination_signals():
@@ -118,57 +118,45 @@ def test_a_close_cut_short_by_two_signals_still_writes_everything(tmp_path, monk
 
 
 # --------------------------------------------------------------------------- a hung scheduler
-ROOT = Path(__file__).resolve().parents[1]
-PY = sys.executable
-
-
-def _wait_for(predicate, timeout, what, proc=None):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"process ended ({proc.returncode}) before {what}: "
-                                 + "".join(proc.communicate()))
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def scheduler_and_worker(tmp_path):
-    """A real `dask scheduler` and one `dask worker` on 127.0.0.1, each in its own session."""
-    yield from _scheduler_and_workers(tmp_path, 1)
+    """A real `dask scheduler` and one `dask worker` on 127.0.0.1: (address, scheduler)."""
+    procs = []
+    try:
+        address, sched, _ = start_scheduler_and_workers(tmp_path, procs)
+        yield address, sched
+    finally:
+        stop_all(procs)
 
 
 @pytest.fixture
 def scheduler_and_two_workers(tmp_path):
-    """The same with two workers without nannies: (address, scheduler, [worker, worker])."""
-    yield from _scheduler_and_workers(tmp_path, 2, ["--no-nanny"])
-
-
-def _scheduler_and_workers(tmp_path, n, extra=()):
-    dask = Path(PY).with_name("dask")
-    sched_file = tmp_path / "scheduler.json"
-    sched = subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                              "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-    procs = [sched]
+    """Two workers without nannies: (address, scheduler, [worker, worker])."""
+    procs = []
     try:
-        _wait_for(sched_file.exists, 60, "the scheduler file")
-        time.sleep(0.3)
-        address = json.loads(sched_file.read_text())["address"]
-        for _ in range(n):
-            procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1",
-                                           "--no-dashboard", *extra], stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL, start_new_session=True))
-        yield (address, sched) if n == 1 else (address, sched, procs[1:])
+        yield start_scheduler_and_workers(tmp_path, procs, 2, ["--no-nanny"])
     finally:
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGCONT)
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=30)
+        stop_all(procs)
+
+
+def _freeze_scheduler_mid_sweep(tmp_path, address, sched, *options):
+    """A sweep on the cluster at ``address``; once it has written two part files the scheduler
+    is frozen (SIGSTOP: its connections stay open, nothing answers). Returns the driver's exit
+    code, its stderr and the seconds it took to exit after the freeze."""
+    folder = tmp_path / "calibration"
+    driver = subprocess.Popen([PY, str(ROOT / "run.py"), *address_args(tmp_path, address),
+                               *options], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(list(folder.glob("part-*.parquet"))) >= 2, 120, "parts", driver)
+        os.killpg(sched.pid, signal.SIGSTOP)
+        t_stop = time.time()
+        _, err = driver.communicate(timeout=150)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    return driver.returncode, err, time.time() - t_stop
 
 
 @pytest.mark.timeout(240)
@@ -180,23 +168,10 @@ def test_a_hung_scheduler_is_caught_by_the_watchdog_not_waited_for(tmp_path,
     sweep hung for 90 s and more with watchdog.no_progress_timeout=5."""
     address, sched = scheduler_and_worker
     folder = tmp_path / "calibration"
-    driver = subprocess.Popen(
-        [PY, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,300]}",
-         "params.work_us=20000", "batch_size=5", "flush_rows=10", "cluster=address",
-         f"cluster.address={address}", f"results_dir={tmp_path}", "progress=false",
-         "watchdog.no_progress_timeout=5"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for(lambda: len(list(folder.glob("part-*.parquet"))) >= 2, 120, "parts", driver)
-        os.killpg(sched.pid, signal.SIGSTOP)
-        t_stop = time.time()
-        _, err = driver.communicate(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-    assert driver.returncode == 3, err
-    assert time.time() - t_stop < 90
+    code, err, seconds = _freeze_scheduler_mid_sweep(tmp_path, address, sched,
+                                                     "watchdog.no_progress_timeout=5")
+    assert code == 3, err
+    assert seconds < 90
     assert "NoProgress: no task finished" in err
     run = read_manifest(folder)["runs"][-1]
     assert run["status"] == "crashed" and "NoProgress" in run["error"]
@@ -212,23 +187,10 @@ def test_a_hung_scheduler_is_lost_after_scheduler_timeout(tmp_path, scheduler_an
     no_progress_timeout (an hour by default) instead of scheduler_timeout."""
     address, sched = scheduler_and_worker
     folder = tmp_path / "calibration"
-    driver = subprocess.Popen(
-        [PY, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,300]}",
-         "params.work_us=20000", "batch_size=5", "flush_rows=10", "cluster=address",
-         f"cluster.address={address}", f"results_dir={tmp_path}", "progress=false",
-         "watchdog.scheduler_timeout=10"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for(lambda: len(list(folder.glob("part-*.parquet"))) >= 2, 120, "parts", driver)
-        os.killpg(sched.pid, signal.SIGSTOP)
-        t_stop = time.time()
-        _, err = driver.communicate(timeout=150)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-    assert driver.returncode == 3, err
-    assert time.time() - t_stop < 90
+    code, err, seconds = _freeze_scheduler_mid_sweep(tmp_path, address, sched,
+                                                     "watchdog.scheduler_timeout=10")
+    assert code == 3, err
+    assert seconds < 90
     assert "SchedulerLost: lost the Dask scheduler" in err and "no answer for" in err
     run = read_manifest(folder)["runs"][-1]
     assert run["status"] == "crashed" and "SchedulerLost" in run["error"]
@@ -245,7 +207,7 @@ def test_a_worker_lost_during_the_warm_up_does_not_crash_the_sweep(tmp_path,
     run it. A worker gone is not one that runs other code: the sweep goes on without it."""
     address, _, (_, frozen) = scheduler_and_two_workers
     folder = tmp_path / "calibration"
-    _wait_for(lambda: frozen.poll() is None and _n_workers(address) == 2, 60, "two workers")
+    wait_for(lambda: frozen.poll() is None and _n_workers(address) == 2, 60, "two workers")
     os.kill(frozen.pid, signal.SIGSTOP)  # it cannot answer the warm-up
     driver = subprocess.Popen(
         [PY, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,100]}",
@@ -253,7 +215,7 @@ def test_a_worker_lost_during_the_warm_up_does_not_crash_the_sweep(tmp_path,
          f"results_dir={tmp_path}", "progress=false"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: any("cluster: " in log.read_text()
+        wait_for(lambda: any("cluster: " in log.read_text()
                               for log in (folder / "_logs").glob("*.log")), 120,
                   "the warm-up", driver)
         time.sleep(1.0)  # the warm-up now waits on the frozen worker

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 import pipeline
+from dask_processes import address_args, start_scheduler_and_workers, stop_all, wait_for
 from pipeline.store.parquet import (StoreLocked, SweepLock, dead_run_state, mark_dead_runs,
                                     read_manifest, update_manifest)
 
@@ -39,18 +40,6 @@ def run_cli(*args, timeout=180):
 def status(*args, timeout=60):
     return subprocess.run([PY, "-m", "pipeline", "status", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(predicate, timeout, what, proc=None):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"process ended ({proc.returncode}) before {what}: "
-                                 + "".join(proc.communicate()))
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def parts(path):
@@ -647,36 +636,16 @@ def test_kill_9_mid_sweep_is_reported_killed_and_the_next_sweep_marks_and_resume
 
 @pytest.fixture
 def scheduler_and_worker(tmp_path):
-    """A real `dask scheduler` and one `dask worker` (with a nanny) on 127.0.0.1."""
-    dask = Path(PY).with_name("dask")
+    """Starts a real `dask scheduler` and one `dask worker` (with a nanny) on 127.0.0.1 at
+    each call; returns (address, scheduler)."""
     procs = []
 
     def start():
-        sched_file = tmp_path / f"scheduler-{len(procs)}.json"
-        sched = subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                  "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
-        procs.append(sched)
-        wait_for(sched_file.exists, 60, "the scheduler file")
-        time.sleep(0.3)
-        address = json.loads(sched_file.read_text())["address"]
-        procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1",
-                                       "--no-dashboard"], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        address, sched, _ = start_scheduler_and_workers(tmp_path, procs)
         return address, sched
 
     yield start
-    for p in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-
-
-def _address_args(tmp_path, address, n=300):
-    return ["experiment=calibration", f"grid.x={{range:[0,{n}]}}", "params.work_us=20000",
-            "batch_size=5", "flush_rows=10", "cluster=address", f"cluster.address={address}",
-            f"results_dir={tmp_path}", "progress=false"]  # small flushes: parts appear as it runs
+    stop_all(procs)
 
 
 @pytest.mark.slow
@@ -685,7 +654,7 @@ def test_losing_the_scheduler_exits_3_within_a_minute_and_a_rerun_resumes(tmp_pa
                                                                           scheduler_and_worker):
     folder = tmp_path / "calibration"
     address, sched = scheduler_and_worker()
-    driver = cli(*_address_args(tmp_path, address))
+    driver = cli(*address_args(tmp_path, address))
     wait_for(lambda: len(parts(folder)) >= 3, 120, "parts", driver)
     os.killpg(sched.pid, signal.SIGKILL)
     t_kill = time.time()
@@ -698,7 +667,7 @@ def test_losing_the_scheduler_exits_3_within_a_minute_and_a_rerun_resumes(tmp_pa
     kept = len(pd.read_parquet(folder))
     assert 15 <= kept < 300
     address, _ = scheduler_and_worker()
-    proc = run_cli(*_address_args(tmp_path, address), timeout=200)
+    proc = run_cli(*address_args(tmp_path, address), timeout=200)
     assert proc.returncode == 0, proc.stderr
     assert f"{kept} already done" in proc.stderr
     df = pd.read_parquet(folder)
@@ -710,7 +679,7 @@ def test_losing_the_scheduler_exits_3_within_a_minute_and_a_rerun_resumes(tmp_pa
 def test_ctrl_c_works_while_the_scheduler_is_dead_or_hung(tmp_path, scheduler_and_worker, how):
     folder = tmp_path / "calibration"
     address, sched = scheduler_and_worker()
-    driver = cli(*_address_args(tmp_path, address))
+    driver = cli(*address_args(tmp_path, address))
     wait_for(lambda: len(parts(folder)) >= 2, 120, "parts", driver)
     os.killpg(sched.pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
     time.sleep(3)  # the client is now reconnecting (killed) or waiting on a silent peer (hung)

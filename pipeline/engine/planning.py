@@ -73,20 +73,23 @@ class PendingPlan:
         self._pos = 0
         self._out_of_order: set[int] = set()  # handed out early (probes): skipped when reached
 
-    def include(self, indices: np.ndarray) -> None:
-        """Run these grid indices although they are stored ok (``rerun_changed``): their ids
-        leave the stored-ok set. Call before anything is taken."""
-        indices = np.asarray(indices, dtype=np.int64)
-        if self._explicit is not None:
-            self._explicit = np.union1d(self._explicit, indices)
+    def include(self, prefixes: np.ndarray) -> None:
+        """Run the points with these id prefixes (sorted, each a point of the grid) although
+        they are stored ok (``rerun_changed``): they leave the stored-ok set, and the scan
+        finds them as it hashes each chunk. Call before anything is taken."""
+        prefixes = np.asarray(prefixes, dtype=np.uint64)
+        if self._explicit is not None:  # a caller's index list: the points named, hashed
+            from pipeline.store.parquet import contains
+
+            every = np.arange(self.total, dtype=np.int64)
+            wanted = every[contains(prefixes, self._hash(every))]
+            self._explicit = np.union1d(self._explicit, wanted)
             self.to_run = int(self._explicit.size)
             return
         if self._ok is not None:
-            prefixes = np.array([int(self.grid.task_id(int(i))[:16], 16) for i in indices],
-                                dtype=np.uint64)
             self._ok = np.setdiff1d(self._ok, prefixes)  # sorted, as contains() needs
             self._ok = self._ok if self._ok.size else None
-        self.to_run = min(self.total, self.to_run + int(indices.size))
+        self.to_run = min(self.total, self.to_run + int(prefixes.size))
 
     @property
     def filtered(self) -> bool:

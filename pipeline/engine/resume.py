@@ -46,6 +46,19 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
     the stored parameter values against the grid's axes: linear in what is stored, not in
     the grid, so a dry run of 10^7 points answers in seconds even on a full store.
     Agrees with :func:`plan_sweep`, which hashes every point (tested)."""
+    hits = grid_rows(grid, path)
+    if hits is None:
+        return 0, 0
+    ok_ids = set(hits.loc[hits["status"] == "ok", "task_id"])
+    failed_ids = set(hits.loc[hits["status"] == "failed", "task_id"]) - ok_ids
+    return len(ok_ids), len(failed_ids)
+
+
+def grid_rows(grid: Grid, path, extra: tuple[str, ...] = ()):
+    """The stored rows that are points of ``grid`` (a DataFrame of ``task_id``, ``status``,
+    ``experiment_version`` and those of the ``extra`` columns stored), or None when nothing
+    is: the stored parameter values matched against the grid's axes, without hashing the grid
+    (see :func:`count_done`)."""
     import pandas as pd
 
     from pipeline.engine.grid import _fragment
@@ -53,7 +66,7 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
 
     files = part_files(path)
     if not files:
-        return 0, 0
+        return None
     names = [p.name for p in grid.experiment.params]
     # only the columns matched here: a resume of a large store must not load its results
     import pyarrow.parquet as pq
@@ -73,9 +86,10 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
         # no part has a column for some parameter: all were written by an older version that
         # did not declare it. None of their rows is a point of this grid (ids hash the version
         # and every parameter); matching went on without the column and raised KeyError
-        return 0, 0
-    table = read_parts(files, columns=wanted, schema=schema)
-    df = table.select(["task_id", "status", "experiment_version",
+        return None
+    extra = [c for c in extra if c in schema.names and c not in wanted]
+    table = read_parts(files, columns=wanted + extra, schema=schema)
+    df = table.select(["task_id", "status", "experiment_version", *extra,
                        *[n for n in names if n in table.column_names]]).to_pandas()
     mask = (df["experiment_version"] == grid.version).to_numpy().copy()
     list_typed = {p.name for p in grid.experiment.params if p.type in ("int_list", "float_list")}
@@ -124,7 +138,4 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
             stored = df[list(axis.names)].map(lambda v: _fragment(stored_list(v)) if isinstance(v, np.ndarray) else _fragment(v))
             merged = stored.merge(keys.assign(_hit=True), how="left", on=list(axis.names))
             mask &= merged["_hit"].fillna(False).to_numpy(dtype=bool)
-    hits = df[mask]
-    ok_ids = set(hits.loc[hits["status"] == "ok", "task_id"])
-    failed_ids = set(hits.loc[hits["status"] == "failed", "task_id"]) - ok_ids
-    return len(ok_ids), len(failed_ids)
+    return df.loc[mask, ["task_id", "status", "experiment_version", *extra]]
