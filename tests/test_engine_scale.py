@@ -258,6 +258,73 @@ def test_the_tail_stops_long_batches_and_re_splits_their_points():
         assert max_in_window(submits, window) <= 2 * threads + 2 + cap * window
 
 
+def test_batches_run_again_take_the_cap_and_the_in_flight_bound():
+    """The pieces of a batch lost with its worker (8 of it, or up to 64 single points), a
+    batch resubmitted without a hung point and a point retried alone were submitted at once,
+    past max_tasks_per_second and the in-flight bound. Counted on a fake clock: they go out
+    first, as they are, each for a token, and within the bound."""
+    now = [0.0]
+    cap, threads = 10.0, 4
+    burst = 2 * threads + 2
+    plan = PendingPlan(None, 100_000)
+    sizer = BatchSizer(plan, max_tasks_per_second=cap, clock=lambda: now[0])
+    for probe in sizer.next_batches(threads, 0):  # the probes: 1 ms a point
+        sizer.observe(probe, np.full(len(probe), 0.001), 0.001 * len(probe))
+    now[0] = 10.0
+    sizer.next_batches(threads, 0)  # a first wave: the bucket is empty after it
+    pieces = [np.array([i], dtype=np.int64) for i in range(50_000, 50_064)]
+    sizer.resubmit(pieces)
+    assert sizer.has_returned and not sizer.take_token()  # a retried point waits too
+    submitted, in_flight = [], 0
+    for step in range(1, 200):  # 0.05 s steps; the driver wakes when a token is due
+        now[0] = 10.0 + step * 0.05
+        out = sizer.next_batches(threads, in_flight)
+        assert in_flight + len(out) <= burst
+        submitted += [(now[0], b) for b in out]
+        in_flight = len(out)  # the ones before have finished
+    again = [b for _, b in submitted[:64]]
+    assert all(np.array_equal(a, b) for a, b in zip(again, pieces))  # first, as they were
+    times = np.array([t for t, _ in submitted])
+    for window in (0.5, 1.0, 5.0):
+        assert max_in_window(times, window) <= 1 + cap * window  # the bucket was empty
+    assert not any(len(b) == 1 and 50_000 <= b[0] < 50_064 for _, b in submitted[64:])
+
+
+@pytest.mark.timeout(180)
+def test_a_batch_lost_with_its_worker_comes_back_under_the_cap(tmp_path, monkeypatch):
+    """A point that kills its worker, batches of 8, a cap of 2 tasks/s on one thread (a
+    bucket of 4): the lost batch went out again as 8 single points in one map call, 10 tasks
+    within a second. Now each piece takes a token: every second holds at most 4 + 2."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine import runner
+    from pipeline.store.parquet import PartWriter
+
+    submitted = []
+    real = runner.map_batches
+
+    def counted(client, grid, chunks, *args):
+        submitted.extend([time.monotonic()] * len(chunks))
+        return real(client, grid, chunks, *args)
+
+    monkeypatch.setattr(runner, "map_batches", counted)
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 16]}},
+                {"work_us": 0.0, "crash_at": 5})
+    writer = PartWriter(tmp_path, "r")
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0",
+                         silence_logs=50) as cluster, Client(cluster) as client:
+        client.wait_for_workers(1, timeout=60)
+        stats = runner.run_sweep(grid, client, writer, range(16), batch_size=8,
+                                 progress=False, max_tasks_per_second=2.0)
+    assert stats.ran == 16 and stats.failed == 1
+    df = pd.read_parquet(tmp_path)
+    assert sorted(df.x) == list(range(16)) and df[df.status == "failed"].x.tolist() == [5]
+    assert len(submitted) >= 2 + 8  # the two batches, then the lost one's pieces
+    assert max_in_window(np.array(submitted), 1.0) <= 4 + 2
+
+
 def test_tail_to_stop_asks_long_batches_once_after_threads_idle():
     """The rule on a fake clock: nothing while points are left to hand out or every thread is
     busy; then, once threads have idled for a tail batch's time (fine_seconds), every batch

@@ -481,6 +481,9 @@ class BatchSizer:
         self.submitted = 0
         # the tail: points given back by batches stopped early, handed out before the rest
         self._returned: deque[np.ndarray] = deque()
+        # batches to run again as they are (lost with a worker and split, or resubmitted
+        # without a hung point): handed out first, each for a token like any other batch
+        self._again: deque = deque()
         self._idle_since: float | None = None  # nothing left to hand out, threads idle
         self._asked_to_stop: set = set()
 
@@ -496,7 +499,22 @@ class BatchSizer:
 
     @property
     def has_returned(self) -> bool:
-        return bool(self._returned)
+        """Points are waiting to be handed out again (given back, or batches to resubmit)."""
+        return bool(self._returned or self._again)
+
+    def resubmit(self, chunks) -> None:
+        """Batches to run again as they are, before anything else, under the cap: submitted
+        at once, the pieces of a batch lost with its worker (up to 64) overran
+        ``max_tasks_per_second`` and the in-flight bound."""
+        self._again.extend(c for c in chunks if len(c))
+
+    def take_token(self) -> bool:
+        """One task's worth of the cap, for a task submitted outside :meth:`next_batches` (a
+        point retried alone); False (and :meth:`wait_time` says how long) when none is left."""
+        if self.limiter is None or self.limiter.try_take():
+            return True
+        self.rate_limited = True
+        return False
 
     def give_back(self, indices: np.ndarray) -> None:
         """Points a batch stopped early did not reach: handed out before the plan's own, in
@@ -530,7 +548,7 @@ class BatchSizer:
         1 ms points, the last wave's batches had run up to 1.4 s past the rest.
         ``predicted()``: key -> predicted seconds of each batch in flight."""
         threads = max(1, int(threads))
-        if (self.fixed is not None or self._returned or not self.plan.exhausted
+        if (self.fixed is not None or self.has_returned or not self.plan.exhausted
                 or in_flight >= threads):
             self._idle_since = None
             return []
@@ -688,9 +706,16 @@ class BatchSizer:
             self.submitted += len(out)
             self.probes_out, self.probe_t0 = len(out), self.clock()
             return out
-        if self.fixed is None and not self._probes_settled():
-            return out
         self.rate_limited = False
+        while self._again and in_flight + len(out) < bound:
+            if not self.limiter.try_take():
+                self.rate_limited = True
+                self.submitted += len(out)
+                return out
+            out.append(self._again.popleft())
+        if self.fixed is None and not self._probes_settled():
+            self.submitted += len(out)
+            return out
         while in_flight + len(out) < bound and (self._returned or not self.plan.exhausted):
             if not self.limiter.try_take():
                 self.rate_limited = True

@@ -336,7 +336,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
 
     def submit_more() -> None:
         nonlocal suspect_key
-        if suspect_key is None and suspects:
+        if suspect_key is None and suspects and sizer.take_token():
             suspect_key = submit(suspects.popleft())
         submit_all(sizer.next_batches(threads(), len(in_flight)))
 
@@ -385,7 +385,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                     suspect_key = None
                 client.cancel(fut)
                 sizer.abandon(chunk)  # a probe that hung is not waited for
-                submit(chunk)  # without the hung point: submit() filters it out
+                sizer.resubmit([chunk])  # without the hung point: submit_all() filters it out
             elif not any(index in set(int(i) for i in c) for _, c in in_flight.values()):
                 store(failed_batch_table(grid, [index], timed_out.pop(index)), 1)
                 timed_out_stored.add(index)
@@ -431,7 +431,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             # worker deaths of one lost batch (each a process start).
             fut.release()
             sizer.abandon(chunk)
-            submit_all(_split(chunk, len(chunk) if len(chunk) <= LOST_SINGLES else LOST_SPLIT))
+            sizer.resubmit(_split(chunk, len(chunk) if len(chunk) <= LOST_SINGLES else LOST_SPLIT))
             return
         else:
             index = int(chunk[0])
