@@ -110,20 +110,27 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                     runlog.info("cluster: %s", json.dumps(record["cluster"]))
                     bar = Progress(grid.name, int(plan.pending.size), options["progress"],
                                    heartbeat=heartbeat)
-                    stats = run_sweep(grid, client, writer, plan.pending,
-                                      batch_size=options["batch_size"],
-                                      progress=options["progress"], bar=bar,
-                                      task_timeout=options["task_timeout"],
-                                      max_tasks_per_second=options.get("max_tasks_per_second", 50.0),
-                                      max_batch_seconds=options.get("max_batch_seconds", 60.0),
-                                      checks=[*cluster_checks(client),
-                                              Watchdog(client, **watchdog_options(conf))])
+                    try:
+                        stats = run_sweep(grid, client, writer, plan.pending,
+                                          batch_size=options["batch_size"],
+                                          progress=options["progress"], bar=bar,
+                                          task_timeout=options["task_timeout"],
+                                          max_tasks_per_second=options.get(
+                                              "max_tasks_per_second", 50.0),
+                                          max_batch_seconds=options.get(
+                                              "max_batch_seconds", 60.0),
+                                          checks=[*cluster_checks(client),
+                                                  Watchdog(client, **watchdog_options(conf))])
+                    except KeyboardInterrupt as exc:
+                        # Recorded before the cluster closes (the rows are flushed): closing it
+                        # may take a minute, and a batch system's SIGKILL (SLURM's KillWait,
+                        # 30 s) then left the record 'running', later marked 'killed'.
+                        _record_interrupted(path, record, writer, exc)
+                        _pause_at("cluster_close")
+                        raise
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
             shutdown_started()  # (run_sweep did, if it was running)
-            signame = getattr(exc, "signame", "SIGINT")
-            record.update(status="interrupted", finished_at=_now(), signal=signame,
-                          written=_flushed(writer))
-            _record_end(path, record)
+            signame = _record_interrupted(path, record, writer, exc)
             runlog.info("interrupted (%s): %d part file(s) kept", signame, _parts(writer))
             print(f"\ninterrupted ({signame}): {_parts(writer)} part file(s) kept; rerun the same "
                   "command to resume", file=sys.stderr)
@@ -161,7 +168,9 @@ PAUSE_ENV = "PIPELINE_SWEEP_PAUSE_AT"  # tests: sleep at a step of the sweep's s
 def _pause_at(step: str) -> None:
     """Test hook: with PIPELINE_SWEEP_PAUSE_AT=step, announce the step and sleep (so that a
     signal lands there). Steps: ``planning`` (the lock taken, the store being read),
-    ``code_check`` (before the code-change check, nothing in the manifest yet), ``first_manifest`` (just after the first ``running`` record)."""
+    ``code_check`` (before the code-change check, nothing in the manifest yet),
+    ``first_manifest`` (just after the first ``running`` record), ``cluster_close`` (a sweep
+    interrupted and recorded, its cluster not yet closed)."""
     if os.environ.get(PAUSE_ENV) == step:
         print(f"sweep paused at {step}", file=sys.stderr, flush=True)
         time.sleep(120)
@@ -178,6 +187,15 @@ def _record_end(path, record: dict) -> None:
     except OSError as exc:
         print(f"warning: could not record the run as {record['status']} in "
               f"{path / '_manifest.json'}: {exc}", file=sys.stderr)
+
+
+def _record_interrupted(path, record: dict, writer, exc: BaseException) -> str:
+    """Record the run as interrupted, with what is on disk; returns the signal's name."""
+    signame = getattr(exc, "signame", "SIGINT")
+    record.update(status="interrupted", finished_at=_now(), signal=signame,
+                  written=_flushed(writer))
+    _record_end(path, record)
+    return signame
 
 
 def _parts(writer) -> int:

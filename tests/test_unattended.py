@@ -392,6 +392,43 @@ def test_a_signal_during_start_up_is_handled_like_ctrl_c(tmp_path, step, sig, co
 
 
 @pytest.mark.timeout(240)
+def test_an_interrupted_sweep_is_recorded_before_its_cluster_closes(tmp_path):
+    """A batch system sends SIGTERM, then SIGKILL after a grace (SLURM's KillWait, 30 s).
+    The run was recorded 'interrupted' only once the cluster had closed, which can take a
+    minute: killed meanwhile, the record stayed 'running' (the next sweep then calls it
+    killed) although every finished row was on disk. Now it is recorded first."""
+    folder = tmp_path / "calibration"
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=1000",
+            "grid.x={range:[0,100000]}", "cluster.n_workers=1", "cluster.threads_per_worker=4",
+            "flush_rows=500", f"results_dir={tmp_path}", *FAST]
+    driver = cli(*args, env={**os.environ, "PIPELINE_SWEEP_PAUSE_AT": "cluster_close"},
+                 start_new_session=True)
+    try:
+        wait_for(lambda: list(folder.glob("part-*.parquet")), 120, "a part file", driver)
+        driver.send_signal(signal.SIGTERM)
+        seen = []
+        while not any("sweep paused at cluster_close" in line for line in seen):
+            line = driver.stderr.readline()  # bounded by the test's timeout
+            assert line, f"driver ended ({driver.wait()}): {''.join(seen)}"
+            seen.append(line)
+        run = last_run(folder)  # the cluster is still up: the batch system's SIGKILL now
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    assert run["status"] == "interrupted" and run["signal"] == "SIGTERM"
+    assert run["written"]["flushed"] is True
+    assert 0 < run["written"]["rows"] == len(pd.read_parquet(folder)) < 100_000
+    proc = run_cli(*args)  # resumes; the record stays 'interrupted', not 'killed'
+    assert proc.returncode == 0, proc.stderr
+    assert read_manifest(folder)["runs"][0]["status"] == "interrupted"
+    df = pd.read_parquet(folder)
+    assert len(df) == 100_000 and df.task_id.is_unique
+
+
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_while_planning_writes_nothing_and_frees_the_lock(tmp_path, sig, code):
     """Ctrl-C (or SIGTERM) while the store is read for planning, the lock already taken:
