@@ -111,8 +111,11 @@ def describe(path: Path) -> list[str]:
     if state == "running":
         prog = run.get("progress")
         if prog:
+            from pipeline.engine.progress import rate_text  # as the driver's own line
+
             lines.append(f"  progress: {prog['done']:,}/{prog['total']:,} done, {prog['failed']:,} "
-                         f"failed, {prog['rate_per_s']:,.1f} tasks/s, ETA {_hms(prog['eta_s'])} "
+                         f"failed, {rate_text(prog['rate_per_s'])} tasks/s, "
+                         f"ETA {_hms(prog['eta_s'])} "
                          f"(heartbeat {_age(run.get('heartbeat_at'))})")
             if prog.get("first_error"):
                 lines.append(f"  first error: {prog['first_error']}")

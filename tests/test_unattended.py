@@ -120,6 +120,19 @@ def test_status_says_where_a_loopback_dashboard_listens_and_how_to_tunnel(tmp_pa
     assert "dashboard: http://10.1.0.18:8797/status\n" in text  # reachable as it is
 
 
+def test_status_shows_the_rate_of_slow_points(tmp_path):
+    """Points of an hour each on one worker: status printed the heartbeat's rate with one
+    decimal, '0.0 tasks/s', as the driver's own line did before (rate_text)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for name, rate in (("slow", 1 / 3600), ("fast", 1234.5)):
+        update_manifest(tmp_path / name, {
+            "run_id": name, "status": "running", "started_at": stamp, "heartbeat_at": stamp,
+            "host": socket.gethostname(), "pid": os.getpid(),
+            "progress": {"done": 1, "total": 9, "failed": 0, "rate_per_s": rate, "eta_s": 1.0}})
+    text = status(tmp_path).stdout
+    assert "failed, 0.00028 tasks/s, ETA" in text and "failed, 1,234 tasks/s, ETA" in text
+
+
 # --------------------------------------------------------------------------- progress and logs
 def test_progress_lines_heartbeat_and_run_log(tmp_path):
     from pipeline.engine.progress import Progress, run_log, runlog
