@@ -350,3 +350,28 @@ def test_stale_points_are_matched_by_value_without_hashing_the_grid(tmp_path, mo
     plan.pending.include(ids)  # rerun_changed=true
     assert plan.pending.take(6).tolist() == [0, 1, 3, 4, 5, 6]  # only point 2 is skipped
     assert len(hashed) < 10**5  # one chunk of the lazy scan, not the grid
+
+
+def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(tmp_path, monkeypatch):
+    """The manifest is written to a temp file and renamed over: on a full disk the write
+    failed half way and left an empty '._manifest.json.PID.tmp' behind, which nothing
+    removed. The manifest itself stays as it was."""
+    import errno
+    from pathlib import Path
+
+    from pipeline.store.parquet import read_manifest, update_manifest
+
+    update_manifest(tmp_path, {"run_id": "a", "status": "finished"})
+    before = read_manifest(tmp_path)
+    real = Path.write_text
+
+    def full_disk(self, text, *args, **kwargs):
+        real(self, text[:10], *args, **kwargs)  # part of it reached the disk
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError):
+        update_manifest(tmp_path, {"run_id": "b", "status": "running"})
+    monkeypatch.undo()
+    assert read_manifest(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_manifest.json"]

@@ -534,8 +534,12 @@ def update_manifest(path: str | os.PathLike, run: dict, make_latest: bool = True
         manifest["latest"] = run["run_id"]
     # A per-process temp name: the driver's heartbeat and `status` may write at once.
     tmp = path / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, default=str))
-    os.replace(tmp, path / MANIFEST)
+    try:
+        tmp.write_text(json.dumps(manifest, indent=2, default=str))
+        os.replace(tmp, path / MANIFEST)
+    except BaseException:  # a full disk: no half-written temp file left beside the manifest
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class SweepLock:
