@@ -102,7 +102,9 @@ def plan(p: dict) -> tuple[str, str]:
     if graph in TREE_GRAPHS:
         base = "tree"
         if n > MAX_TREE_NODES:
-            raise K.SizeLimitError(f"tree recursion limited to n <= {MAX_TREE_NODES} nodes (got {n})")
+            got = "at least 2^64" if n >= GRAPH_SIZE_CAP else n  # graph_size caps the count
+            raise K.SizeLimitError(f"tree recursion limited to n <= {MAX_TREE_NODES} nodes "
+                                   f"(got {got})")
     elif graph == "cycle" and (affiliated or p["n"] % 2 == 0 or mech == "noisy_sum"
                                or n > K.MAX_ENUMERATION_NODES):
         base = "transfer"  # along the cycle; odd antiferromagnetic cycles are not bipartite
