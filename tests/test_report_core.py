@@ -299,3 +299,16 @@ def test_index_quotes_a_multiline_first_error_on_its_line(tmp_path):
     index = (tmp_path / "calibration" / "_report" / "index.md").read_text()
     line = next(x for x in index.splitlines() if "task(s) failed**" in x)
     assert "``ValueError: bad `x` second line [k.py:1 in run]``" in line
+
+
+def test_composition_hetero_table_shows_each_generator_setting(tmp_path):
+    """A composition_hetero sweep over the generator's eps_max: the table says which eps_max a
+    row has. Its columns left out eps_min, eps_max, p_high and pld_interval, so a two-level
+    sweep over eps_max gave two rows differing in nothing shown but their answers."""
+    grid = Grid(get_experiment("composition_hetero"), {"eps_max": [0.5, 1.0]},
+                {"eps_source": "two_level", "k": 5, "pld": False})
+    _report_figures(tmp_path, grid)
+    shown = pd.read_csv(tmp_path / "hetero.csv")
+    assert "eps_max" in shown and len(shown) == 2
+    assert not shown.drop(columns=[c for c in shown if c.startswith("eps_") and c != "eps_max"]
+                          ).duplicated().any()
