@@ -312,3 +312,23 @@ def test_composition_hetero_table_shows_each_generator_setting(tmp_path):
     assert "eps_max" in shown and len(shown) == 2
     assert not shown.drop(columns=[c for c in shown if c.startswith("eps_") and c != "eps_max"]
                           ).duplicated().any()
+
+
+def test_leakage_report_keeps_each_solver_setting_apart(tmp_path):
+    """A leakage sweep over solver and symmetrise too: each curve against eps is one setting,
+    and the tables say which setting a row has. The report cut by graph only, so a curve ran
+    through the rows of every solver (each eps twice on the x axis), the LP table had rows
+    differing in nothing shown but solver_used, and the 'where it holds' counts took every
+    eps once per setting."""
+    grid = Grid(get_experiment("leakage"), {"eps": [0.5, 1.0, 2.0],
+                                            "solver": ["full_lp", "orbit_lp"],
+                                            "symmetrise": [True, False]},
+                {"graph": "cycle", "n": 5})
+    figures = _report_figures(tmp_path, grid)
+    assert figures
+    _assert_one_point_per_x(figures)  # one row per eps
+    shown = pd.read_csv(tmp_path / "leakage_lp_vs_bounds.csv")
+    keys = ["graph_label", "solver", "symmetrise", "eps"]
+    assert set(keys) <= set(shown) and not shown[keys].duplicated().any()
+    where = pd.read_csv(tmp_path / "thesis_bound_where_holds.csv")
+    assert len(where) == 4 and set(where["eps_values"]) == {3}
