@@ -332,3 +332,18 @@ def test_leakage_report_keeps_each_solver_setting_apart(tmp_path):
     assert set(keys) <= set(shown) and not shown[keys].duplicated().any()
     where = pd.read_csv(tmp_path / "thesis_bound_where_holds.csv")
     assert len(where) == 4 and set(where["eps_values"]) == {3}
+
+
+def test_low_influence_report_keeps_each_mechanism_parameter_apart(tmp_path):
+    """A low_influence sweep over the Theorem 3 alpha and eps_eval: each curve and each row of
+    the li_implies_dp table is one setting. The configuration named graph, mechanism, k and
+    coupling only, so a curve ran through the rows of every alpha (utility 0.45, 0.35, ...)
+    and one table row summed up four settings."""
+    grid = Grid(get_experiment("low_influence"), {"alpha": [0.1, 0.3], "eps_eval": [0.0, 1.0]},
+                {"graph": "path", "n": 3, "mechanism": "theorem3", "eps": 1.0})
+    figures = _report_figures(tmp_path, grid)
+    assert figures
+    _assert_one_point_per_x(figures)
+    shown = pd.read_csv(tmp_path / "li_implies_dp.csv")
+    assert len(shown) == 4 and set(shown["rows"]) == {1}
+    assert shown["config"].str.contains("alpha=").all() and shown["config"].str.contains("eps_eval=").all()

@@ -96,6 +96,11 @@ def mechanism_tradeoff(df, out):
     mech["graph_label"] = mech.apply(graph_label, axis=1)
     mech["config"] = (mech["graph_label"] + " " + mech["mechanism"] + " k=" + mech["n_values"].astype(str)
                       + " " + mech["coupling"].where(mech["mechanism"] != "theorem3", "joint"))
+    # the parameters a sweep may vary besides eps: each value is a configuration of its own (a
+    # curve through the rows of several zig-zags, a summary row would pool them)
+    for c in ("delta", "alpha", "eps_eval", "concentration"):
+        if c in mech and mech[c].nunique(dropna=False) > 1:
+            mech["config"] += f" {c}=" + mech[c].astype(str)
     # one small multiple per dataset graph; colour and line = coupling, marker = mechanism
     couplings = sorted(set(mech["coupling"].where(mech["mechanism"] != "theorem3", "joint")))
     mechanisms = sorted(set(mech["mechanism"]))
