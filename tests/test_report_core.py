@@ -347,3 +347,20 @@ def test_low_influence_report_keeps_each_mechanism_parameter_apart(tmp_path):
     shown = pd.read_csv(tmp_path / "li_implies_dp.csv")
     assert len(shown) == 4 and set(shown["rows"]) == {1}
     assert shown["config"].str.contains("alpha=").all() and shown["config"].str.contains("eps_eval=").all()
+
+
+def test_bayes_reports_keep_each_repeats_apart(tmp_path):
+    """A bayes_network (bayes_regression) sweep over repeats: each value is a setting of its
+    own. repeats was not among the keys that cut the settings, so the rows of 2 and 8 repeats
+    were pooled into one mean (rows = 2), their standard errors averaged as if alike."""
+    grid = Grid(get_experiment("bayes_network"), {"eps": [0.5, 2.0], "repeats": [2, 8]},
+                {"d": 4, "n_total": 200, "n_train": 20, "mechanism": "laplace"})
+    figures = _report_figures(tmp_path / "network", grid)
+    assert {"accuracy_vs_eps_repeats2", "accuracy_vs_eps_repeats8"} <= set(figures)
+    for repeats in (2, 8):
+        shown = pd.read_csv(tmp_path / "network" / f"accuracy_vs_eps_repeats{repeats}.csv")
+        assert shown["rows"].tolist() == [1, 1]
+    grid = Grid(get_experiment("bayes_regression"), {"b": [1.0, 10.0], "repeats": [2, 4]},
+                {"n_total": 200})
+    figures = _report_figures(tmp_path / "regression", grid)
+    assert {"mse_vs_b_repeats2", "mse_vs_b_repeats4"} <= set(figures)
