@@ -299,3 +299,68 @@ def test_index_quotes_a_multiline_first_error_on_its_line(tmp_path):
     index = (tmp_path / "calibration" / "_report" / "index.md").read_text()
     line = next(x for x in index.splitlines() if "task(s) failed**" in x)
     assert "``ValueError: bad `x` second line [k.py:1 in run]``" in line
+
+
+def test_composition_hetero_table_shows_each_generator_setting(tmp_path):
+    """A composition_hetero sweep over the generator's eps_max: the table says which eps_max a
+    row has. Its columns left out eps_min, eps_max, p_high and pld_interval, so a two-level
+    sweep over eps_max gave two rows differing in nothing shown but their answers."""
+    grid = Grid(get_experiment("composition_hetero"), {"eps_max": [0.5, 1.0]},
+                {"eps_source": "two_level", "k": 5, "pld": False})
+    _report_figures(tmp_path, grid)
+    shown = pd.read_csv(tmp_path / "hetero.csv")
+    assert "eps_max" in shown and len(shown) == 2
+    assert not shown.drop(columns=[c for c in shown if c.startswith("eps_") and c != "eps_max"]
+                          ).duplicated().any()
+
+
+def test_leakage_report_keeps_each_solver_setting_apart(tmp_path):
+    """A leakage sweep over solver and symmetrise too: each curve against eps is one setting,
+    and the tables say which setting a row has. The report cut by graph only, so a curve ran
+    through the rows of every solver (each eps twice on the x axis), the LP table had rows
+    differing in nothing shown but solver_used, and the 'where it holds' counts took every
+    eps once per setting."""
+    grid = Grid(get_experiment("leakage"), {"eps": [0.5, 1.0, 2.0],
+                                            "solver": ["full_lp", "orbit_lp"],
+                                            "symmetrise": [True, False]},
+                {"graph": "cycle", "n": 5})
+    figures = _report_figures(tmp_path, grid)
+    assert figures
+    _assert_one_point_per_x(figures)  # one row per eps
+    shown = pd.read_csv(tmp_path / "leakage_lp_vs_bounds.csv")
+    keys = ["graph_label", "solver", "symmetrise", "eps"]
+    assert set(keys) <= set(shown) and not shown[keys].duplicated().any()
+    where = pd.read_csv(tmp_path / "thesis_bound_where_holds.csv")
+    assert len(where) == 4 and set(where["eps_values"]) == {3}
+
+
+def test_low_influence_report_keeps_each_mechanism_parameter_apart(tmp_path):
+    """A low_influence sweep over the Theorem 3 alpha and eps_eval: each curve and each row of
+    the li_implies_dp table is one setting. The configuration named graph, mechanism, k and
+    coupling only, so a curve ran through the rows of every alpha (utility 0.45, 0.35, ...)
+    and one table row summed up four settings."""
+    grid = Grid(get_experiment("low_influence"), {"alpha": [0.1, 0.3], "eps_eval": [0.0, 1.0]},
+                {"graph": "path", "n": 3, "mechanism": "theorem3", "eps": 1.0})
+    figures = _report_figures(tmp_path, grid)
+    assert figures
+    _assert_one_point_per_x(figures)
+    shown = pd.read_csv(tmp_path / "li_implies_dp.csv")
+    assert len(shown) == 4 and set(shown["rows"]) == {1}
+    assert shown["config"].str.contains("alpha=").all() and shown["config"].str.contains("eps_eval=").all()
+
+
+def test_bayes_reports_keep_each_repeats_apart(tmp_path):
+    """A bayes_network (bayes_regression) sweep over repeats: each value is a setting of its
+    own. repeats was not among the keys that cut the settings, so the rows of 2 and 8 repeats
+    were pooled into one mean (rows = 2), their standard errors averaged as if alike."""
+    grid = Grid(get_experiment("bayes_network"), {"eps": [0.5, 2.0], "repeats": [2, 8]},
+                {"d": 4, "n_total": 200, "n_train": 20, "mechanism": "laplace"})
+    figures = _report_figures(tmp_path / "network", grid)
+    assert {"accuracy_vs_eps_repeats2", "accuracy_vs_eps_repeats8"} <= set(figures)
+    for repeats in (2, 8):
+        shown = pd.read_csv(tmp_path / "network" / f"accuracy_vs_eps_repeats{repeats}.csv")
+        assert shown["rows"].tolist() == [1, 1]
+    grid = Grid(get_experiment("bayes_regression"), {"b": [1.0, 10.0], "repeats": [2, 4]},
+                {"n_total": 200})
+    figures = _report_figures(tmp_path / "regression", grid)
+    assert {"mse_vs_b_repeats2", "mse_vs_b_repeats4"} <= set(figures)

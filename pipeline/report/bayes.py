@@ -44,7 +44,7 @@ def accuracy_against_eps(df: pd.DataFrame, out) -> None:
     if ok.empty:
         return
     fixed = ["structure", "d", "max_indeg", "n_train", "n_total", "prior_alpha", "prior_beta",
-             "threshold", "n_samples", "map_trim", "stealth_prob", "data_seed"]
+             "threshold", "n_samples", "map_trim", "stealth_prob", "data_seed", "repeats"]
     for suffix, sub in _groups(ok, fixed):
         agg = (sub.groupby(["mechanism", "eps"])
                .agg(accuracy=("accuracy", "mean"), accuracy_se=("accuracy_se", "mean"),
@@ -101,7 +101,7 @@ def mse_against_b(df: pd.DataFrame, out) -> None:
     if ok.empty:
         return
     fixed = ["norm_scale", "d", "n_total", "train_frac", "sigma", "noise_sd", "n_samples",
-             "data_seed"]
+             "data_seed", "repeats"]
     for suffix, sub in _groups(ok, fixed):
         agg = (sub.groupby("b").agg(
             mse_private=("mse_private", "mean"), mse_private_se=("mse_private_se", "mean"),

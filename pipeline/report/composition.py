@@ -182,9 +182,14 @@ def hetero_table(df: pd.DataFrame, out) -> None:
     ok = ok_rows(df)
     if ok.empty:
         return
-    cols = [c for c in ["eps_source", "k_steps", "n_distinct", "delta", "delta_target", "eta", "eps_exact",
-                        "eps_approx_lower", "eps_approx", "eps_kov_bound", "eps_pld", "eps_basic"]
+    # the generator's and the accountant's parameters a sweep may vary: each value is a setting
+    # of its own (rows differing in nothing shown otherwise)
+    swept = [c for c in ("eps_min", "eps_max", "p_high", "pld_interval")
+             if c in ok and ok[c].nunique(dropna=False) > 1]
+    cols = [c for c in ["eps_source", *swept, "k_steps", "n_distinct", "delta", "delta_target", "eta",
+                        "eps_exact", "eps_approx_lower", "eps_approx", "eps_kov_bound", "eps_pld",
+                        "eps_basic"]
             if c in ok.columns]
-    tab = ok.sort_values(["eps_source", "delta_target", "k_steps"])[cols].reset_index(drop=True)
+    tab = ok.sort_values(["eps_source", *swept, "delta_target", "k_steps"])[cols].reset_index(drop=True)
     out.table("hetero", tab, caption="Heterogeneous composition: exact optimal total ε, certified "
               "lattice bounds, the Theorem 3.5 bound and dp-accounting's PLD accountant.")

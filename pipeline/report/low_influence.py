@@ -96,6 +96,11 @@ def mechanism_tradeoff(df, out):
     mech["graph_label"] = mech.apply(graph_label, axis=1)
     mech["config"] = (mech["graph_label"] + " " + mech["mechanism"] + " k=" + mech["n_values"].astype(str)
                       + " " + mech["coupling"].where(mech["mechanism"] != "theorem3", "joint"))
+    # the parameters a sweep may vary besides eps: each value is a configuration of its own (a
+    # curve through the rows of several zig-zags, a summary row would pool them)
+    for c in ("delta", "alpha", "eps_eval", "concentration"):
+        if c in mech and mech[c].nunique(dropna=False) > 1:
+            mech["config"] += f" {c}=" + mech[c].astype(str)
     # one small multiple per dataset graph; colour and line = coupling, marker = mechanism
     couplings = sorted(set(mech["coupling"].where(mech["mechanism"] != "theorem3", "joint")))
     mechanisms = sorted(set(mech["mechanism"]))
@@ -142,24 +147,35 @@ def mechanism_tradeoff(df, out):
 
 
 # =========================================================================== leakage
+def _leakage_settings(d) -> list:
+    """The solver parameters a sweep varies besides the graph and eps: each value is a setting
+    of its own (a curve through the rows of several revisits each eps). Labels each row's
+    setting in d["setting"] (", solver = full_lp", ...; empty when none varies)."""
+    swept = [c for c in ("solver", "symmetrise") if c in d and d[c].nunique(dropna=False) > 1]
+    d["setting"] = ["".join(f", {c} = {v}" for c, v in zip(swept, vals))
+                    for vals in zip(*(d[c] for c in swept))] if swept else ""
+    return swept
+
+
 @report_for("leakage")
 def lp_against_bounds(df, out):
     d = ok_rows(df)
     if d.empty:
         return
     d["graph_label"] = d.apply(graph_label, axis=1)
-    d = d.sort_values(["graph_label", "eps"])
-    cols = ["graph_label", "eps", "n_datasets", "solver_used", "utility_optimal", "utility_tight_bound",
+    swept = _leakage_settings(d)
+    d = d.sort_values(["graph_label", *swept, "eps"])
+    cols = ["graph_label", *swept, "eps", "n_datasets", "solver_used", "utility_optimal", "utility_tight_bound",
             "utility_thesis_bound", "utility_closed_form", "leakage_bits", "vertex_transitive",
             "tight_bound_attained", "thesis_bound_holds", "thesis_bound_violations"]
     out.table("leakage_lp_vs_bounds", d[cols],
               caption="Optimal ε-DP channel utility trace(M)/|A| (LP) against the tight bound "
                       "1/minₖ Σ e^{−ε d(h,k)} (sum over h) and Theorem 5.3.3 (best vertex), with "
                       "min-entropy leakage.")
-    labels = list(dict.fromkeys(d["graph_label"]))
+    labels = list(dict.fromkeys(zip(d["graph_label"], d["setting"])))
     fig, axes = out.small_multiples(len(labels), max_cols=4, sharex=True)
-    for ax, lab in zip(axes, labels):
-        grp = d[d["graph_label"] == lab]
+    for ax, (lab, setting) in zip(axes, labels):
+        grp = d[(d["graph_label"] == lab) & (d["setting"] == setting)]
         ax.plot(grp["eps"], grp["utility_optimal"], label="LP optimum", **curve_style(0))
         ax.plot(grp["eps"], grp["utility_tight_bound"], color="k", ls="--", lw=0.9, marker="",
                 label="tight bound")
@@ -170,7 +186,7 @@ def lp_against_bounds(df, out):
             ax.plot(fails["eps"], fails["utility_optimal"], color=curve_style(1)["color"], ls="",
                     marker="X", markersize=6, label="Thm 5.3.3 violated")
         vt = "VT" if bool(grp["vertex_transitive"].iloc[0]) else "not VT"
-        ax.set_title(f"{tex_graph_label(lab)} ({vt})")
+        ax.set_title(f"{tex_graph_label(lab)} ({vt}{setting})")
         ax.set_ylabel("utility")
     for ax in axes[-min(4, len(axes)):]:
         ax.set_xlabel(r"$\varepsilon$ (nats)")
@@ -182,9 +198,10 @@ def lp_against_bounds(df, out):
     groups = chunks(labels)
     fig, axes = out.small_multiples(len(groups), max_cols=2, sharey=True)
     for ax, part in zip(axes, groups):
-        for i, lab in enumerate(part):
-            grp = d[d["graph_label"] == lab]
-            ax.plot(grp["eps"], grp["leakage_bits"], label=tex_graph_label(lab), **curve_style(i))
+        for i, (lab, setting) in enumerate(part):
+            grp = d[(d["graph_label"] == lab) & (d["setting"] == setting)]
+            ax.plot(grp["eps"], grp["leakage_bits"], label=tex_graph_label(lab) + setting,
+                    **curve_style(i))
         ax.set_xlabel(r"$\varepsilon$ (nats)")
         ax.set_ylabel("min-entropy leakage (bits)")
         if len(groups) > 1:
@@ -201,7 +218,7 @@ def where_thesis_bound_holds(df, out):
         return
     d["graph_label"] = d.apply(graph_label, axis=1)
     d["margin"] = d["utility_thesis_bound"] - d["utility_optimal"]
-    g = d.groupby("graph_label")
+    g = d.groupby(["graph_label", *_leakage_settings(d)])
     table = pd.DataFrame({
         "n_datasets": g["n_datasets"].first(),
         "vertex_transitive": g["vertex_transitive"].first(),
