@@ -427,7 +427,7 @@ def test_the_drivers_stop_request_reaches_a_running_batch(capfd):
     request with 'Combination not supported', printed a traceback, and no batch ever stopped.)"""
     from distributed import Client, LocalCluster, wait
 
-    from pipeline.engine import runner
+    from pipeline.engine import worker_calls
 
     grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 10_000]}},
                 {"work_us": 2000.0, "work_mode": "sleep"})
@@ -440,7 +440,7 @@ def test_the_drivers_stop_request_reaches_a_running_batch(capfd):
             time.sleep(0.05)
         time.sleep(0.5)  # some points done
         t0 = time.monotonic()
-        runner._ask_to_stop(client, [future.key])
+        worker_calls.ask_to_stop(client, [future.key])
         wait(future, timeout=30)
         stopped_after = time.monotonic() - t0
         table, _ = future.result()
@@ -457,17 +457,17 @@ def test_a_stop_request_never_holds_the_driver(monkeypatch):
 
     from distributed import Client, LocalCluster
 
-    from pipeline.engine import runner
+    from pipeline.engine import worker_calls
 
     async def never_answers(*args, **kwargs):
         await asyncio.sleep(3600)
 
-    monkeypatch.setattr(runner, "STOP_REQUEST_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(worker_calls, "STOP_REQUEST_TIMEOUT_S", 0.5)
     with LocalCluster(n_workers=0, processes=False, dashboard_address=":0",
                       silence_logs=50) as cluster, Client(cluster) as client:
         monkeypatch.setattr(client, "_run", never_answers)
         t0 = time.monotonic()
-        runner._ask_to_stop(client, ["some-batch"])
+        worker_calls.ask_to_stop(client, ["some-batch"])
         assert time.monotonic() - t0 < 5
 
 
@@ -994,13 +994,13 @@ def test_local_workers_run_without_dasks_profiler_unless_asked():
 
 def test_a_finished_batch_fetched_on_its_own_is_a_result_not_a_loss():
     """When the bulk gather fails, the runner fetches finished batches one by one
-    (runner._fetch). A PointsRun must come back as the result: it was taken for a lost batch
-    (and recomputed) since batches stopped returning (table, seconds) pairs."""
+    (worker_calls.fetch_result). A PointsRun must come back as the result: it was taken for a
+    lost batch (and recomputed) since batches stopped returning (table, seconds) pairs."""
     from distributed import Client, LocalCluster
 
     from pipeline.engine.batch import PointsRun, run_points
     from pipeline.engine.grid import Grid
-    from pipeline.engine.runner import _fetch
+    from pipeline.engine.worker_calls import fetch_result as _fetch
     from pipeline.experiments.base import get_experiment
 
     grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 4]}}, {"work_us": 0.0})

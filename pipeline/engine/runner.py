@@ -21,14 +21,15 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow.compute as pc
 
-from pipeline.engine.batch import (TIMEOUT_TOPIC, PointsRun, failed_batch_table,
-                                   points_table, request_stop, settle_worker_process)
+from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table, points_table
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, other_code_message
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
 from pipeline.engine.watchdog import shutdown_started
+from pipeline.engine.worker_calls import (NOT_YET, ask_to_stop, check_workers, fetch_result,
+                                          thread_counts, total_threads)
 from pipeline.store.parquet import PartWriter
 
 log = logging.getLogger("pipeline")
@@ -55,140 +56,12 @@ class SweepStats:
     first_errors: list = field(default_factory=list)
 
 
-def _warm_up(grid: Grid) -> tuple[int, str, str]:
-    """Runs on each worker before the sweep: imports the experiment and builds the grid (so
-    the first timed batch does not pay for it), settles the process
-    (:func:`batch.settle_worker_process`) and reports what the worker would compute: version,
-    the first point's canonical parameters, and the code it has loaded."""
-    return grid.version, grid.canonical(0), settle_worker_process(grid, every_sweep=True)
-
-
-WARM_UP_TIMEOUT_S = 600.0  # bound on the workers' warm-up (check_workers)
-
-
-class WorkerMismatch(RuntimeError):
-    pass
-
-
-def check_workers(client, grid: Grid) -> None:
-    """Every connected worker must run the same experiment code as the driver: the same
-    version and the same canonical parameters, hence the same task ids, and the same code
-    loaded (``code_id``), which the driver stamps on every row. A long-lived worker (a
-    cluster at an address) keeps the modules it imported before an edit."""
-    expected = (grid.version, grid.canonical(0))
-    code = code_id(grid.experiment)
-    try:
-        # bounded: the watchdog does not run yet, and a scheduler that froze here (connection
-        # open, no answer) held the driver for good; longer than Dask's worker-ttl (5 min),
-        # after which the scheduler drops a frozen worker and the broadcast returns
-        answers = client.run(_warm_up, grid, on_error="return",
-                             callback_timeout=WARM_UP_TIMEOUT_S)
-    except TimeoutError:
-        raise RuntimeError(f"the warm-up got no answer within {WARM_UP_TIMEOUT_S:g} s: the "
-                           "scheduler (or a worker it still counts) does not respond; rerun "
-                           "when the cluster answers") from None
-    failed = {w: got for w, got in answers.items() if isinstance(got, BaseException)}
-    if failed:
-        # A worker lost during the warm-up (killed, retired, frozen until the scheduler's
-        # worker-ttl dropped it) failed the whole broadcast, and the sweep crashed at its start
-        # with other workers there to run it. Gone, it runs nothing; one that rejoins has its
-        # code checked with each batch. A worker still connected that failed is an error.
-        connected = set(client.nthreads(callback_timeout=THREADS_CALL_TIMEOUT_S))
-        for worker, exc in failed.items():
-            if worker in connected:
-                raise exc
-            log.warning("worker %s was lost during the warm-up (%s: %s); going on without it",
-                        worker, type(exc).__name__, exc)
-    for worker, got in answers.items():
-        if worker in failed:
-            continue
-        if len(got) < 3:  # an older engine on the worker
-            raise WorkerMismatch(f"worker {worker} runs an older version of this pipeline: "
-                                 "restart the workers so that they load the code on disk")
-        if tuple(got[:2]) != expected:
-            raise WorkerMismatch(
-                f"worker {worker} computes experiment '{grid.name}' differently (version "
-                f"{got[0]} vs {expected[0]} here, or other defaults): update the code there")
-        if got[2] != code:
-            raise WorkerMismatch(other_code_message(worker, got[2], code, grid.name))
-
-
-THREADS_CALL_TIMEOUT_S = 5.0  # bound on asking the scheduler for its thread count
-
-
-def _thread_counts(client, known: int = 1) -> tuple[int, int]:
-    """(threads to size batches for, threads of the workers connected now); ``known``, the
-    last count, if the scheduler does not answer."""
-    try:
-        # bounded: a frozen scheduler (its connection open, no answer) held the driver loop
-        # here for good, and no watchdog check ran again
-        joined = max(1, sum(client.nthreads(callback_timeout=THREADS_CALL_TIMEOUT_S).values()))
-    except Exception:
-        joined = max(1, known)
-    # 15a: an adaptive batch cluster grows to the work in flight: plan for all its threads
-    planned = getattr(getattr(client, "cluster", None), "pipeline_max_threads", 0)
-    return max(joined, planned), joined
-
-
-def _total_threads(client) -> int:
-    return _thread_counts(client)[0]
-
-
-_NOT_YET = object()
-RESULT_WAIT_S = 2.0
-
-
-def _fetch(fut):
-    """(result, None) for a finished batch, (None, exception) for one lost on the cluster, or
-    (_NOT_YET, None) if its result is not back within RESULT_WAIT_S: a result whose worker
-    died after finishing is recomputed, which must not block the loop (15b: the unbounded
-    fut.result() here hung the driver when no worker was left to recompute it)."""
-    from distributed import TimeoutError as DaskTimeout
-
-    if fut.status == "finished":
-        try:
-            result = fut.result(timeout=RESULT_WAIT_S)
-            if isinstance(result, PointsRun):
-                return result, None
-            # seen when its worker died during the fetch: run it again, as a lost batch
-            return None, RuntimeError(f"no result came back for {fut.key} (got {result!r})")
-        except (TimeoutError, DaskTimeout):
-            return _NOT_YET, None
-        except Exception as exc:  # recomputing it killed its workers too
-            return None, exc
-    if fut.status == "error":
-        try:
-            exc = fut.exception(timeout=RESULT_WAIT_S)
-        except Exception as err:
-            exc = err
-        return None, exc or RuntimeError(f"{fut.key} failed on the cluster")
-    if fut.status == "cancelled":
-        return None, RuntimeError(f"{fut.key} was cancelled on the cluster")
-    return _NOT_YET, None  # "pending" or "lost": its result went with a worker; recomputed
-
-
 def _split(chunk, pieces: int) -> list:
     """``chunk`` (a range or an index array) cut into at most ``pieces`` contiguous, non-empty
     parts of near-equal length."""
     n = len(chunk)
     bounds = [n * k // pieces for k in range(pieces + 1)]
     return [chunk[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
-STOP_REQUEST_TIMEOUT_S = 5.0  # bound on broadcasting a stop request to the workers
-
-
-def _ask_to_stop(client, keys: list) -> None:
-    """Ask the batches ``keys`` to stop after their current point, on every worker. Bounded:
-    ``Client.run`` waits for the broadcast's round trip, and an unreachable scheduler must not
-    hold the loop. A request lost costs time, never results. (``request_stop`` only marks a
-    set, so it runs in the worker's event loop: ``wait=False`` is for coroutines only, and a
-    plain function with it fails on every worker.)"""
-    try:
-        client.sync(client._run, request_stop, [str(key) for key in keys], wait=True,
-                    on_error="ignore", callback_timeout=STOP_REQUEST_TIMEOUT_S)
-    except Exception as exc:
-        log.debug("could not ask batches to stop early: %s", exc)
 
 
 def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
@@ -222,7 +95,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
         t_start = time.perf_counter()  # elapsed_s: the sweep proper, comparable across runs
         if not client.nthreads():
             log.info("no workers yet: batches wait in the scheduler until workers join")
-        queue_for_long_batches(client, _total_threads(client) / max_tasks_per_second)
+        queue_for_long_batches(client, total_threads(client) / max_tasks_per_second)
         sizer = BatchSizer(plan, max_tasks_per_second=max_tasks_per_second,
                            max_batch_seconds=max_batch_seconds,
                            min_batch_seconds=target_batch_seconds, fixed=fixed)
@@ -288,7 +161,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
         now = time.monotonic()
         if now - known_threads[1] >= 1.0:
-            total, joined = _thread_counts(client, known_threads[2])
+            total, joined = thread_counts(client, known_threads[2])
             known_threads[:] = [total, now, joined]
         return known_threads[0]
 
@@ -455,7 +328,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         if keys:
             log.info("tail: %d batches asked to stop early; their remaining points are re-split "
                      "over the idle threads", len(keys))
-            _ask_to_stop(client, keys)
+            ask_to_stop(client, keys)
 
     tail_flushed = False
     submit_more()
@@ -493,8 +366,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             if fut.key in results:
                 handle(fut, results[fut.key])
                 continue
-            result, lost = _fetch(fut)
-            if result is _NOT_YET:  # being recomputed: wait for it to finish again
+            result, lost = fetch_result(fut)
+            if result is NOT_YET:  # being recomputed: wait for it to finish again
                 if fut.status == "pending":
                     recomputing.pop(fut.key, None)
                     fut.add_done_callback(finished.put)
