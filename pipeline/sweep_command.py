@@ -35,6 +35,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     from pipeline.engine.runner import run_sweep
     from pipeline.engine.watchdog import (Watchdog, shutdown_started, termination_signals,
                                           watchdog_options)
+    from pipeline.engine.worker_calls import connected_threads
     from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
                                         experiment_dir, mark_dead_runs, new_run_id,
                                         update_manifest)
@@ -106,7 +107,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                 with connect(cluster_cfg, log, probe=False) as client:  # probed in validate()
                     record["cluster"] = {"kind": cluster_cfg.get("kind", "local"),
                                          "dashboard": client.dashboard_link,
-                                         "threads": sum(client.nthreads().values())}
+                                         "threads": connected_threads(client)}
                     runlog.info("cluster: %s", json.dumps(record["cluster"]))
                     bar = Progress(grid.name, int(plan.pending.size), options["progress"],
                                    heartbeat=heartbeat)

@@ -27,9 +27,10 @@ from pipeline.engine.provenance import code_id, other_code_message
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
-from pipeline.engine.watchdog import shutdown_started
-from pipeline.engine.worker_calls import (NOT_YET, ask_to_stop, check_workers, fetch_result,
-                                          thread_counts, total_threads)
+from pipeline.engine.watchdog import SweepAborted, shutdown_started
+from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
+                                          connected_threads, fetch_result, thread_counts,
+                                          total_threads)
 from pipeline.store.parquet import PartWriter
 
 log = logging.getLogger("pipeline")
@@ -93,7 +94,7 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
         check_workers(client, grid)  # also warms every worker up (imports, grid)
         stats.warmup_s = time.perf_counter() - t_start
         t_start = time.perf_counter()  # elapsed_s: the sweep proper, comparable across runs
-        if not client.nthreads():
+        if connected_threads(client) == 0:
             log.info("no workers yet: batches wait in the scheduler until workers join")
         queue_for_long_batches(client, total_threads(client) / max_tasks_per_second)
         sizer = BatchSizer(plan, max_tasks_per_second=max_tasks_per_second,
@@ -101,6 +102,8 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
                            min_batch_seconds=target_batch_seconds, fixed=fixed)
         try:
             _drive(grid, client, writer, plan, sizer, stats, bar, checks, task_timeout)
+        except SweepAborted:
+            raise  # a check named the cause already; asking again costs its probes
         except Exception:
             # a failure in the loop (the client closed under us, say) is reported by the
             # check that names its cause (SchedulerLost) when one fires
@@ -357,8 +360,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # Bounded: a result lost with its worker since is recomputed, and no worker may be
         # left to do it (the unbounded fetch hung the driver: issue 15).
         try:
-            results = dict(zip([f.key for f in ok], client.sync(
-                client._gather, ok, direct=direct, callback_timeout=GATHER_TIMEOUT_S))) \
+            results = dict(zip([f.key for f in ok], ask_scheduler(
+                client, client._gather, ok, direct=direct, timeout=GATHER_TIMEOUT_S))) \
                 if ok else {}
         except Exception:  # fetch one by one, each bounded
             results = {}

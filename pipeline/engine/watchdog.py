@@ -29,6 +29,7 @@ import time
 from typing import Callable, Iterator
 
 from pipeline.engine.progress import runlog
+from pipeline.engine.worker_calls import ask_scheduler, scheduler_silent_for
 
 log = logging.getLogger("pipeline")
 
@@ -134,8 +135,10 @@ class Watchdog:
     # ------------------------------------------------------------------ the check
     def check(self) -> None:
         now = self.clock()
-        self._check_scheduler(now)
+        # the probe first: a silence another call of the driver met (a gather, say) is
+        # confirmed or cleared by it before it can count as a lost scheduler
         workers = self._current_workers()
+        self._check_scheduler(now)
         if workers is not None:
             self._log_membership(workers)
             if workers:
@@ -158,14 +161,16 @@ class Watchdog:
 
     def _check_scheduler(self, now: float) -> None:
         status = str(getattr(self.client, "status", "running"))
-        silent = self.unanswered_since
-        if status == "running" and silent is not None and now - silent > self.scheduler_timeout:
+        silent = [now - self.unanswered_since] if self.unanswered_since is not None else []
+        if self.unanswered_since is not None:  # the probe just met it too
+            silent.append(scheduler_silent_for(self.client) or 0.0)
+        if status == "running" and silent and max(silent) > self.scheduler_timeout:
             # A frozen scheduler (its connection open, no answer) leaves the client "running":
             # counted on status alone, it was never lost, and the sweep waited for
             # no_progress_timeout (an hour) instead of scheduler_timeout.
             raise SchedulerLost(
                 f"lost the Dask scheduler {self._scheduler_address()} (no answer for "
-                f"{now - silent:.0f} s); the sweep cannot go on")
+                f"{max(silent):.0f} s); the sweep cannot go on")
         if status == "running":
             self.scheduler_ok_at = now
             return
@@ -198,12 +203,13 @@ class Watchdog:
                 return set(list(scheduler.workers))
             except RuntimeError:  # changed while we read it
                 return None
+        asked = self.clock()
         try:
-            workers = set(self.client.sync(self.client.scheduler.ncores,
-                                           callback_timeout=SCHEDULER_CALL_TIMEOUT))
+            workers = set(ask_scheduler(self.client, self.client.scheduler.ncores,
+                                        timeout=SCHEDULER_CALL_TIMEOUT))
         except Exception:
             if self.unanswered_since is None:
-                self.unanswered_since = self.clock()
+                self.unanswered_since = asked
             return None
         self.unanswered_since = None
         return workers

@@ -6,12 +6,40 @@ dead worker costs the driver loop seconds, never a hang (issue 15)."""
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 
 from pipeline.engine.batch import PointsRun, request_stop, settle_worker_process
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, other_code_message
 
 log = logging.getLogger("pipeline")
+
+# client -> time.monotonic() when a bounded call began that the scheduler never answered
+_silent_since: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def ask_scheduler(client, method, *args, timeout: float, **kwargs):
+    """``client.sync(method, *args, **kwargs)`` bounded by ``timeout`` s. A call the scheduler
+    leaves unanswered is remembered (:func:`scheduler_silent_for`) and one it answers clears
+    that, so the watchdog counts the silence from the first call that met it, whichever part
+    of the driver made it: counted from its own probes only, a frozen scheduler behind a 30 s
+    gather took 95 s to report with ``scheduler_timeout=10``."""
+    started = time.monotonic()
+    try:
+        result = client.sync(method, *args, callback_timeout=timeout, **kwargs)
+    except TimeoutError:
+        _silent_since.setdefault(client, started)
+        raise
+    _silent_since.pop(client, None)
+    return result
+
+
+def scheduler_silent_for(client) -> float | None:
+    """Seconds since the first bounded call the scheduler has not answered, or None if the
+    last one was answered."""
+    since = _silent_since.get(client)
+    return None if since is None else time.monotonic() - since
 
 
 def _warm_up(grid: Grid) -> tuple[int, str, str]:
@@ -75,15 +103,26 @@ def check_workers(client, grid: Grid) -> None:
 THREADS_CALL_TIMEOUT_S = 5.0  # bound on asking the scheduler for its thread count
 
 
+def connected_threads(client) -> int | None:
+    """Threads of the workers connected now, or None if the scheduler does not answer.
+
+    Bounded: a frozen scheduler (its connection open, no answer) held the driver loop here
+    for good, and no watchdog check ran again. Not asked while the scheduler is silent: each
+    call would hold the loop for the whole bound (the watchdog's probe asks)."""
+    if scheduler_silent_for(client) is not None:
+        return None
+    try:
+        return sum(ask_scheduler(client, client.scheduler.ncores,
+                                 timeout=THREADS_CALL_TIMEOUT_S).values())
+    except Exception:
+        return None
+
+
 def thread_counts(client, known: int = 1) -> tuple[int, int]:
     """(threads to size batches for, threads of the workers connected now); ``known``, the
     last count, if the scheduler does not answer."""
-    try:
-        # bounded: a frozen scheduler (its connection open, no answer) held the driver loop
-        # here for good, and no watchdog check ran again
-        joined = max(1, sum(client.nthreads(callback_timeout=THREADS_CALL_TIMEOUT_S).values()))
-    except Exception:
-        joined = max(1, known)
+    connected = connected_threads(client)
+    joined = max(1, known if connected is None else connected)
     # 15a: an adaptive batch cluster grows to the work in flight: plan for all its threads
     planned = getattr(getattr(client, "cluster", None), "pipeline_max_threads", 0)
     return max(joined, planned), joined
@@ -136,7 +175,7 @@ def ask_to_stop(client, keys: list) -> None:
     set, so it runs in the worker's event loop: ``wait=False`` is for coroutines only, and a
     plain function with it fails on every worker.)"""
     try:
-        client.sync(client._run, request_stop, [str(key) for key in keys], wait=True,
-                    on_error="ignore", callback_timeout=STOP_REQUEST_TIMEOUT_S)
+        ask_scheduler(client, client._run, request_stop, [str(key) for key in keys], wait=True,
+                      on_error="ignore", timeout=STOP_REQUEST_TIMEOUT_S)
     except Exception as exc:
         log.debug("could not ask batches to stop early: %s", exc)
