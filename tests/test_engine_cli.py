@@ -124,6 +124,29 @@ def test_dry_run_of_ten_million_points(tmp_path):
     assert not (tmp_path / "calibration").exists()
 
 
+@pytest.mark.parametrize("nan_arg,grid_cfg,params", [
+    ("params.scale=nan", {"x": {"range": [0, 20]}}, {"work_us": 0.0, "scale": float("nan")}),
+    ("grid.scale=[1.0,nan]", {"x": {"range": [0, 10]}, "scale": [1.0, float("nan")]},
+     {"work_us": 0.0})])
+def test_a_nan_parameter_is_counted_done_on_rerun(tmp_path, nan_arg, grid_cfg, params):
+    """A fixed NaN (params.scale=nan) matched no stored row (NaN != NaN), so a rerun of the
+    complete sweep said '0 already done, 20 to run' (and 'ran 0 tasks', '0 tasks ok'), as did
+    the dry run. The NaN point's task id is the same on every run."""
+    common = ["experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=1",
+              "grid.x={range:[0,%d]}" % grid_cfg["x"]["range"][1], "params.work_us=0", nan_arg,
+              *FAST]
+    first = run_cli(*common, check_code=0)
+    assert "20 tasks in grid, 0 already done, 20 to run" in first.stderr
+    dry = run_cli(*common, "dry_run=true", check_code=0)
+    assert "already done:  20 ok, 0 failed" in dry.stdout and "to run:        0" in dry.stdout
+    second = run_cli(*common, check_code=0)
+    assert "20 tasks in grid, 20 already done, 0 to run" in second.stderr
+    assert "20 tasks ok" in second.stdout
+    raw = pd.read_parquet(tmp_path / "calibration")
+    assert len(raw) == 20 and set(raw.task_id) == expected_ids(grid_cfg, params)
+    assert raw.scale.isna().sum() == (20 if nan_arg.startswith("params") else 10)
+
+
 def _parts(path):
     return sorted(Path(path).glob("part-*.parquet"))
 

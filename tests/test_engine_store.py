@@ -352,6 +352,27 @@ def test_stale_points_are_matched_by_value_without_hashing_the_grid(tmp_path, mo
     assert len(hashed) < 10**5  # one chunk of the lazy scan, not the grid
 
 
+def test_stale_points_and_counts_of_a_fixed_nan_parameter(tmp_path):
+    """A fixed NaN matched no stored row (NaN != NaN; the store writes it as null): its
+    points were never counted done, nor found stale after a code change."""
+    from pipeline.engine.provenance import provenance_stamp, stale_points
+    from pipeline.engine.resume import count_done
+
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": {"range": [0, 6]}}, {"work_us": 0.0, "scale": float("nan")})
+    other = Grid(exp, {"x": {"range": [0, 6]}}, {"work_us": 0.0})  # scale 1.0: not this grid's
+    folder = tmp_path / "calibration"
+    for g, run_id in ((grid, "20260101T000000Z-aaaaaa"), (other, "20260101T000000Z-bbbbbb")):
+        marks = provenance_stamp(exp, run_id)
+        marks["code_id"] = ("old-code", marks["code_id"][1])
+        PartWriter(folder, run_id, stamp=marks).write(run_batch(g, [0, 1, 4])[0])
+    assert count_done(grid, folder) == (3, 0)
+    assert sorted(plan_sweep(grid, folder).pending) == [2, 3, 5]
+    ids, codes = stale_points(grid, folder, "new-code")
+    assert ids.tolist() == sorted(int(grid.task_id(i)[:16], 16) for i in (0, 1, 4))
+    assert codes == ["old-code"]
+
+
 def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(tmp_path, monkeypatch):
     """The manifest is written to a temp file and renamed over: on a full disk the write
     failed half way and left an empty '._manifest.json.PID.tmp' behind, which nothing

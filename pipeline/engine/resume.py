@@ -105,6 +105,10 @@ def grid_rows(grid: Grid, path, extra: tuple[str, ...] = ()):
             mask &= (canon(name) == _fragment(value)).to_numpy()
         elif value is None:
             mask &= df[name].isna().to_numpy()
+        elif isinstance(value, float) and value != value:
+            # NaN != NaN: a fixed NaN matched no stored row, so its points were never counted
+            # done (a rerun said 'N to run'). The store writes a NaN as null, read back as NaN
+            mask &= df[name].isna().to_numpy()
         else:
             mask &= (df[name] == value).fillna(False).to_numpy(dtype=bool)
     for axis in grid.axes:
