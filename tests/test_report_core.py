@@ -364,3 +364,21 @@ def test_bayes_reports_keep_each_repeats_apart(tmp_path):
                 {"n_total": 200})
     figures = _report_figures(tmp_path / "regression", grid)
     assert {"mse_vs_b_repeats2", "mse_vs_b_repeats4"} <= set(figures)
+
+
+def test_low_influence_examples_5_6_keeps_each_swept_parameter_apart(tmp_path):
+    """An optimise sweep over eps_eval too: each (eps, delta) is one table row and one point
+    of a curve per setting. The table and figure cut by delta only, so each eps came twice
+    in the table, identical in every column shown, and each curve revisited every utility."""
+    grid = Grid(get_experiment("low_influence"), {"eps": [0.5, 1.0, 2.0], "eps_eval": [0.0, 1.0]},
+                {"mode": "optimise", "graph": "K2", "delta": 0.0})
+    figures = _report_figures(tmp_path, grid)
+    assert set(figures) == {"tradeoff_examples_5_6"}
+    _assert_one_point_per_x(figures)
+    fig, _ = figures["tradeoff_examples_5_6"]
+    labels = [line.get_label() for line in fig.axes[0].get_lines()][:-1]  # last: the bound
+    assert len(labels) == 4 and sum("eps_eval=1" in s for s in labels) == 2
+    shown = pd.read_csv(tmp_path / "examples_5_6.csv")
+    assert len(shown) == 6 and not shown[["eps", "delta", "eps_eval"]].duplicated().any()
+    assert list(shown["eps_eval"]) == [0.0] * 3 + [1.0] * 3
+    assert list(shown["eps"]) == [0.5, 1.0, 2.0] * 2

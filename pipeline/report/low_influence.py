@@ -13,6 +13,7 @@ import pandas as pd
 
 from matplotlib.lines import Line2D
 
+from pipeline.experiments.low_influence import PARAMS as LI_PARAMS
 from pipeline.report.core import ok_rows, report_for
 from pipeline.report.style import (MARKERS, MAX_CURVES, chunks, curve_style, legend_outside,
                                    panel_legend)
@@ -45,10 +46,16 @@ def examples_5_6(df, out):
     d = ok_rows(df)
     if "mode" not in d:
         return
-    opt = d[d["mode"] == "optimise"].sort_values(["delta", "eps"])
+    opt = d[d["mode"] == "optimise"]
     if opt.empty:
         return
-    table = opt[["eps", "delta", "utility", "utility_closed_form", "utility_independent_lp",
+    # the other parameters a sweep may vary: optimise reads eps_eval (delta_at_eps, vdp_delta)
+    # and ignores the rest, but each value is a task of its own, so each (eps, delta) came
+    # once per value: repeated table rows, and a curve through every setting
+    swept = [p.name for p in LI_PARAMS if p.name not in ("mode", "eps", "delta")
+             and p.name in opt and opt[p.name].nunique(dropna=False) > 1]
+    opt = opt.sort_values(["delta", *swept, "eps"])
+    table = opt[["eps", "delta", *swept, "utility", "utility_closed_form", "utility_independent_lp",
                  "influence_independent", "influence_independent_dense", "influence_independent_lp",
                  "influence_joint", "influence_joint_closed_form", "nontrivial"]].copy()
     table["joint_lp_minus_closed_form"] = table["influence_joint"] - table["influence_joint_closed_form"]
@@ -56,18 +63,22 @@ def examples_5_6(df, out):
               caption="Seed 003 Examples 5 and 6 on K₂: utility by LP (= closed form), influence of the "
                       "independent optimum (closed form, dense search, LP) and of the joint optimum "
                       "(two-stage LP vs closed form).")
-    # two curves per delta (independent, joint) in each panel: MAX_CURVES // 2 deltas a
-    # figure, further deltas in further figures
-    for part, deltas in enumerate(chunks(sorted(opt["delta"].unique()), MAX_CURVES // 2)):
+    # two curves per setting (delta and any swept parameter; independent, joint) in each
+    # panel: MAX_CURVES // 2 settings a figure, further settings in further figures
+    keys = ["delta", *swept]
+    settings = list(dict.fromkeys(zip(*(opt[k] for k in keys))))
+    for part, group in enumerate(chunks(settings, MAX_CURVES // 2)):
         fig, axes = out.new_figure(ncols=2, aspect=0.85)
         ax1, ax2 = np.asarray(axes).ravel()
         n = 0
-        for delta in deltas:
-            grp = opt[opt["delta"] == delta]
+        for setting in group:
+            grp = opt[np.logical_and.reduce([opt[k] == v for k, v in zip(keys, setting)])]
+            others = "".join(f", {k}={v:g}" if isinstance(v, float) else f", {k}={v}"
+                             for k, v in zip(swept, setting[1:]))
             for col, name in (("influence_independent", "independent"),
                               ("influence_joint", "joint (LP)")):
                 style = curve_style(n)
-                label = rf"{name}, $\delta={delta:g}$"
+                label = rf"{name}, $\delta={setting[0]:g}${others}"
                 ax1.plot(grp["utility"], grp[col], label=label, **style)
                 ax2.plot(grp["eps"], grp[col], **style)
                 n += 1
