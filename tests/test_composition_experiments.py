@@ -237,3 +237,43 @@ def test_eps_below_minimum_is_rejected(name, params):
     get_experiment(name).resolve(**{**params, **{k: ([0.1, ec.EPS_MIN] if isinstance(v, list)
                                                      else ec.EPS_MIN) for k, v in params.items()
                                                  if k != "eps_source"}})
+
+
+@pytest.mark.parametrize("source,eps_min,eps_max,eta", [
+    ("uniform", 0.01, 1.0, 0.001), ("geometric", 0.1, 2.0, 0.002), ("uniform", 0.05, 0.5, 0.01)])
+def test_hetero_lattice_limit_by_bisection_matches_each_point(source, eps_min, eps_max, eta):
+    """The lattice-cost check finds the first k over LATTICE_MAX_WORK once per setting and
+    compares k with it: it must agree with the work computed point by point (brute force)
+    around that k and far from it, and reject with the exact work in its message."""
+    setting = dict(eps_source=source, eps_list=[], eps_min=eps_min, eps_max=eps_max, eta=eta,
+                   delta_target=1e-6)
+    first = ec._first_k_over_work_limit(source, eps_min, eps_max, eta, 1e-6)
+    ks = [1, 50, 1000, ec.HETERO_K_MAX, *range(max(1, first - 40), min(ec.HETERO_K_MAX, first + 40))]
+    for k in ks:
+        over = ec._lattice_work({**setting, "k": k}) > ec.LATTICE_MAX_WORK
+        message = ec._check_lattice({**setting, "k": k})
+        assert (message is not None) == over == (k >= first), k
+    if first <= ec.HETERO_K_MAX:  # the first two settings: a limit inside the domain
+        assert 1000 < first < ec.HETERO_K_MAX
+        work = ec._lattice_work({**setting, "k": first})
+        assert f"~{work:.2g} operations" in ec._check_lattice({**setting, "k": first})
+
+
+def test_hetero_validation_of_a_long_k_axis_costs_a_bisection_per_setting(monkeypatch):
+    """k = 1..10^5 x 3 eps_min: point by point, each check built arrays of k values, and the
+    validation ran for minutes before the sweep could start. Now the work is computed about
+    log2(10^5) times per setting (counted, not timed), and a k over the limit still fails."""
+    from pipeline.engine.grid import Grid
+
+    ec._first_k_over_work_limit.cache_clear()
+    calls = []
+    real = ec._lattice_work
+    monkeypatch.setattr(ec, "_lattice_work", lambda p: calls.append(p["k"]) or real(p))
+    exp = get_experiment("composition_hetero")
+    grid = Grid(exp, {"k": {"range": [1, 100_001]}, "eps_min": [0.1, 0.2, 0.3]},
+                {"eps_source": "uniform", "pld": False})
+    assert grid.total == 300_000
+    assert len(calls) <= 3 * 18
+    with pytest.raises(ParamError, match=r"lattice bounds would cost .* \(at eps_source='uniform'"):
+        Grid(exp, {"k": {"range": [1, 100_001]}, "eps_min": [0.01, 0.1]},
+             {"eps_source": "uniform", "pld": False, "eta": 0.001, "eps_max": 1.0})

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -174,14 +175,40 @@ def _representative_eps(p: dict) -> np.ndarray:
     return np.linspace(lo, hi, k)
 
 
-def _check_lattice(p: dict) -> str | None:
+def _lattice_work(p: dict) -> float:
+    """Operations of the lattice bounds of point ``p`` (0 where the plain DP is used)."""
     eps_values = _representative_eps(p)
     if eps_values.size == 0:
-        return None
+        return 0.0
     units = kc._grid_units(eps_values, p["eta"], True)
     if eps_values.size * int(units.sum()) <= kc.LATTICE_DP_MAX_WORK:
-        return None
-    work = kc.hetero_grouped_work(units, math.log(p["delta_target"]))
+        return 0.0
+    return kc.hetero_grouped_work(units, math.log(p["delta_target"]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_k_over_work_limit(source: str, eps_min: float, eps_max: float, eta: float,
+                             delta_target: float) -> int:
+    """The least k whose lattice bounds cost more than LATTICE_MAX_WORK (HETERO_K_MAX + 1 if
+    none), by bisection: the work grows with k. Each check costs O(k), so a sweep over
+    k = 1..10^5 took minutes of validation checked point by point."""
+    p = {"eps_source": source, "eps_min": eps_min, "eps_max": eps_max, "eta": eta,
+         "delta_target": delta_target}
+    lo, hi = 1, HETERO_K_MAX + 1  # the answer lies in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _lattice_work({**p, "k": mid}) > LATTICE_MAX_WORK:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _check_lattice(p: dict) -> str | None:
+    if p["eps_source"] != "list" and p["k"] < _first_k_over_work_limit(
+            p["eps_source"], p["eps_min"], p["eps_max"], p["eta"], p["delta_target"]):
+        return None  # below the first k over the limit (the rejection itself is exact)
+    work = _lattice_work(p)
     if work > LATTICE_MAX_WORK:
         return (f"the lattice bounds would cost ~{work:.2g} operations > {LATTICE_MAX_WORK:.0e} "
                 f"(grows like k^1.5 / eta^2): use fewer steps k, a smaller eps_max or a larger eta")
