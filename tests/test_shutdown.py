@@ -410,3 +410,41 @@ def test_a_scheduler_frozen_during_the_warm_up_is_not_waited_for(tmp_path, sched
     assert message in err
     run = read_manifest(tmp_path / "calibration")["runs"][-1]
     assert run["status"] == "crashed" and error in run["error"]
+
+
+# --------------------------------------------------------------------------- cluster start
+CTRL_C_AT_WORKER_START_DRIVER = """
+import os, signal, sys
+sys.path.insert(0, ROOT)
+import distributed.nanny as nanny
+
+real = nanny.Nanny.start_unsafe
+
+
+async def start_unsafe(self):  # Ctrl-C as the LocalCluster's workers start
+    os.kill(os.getpid(), signal.SIGINT)
+    return await real(self)
+
+
+if __name__ == "__main__":
+    nanny.Nanny.start_unsafe = start_unsafe
+    from pipeline.cli import main
+    sys.exit(main())
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_the_local_cluster_starts_leaves_no_traceback(tmp_path):
+    """Interrupted while its workers started, the half-built LocalCluster was left to Dask's
+    exit handler, which failed on a worker still in Status.init: an AssertionError traceback
+    (and the nannies' "failed to start" ones) after the clean "interrupted" message."""
+    script = tmp_path / "ctrl_c_driver.py"
+    script.write_text(CTRL_C_AT_WORKER_START_DRIVER.replace("ROOT", repr(str(ROOT)), 1))
+    driver = subprocess.run(
+        [PY, str(script), "experiment=calibration", "grid.x={range:[0,100]}",
+         f"results_dir={tmp_path}", "progress=false"],
+        cwd=ROOT, capture_output=True, text=True, timeout=100)
+    assert driver.returncode == 130, driver.stderr
+    assert "interrupted (SIGINT): 0 part file(s) kept" in driver.stderr
+    assert "Traceback" not in driver.stderr + driver.stdout, driver.stderr
+    assert read_manifest(tmp_path / "calibration")["runs"][-1]["status"] == "interrupted"

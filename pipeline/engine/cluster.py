@@ -679,6 +679,28 @@ def _bounded(what: str, fn: Callable[[], Any], seconds: float) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _closed_if_half_built():
+    """Close a cluster whose construction was cut short (Ctrl-C, SIGTERM while its workers
+    start). Dask's exit handler closed it otherwise, and failed with ``AssertionError:
+    Status.init`` on a worker that had not started: a traceback after the sweep's own clean
+    "interrupted" message. Closed here within a bound, then marked closed for that handler."""
+    from distributed.core import Status
+    from distributed.deploy.spec import SpecCluster
+
+    before = set(SpecCluster._instances)
+    try:
+        yield
+    except BaseException:
+        for cluster in set(SpecCluster._instances) - before:
+            _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
+                     CLOSE_TIMEOUT_S + 5)
+            cluster.status = Status.closed
+        # the nanny starts this close cut short end in "Task exception was never retrieved"
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        raise
+
+
 def check_scheduler(cfg: Mapping[str, Any]) -> None:
     """``cluster=address``: check, within ``cluster.timeout``, that the peer at
     ``cluster.address`` answers as a Dask scheduler (the TLS handshake included). Raises
@@ -734,7 +756,8 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
     else:
         n_workers = cfg.get("n_workers") or os.cpu_count() or 1
         profile = bool(_get(cfg, "worker_profile", False))
-        with dask.config.set({**SCHEDULER_CONFIG, "distributed.worker.profile.enabled": profile}):
+        with dask.config.set({**SCHEDULER_CONFIG, "distributed.worker.profile.enabled": profile}), \
+                _closed_if_half_built():
             cluster = LocalCluster(
                 n_workers=int(n_workers),
                 threads_per_worker=int(_get(cfg, "threads_per_worker", 1)),
