@@ -133,6 +133,39 @@ def test_status_shows_the_rate_of_slow_points(tmp_path):
     assert "failed, 0.00028 tasks/s, ETA" in text and "failed, 1,234 tasks/s, ETA" in text
 
 
+@pytest.mark.timeout(240)
+def test_status_counts_the_current_version_as_a_resume_does(tmp_path):
+    """A folder holding rows of an older experiment version (kept by design, other task ids):
+    status added them to its stored counts ('13 ok, 3 failed' where a resume of the current
+    version counts 6 done and runs the rest). It counts the version a resume would and lists
+    the others apart."""
+    import dataclasses
+
+    from pipeline.engine.batch import run_batch
+    from pipeline.engine.grid import Grid
+    from pipeline.experiments.base import get_experiment
+    from pipeline.store.parquet import PartWriter
+
+    exp = get_experiment("calibration")
+    old = dataclasses.replace(exp, version=exp.version - 1)
+    folder = tmp_path / "calibration"
+    PartWriter(folder, "20260101T000000Z-aaaaaa").write(  # 7 ok, 3 failed (x = 0, 4, 8)
+        run_batch(Grid(old, {"x": {"range": [0, 10]}}, {"work_us": 0.0, "fail_every": 4}),
+                  range(10))[0])
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,6]}", "params.work_us=0",
+                   "cluster.n_workers=1", f"results_dir={tmp_path}", *FAST)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dry = run_cli("experiment=calibration", "grid.x={range:[0,10]}", "params.work_us=0",
+                  f"results_dir={tmp_path}", "dry_run=true", timeout=120)
+    assert "already done:  6 ok, 0 failed" in dry.stdout and "to run:        4" in dry.stdout
+    out = status(tmp_path, "calibration")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"calibration: 6 ok, 0 failed stored (version {exp.version})", out.stdout
+    assert lines[1] == (f"  other versions (not counted above, nor by a sweep): version "
+                        f"{old.version}: 7 ok, 3 failed"), out.stdout
+
+
 # --------------------------------------------------------------------------- progress and logs
 def test_progress_lines_heartbeat_and_run_log(tmp_path):
     from pipeline.engine.progress import Progress, run_log, runlog
