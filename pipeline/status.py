@@ -1,12 +1,14 @@
 """``python -m pipeline status [RESULTS_DIR [NAME]]``: the state of every experiment folder.
 
-Per experiment: tasks stored ok and failed, and the last run's state; for a running sweep also
+Per experiment: tasks stored ok and failed of the version a sweep resumes (other versions'
+on a line of their own), and the last run's state; for a running sweep also
 done/total, rate, ETA, failures and the first error, the dashboard link, host and pid, read from
 the manifest that the driver rewrites atomically every few seconds (so this works from another
 process, or another machine on the shared filesystem). A run left ``running`` by a driver that
 died is marked ``killed`` (same host, pid gone) or ``stale`` (heartbeat too old) here.
 
-Cheap on a big store: only the ``task_id`` and ``status`` columns of the part files are read.
+Cheap on a big store: only the ``task_id``, ``status`` and ``experiment_version`` columns of
+the part files are read.
 Exit 0; 2 bad arguments; 4 a folder has a damaged or foreign part file (its line names the
 file and ``verify --repair``; the other folders are still listed).
 """
@@ -21,12 +23,20 @@ from pathlib import Path
 USAGE = "usage: python -m pipeline status [RESULTS_DIR [NAME]]"
 
 
-def stored_counts(path) -> tuple[int, int]:
-    """(tasks stored ok, tasks stored only as failed), from the task_id/status columns."""
-    from pipeline.store.parquet import stored_ids
+def stored_counts(path) -> tuple[int | None, tuple[int, int], dict[int, tuple[int, int]]]:
+    """(version, its (tasks stored ok, tasks stored only as failed), the other versions'
+    counts), from the task_id/status/experiment_version columns. The version is the
+    registered experiment's, the one a sweep resumes (task ids hash it, so rows of other
+    versions are never its done tasks); for a folder of no registered experiment, the newest
+    stored (None if nothing is stored)."""
+    from pipeline.store.integrity import folder_experiment
+    from pipeline.store.parquet import stored_counts_by_version
 
-    ok, failed = stored_ids(path)
-    return int(ok.size), int(failed.size)
+    counts = stored_counts_by_version(path)
+    experiment = folder_experiment(path)
+    version = experiment.version if experiment is not None else max(counts, default=None)
+    others = {v: c for v, c in sorted(counts.items()) if v != version}
+    return version, counts.get(version, (0, 0)), others
 
 
 def _hms(seconds) -> str:
@@ -91,8 +101,12 @@ def describe(path: Path) -> list[str]:
         except (StoreLocked, OSError):  # a sweep writes, or a folder we may only read
             pass
     try:
-        ok, failed = stored_counts(path)
-        lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"]
+        version, (ok, failed), others = stored_counts(path)
+        lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"
+                 + (f" (version {version})" if version is not None else "")]
+        if others:
+            lines.append("  other versions (not counted above, nor by a sweep): " + "; ".join(
+                f"version {v}: {o:,} ok, {f:,} failed" for v, (o, f) in others.items()))
     except BadPartFile as exc:  # the run state below is still worth showing; main() exits 4
         lines = [f"{path.name}: stored counts unknown: part file {exc.path.name} {exc.problem} "
                  f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"]

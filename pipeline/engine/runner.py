@@ -368,6 +368,14 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         for fut in done:
             if fut.key in results:
                 handle(fut, results[fut.key])
+        # A worker's timeout report comes on the one ordered stream before its batch's result
+        # or its loss with the worker, so it is here by now: drained before the losses, a
+        # hung batch is stored as timed out, not lost; after the results, a late point that
+        # finished gets its warning. The wake alone missed them when they came in one wait
+        # (the last batch had no wake after it).
+        handle_timeouts()
+        for fut in done:
+            if fut.key in results or fut.key not in in_flight:  # handled, or cancelled just now
                 continue
             result, lost = fetch_result(fut)
             if result is NOT_YET:  # being recomputed: wait for it to finish again

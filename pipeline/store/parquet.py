@@ -340,6 +340,30 @@ def _stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     return ok, np.setdiff1d(failed, ok, assume_unique=True)
 
 
+def stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, int]]:
+    """Per experiment version: (tasks stored ok, tasks stored only as failed), counted as
+    :func:`stored_ids` counts them. Ids hash the version, so a resume counts those of its
+    own version only."""
+    return _again_if_swapped(lambda: _stored_counts_by_version(path))
+
+
+def _stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, int]]:
+    files = part_files(path)
+    if not files:
+        return {}
+    checked_schemas(path, files)
+    table = read_parts(files, columns=["task_id", "status", "experiment_version"])
+    counts = {}
+    for version in pc.unique(table["experiment_version"]).to_pylist():
+        rows = table.filter(pc.equal(table["experiment_version"], version))
+        ok_mask = pc.equal(rows["status"], "ok")
+        ok = np.unique(id_prefixes(rows.filter(ok_mask)["task_id"]))
+        failed = np.unique(id_prefixes(rows.filter(pc.invert(ok_mask))["task_id"]))
+        counts[int(version)] = (int(ok.size),
+                                int(np.setdiff1d(failed, ok, assume_unique=True).size))
+    return counts
+
+
 def checked_schemas(path: str | os.PathLike, files: list[Path] | None = None) -> list:
     """The schemas of the folder's part files (footers only, cheap). A damaged footer raises
     :class:`~pipeline.store.integrity.BadPartFile`; a ``part-*.parquet`` file that ``verify``
