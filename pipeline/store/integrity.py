@@ -76,7 +76,7 @@ def record_part(folder: str | os.PathLike, name: str, written: str | os.PathLike
     line = json.dumps(entry, separators=(",", ":")) + "\n"
     index = Path(folder) / PART_INDEX
     with _INDEX_LOCK:
-        fd = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # umask decides
         try:
             if os.fstat(fd).st_size and _last_byte(index) != b"\n":
                 line = "\n" + line  # the previous append was torn by a kill: start afresh
