@@ -10,20 +10,23 @@ def dry_run(grid, options: dict) -> int:
     from pipeline.engine.cluster import dry_run_text
     from pipeline.engine.grid import describe_axes, fixed_summary
     from pipeline.engine.resume import count_done
-    from pipeline.store.parquet import checked_schemas, experiment_dir
+    from pipeline.engine.provenance import code_id, stale_points
+    from pipeline.store.parquet import _again_if_swapped, checked_schemas, experiment_dir
 
     path = experiment_dir(options["results_dir"], grid.name)
-    checked_schemas(path)  # a damaged footer or a foreign part file: exit 4, naming it
-    done_ok, done_failed = count_done(grid, path)
+
+    def read_store():
+        checked_schemas(path)  # a damaged footer or a foreign part file: exit 4, naming it
+        return (*count_done(grid, path), stale_points(grid, path, code_id(grid.experiment))[0].size)
+
+    # no lock: a compaction may swap the files meanwhile (read the current set again)
+    done_ok, done_failed, stale = _again_if_swapped(read_store)
     to_run = grid.total - done_ok - (0 if options["retry_failed"] else done_failed)
     print(f"experiment {grid.name} (version {grid.version}) -> {path}")
     print(f"tasks in grid: {grid.total:,}")
     print(f"already done:  {done_ok:,} ok, {done_failed:,} failed ("
           f"{'re-run: retry_failed=true' if options['retry_failed'] else 'skipped'})")
     print(f"to run:        {to_run:,}")
-    from pipeline.engine.provenance import code_id, stale_points
-
-    stale = stale_points(grid, path, code_id(grid.experiment))[0].size
     if stale:
         fate = ("re-run: rerun_changed=true" if options["rerun_changed"]
                 else "kept; rerun_changed=true re-runs them")

@@ -396,3 +396,34 @@ def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(tmp_path, monkeypat
     monkeypatch.undo()
     assert read_manifest(tmp_path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["_manifest.json"]
+
+
+def test_stale_points_judge_each_task_by_its_latest_attempt_as_load_does(tmp_path):
+    """Code A computed the points, an edit (code B) recomputed two of them with
+    rerun_changed=true, then the edit was reverted (code A again). load returns B's rows for
+    those two (each task's latest attempt), but the stale check counted a task current as
+    soon as any of its ok rows had the current code_id: it found nothing to warn about or
+    rerun. A compaction keeps only the latest attempts, and then the same check found both:
+    resume differed before and after the compaction."""
+    from pipeline.engine.provenance import provenance_stamp, stale_points
+    from pipeline.store.compaction import compact
+
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": {"range": [0, 6]}}, {"work_us": 0.0})
+    folder = tmp_path / "calibration"
+
+    def write(indices, run_id, code):
+        marks = provenance_stamp(exp, run_id)
+        marks["code_id"] = (code, marks["code_id"][1])
+        PartWriter(folder, run_id, stamp=marks).write(run_batch(grid, indices)[0])
+
+    write(range(6), "20260101T000000Z-aaaaaa", "code-a")
+    write([1, 4], "20260102T000000Z-bbbbbb", "code-b")  # recomputed later, by code B
+    latest = load(tmp_path, "calibration")
+    assert sorted(latest.loc[latest.code_id == "code-b", "x"]) == [1, 4]
+    want = sorted(int(grid.task_id(i)[:16], 16) for i in (1, 4))
+    ids, codes = stale_points(grid, folder, "code-a")  # code A is current again
+    assert ids.tolist() == want and codes == ["code-b"]
+    assert compact(folder).rewritten
+    ids, codes = stale_points(grid, folder, "code-a")
+    assert ids.tolist() == want and codes == ["code-b"]

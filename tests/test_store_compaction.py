@@ -324,3 +324,51 @@ def test_a_selection_by_run_is_the_same_before_and_after_compaction(tmp_path):
     assert compact(folder, target_rows=2000).rewritten
     for run, s in picks.items():
         pd.testing.assert_frame_equal(_sorted(select(tmp_path, "calibration", s)), before[run])
+
+
+@pytest.mark.parametrize("reader", ["dry_run", "summary"])
+def test_the_dry_run_and_the_closing_summary_beside_a_compaction_read_the_new_set(
+        tmp_path, monkeypatch, capsys, reader):
+    """load, status and report re-read the current set when a compaction swapped the files
+    away under them (test above), but the dry run (no lock) and the sweep's closing summary
+    (printed after the lock is released) did not: the dry run called a healthy folder's
+    removed part 'unreadable', exit 4, and advised verify --repair; the summary died with a
+    FileNotFoundError traceback after a sweep that had finished. Replayed exactly: the
+    compaction runs between the listing and the reading."""
+    import gc
+
+    from pipeline.report import summary
+    from pipeline.store import parquet
+
+    grid = _store(tmp_path)
+    gc.collect()
+    folder = tmp_path / "calibration"
+    swapped = []
+
+    def list_then_compact(real):
+        def listing(path):
+            files = real(path)
+            if not swapped:  # once (compact lists the files too)
+                swapped.append(None)
+                swapped[0] = compact(folder, target_rows=2000)
+            return files
+        return listing
+
+    monkeypatch.setattr(parquet, "part_files", list_then_compact(parquet.part_files))
+    monkeypatch.setattr(summary, "part_files", list_then_compact(summary.part_files))
+    if reader == "summary":
+        table = summary.summary_table(folder, grid.experiment)
+        assert table.startswith(f"stored: {swapped[0].rows_after:,} rows")
+        monkeypatch.undo()
+        assert table == summary.summary_table(folder, grid.experiment)  # of the new set
+    else:
+        from pipeline.cli import main
+
+        capsys.readouterr()
+        assert main(["experiment=calibration", f"results_dir={tmp_path}",
+                     f"grid.x={{range:[0,{N}]}}", "params.work_us=0", "params.fail_every=7",
+                     "params.rows=2", "dry_run=true"]) == 0
+        out = capsys.readouterr().out
+        plan = plan_sweep(grid, folder)
+        assert f"already done:  {plan.done_ok:,} ok, {plan.done_failed:,} failed" in out
+    assert swapped[0].rewritten and swapped[0].files_before == 53

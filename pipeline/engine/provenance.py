@@ -149,10 +149,10 @@ def provenance_stamp(experiment, run_id: str) -> dict:
 
 
 def stale_points(grid, path, current: str):
-    """The grid's points whose stored ok rows were all computed by code other than
-    ``current`` (another code_id, or none recorded: rows written before code_ids were): their
-    sorted id prefixes (see :func:`pipeline.store.parquet.id_prefixes`), and the other code_ids
-    seen. Cheap when nothing is stale (ids and code_ids only); otherwise the stored parameters
+    """The grid's points whose latest stored ok attempt (the rows ``load`` returns) was
+    computed by code other than ``current`` (another code_id, or none recorded: rows written
+    before code_ids were): their sorted id prefixes (see
+    :func:`pipeline.store.parquet.id_prefixes`), and those other code_ids. Cheap when nothing is stale (ids and code_ids only); otherwise the stored parameters
     are matched against the grid (:func:`pipeline.engine.resume.grid_rows`), linear in what is
     stored: hashing the grid to find them took about 3 s per 10^6 points before a resume
     after any edit could start (50 minutes for 10^9)."""
@@ -163,7 +163,8 @@ def stale_points(grid, path, current: str):
     import pyarrow.parquet as pq
 
     from pipeline.engine.resume import grid_rows
-    from pipeline.store.parquet import contains, id_prefixes, part_files, unified_schema
+    from pipeline.store.parquet import (contains, deduplicate_table, id_prefixes, part_files,
+                                        unified_schema)
 
     none = np.zeros(0, dtype=np.uint64), []
     files = part_files(path)
@@ -171,11 +172,16 @@ def stale_points(grid, path, current: str):
         return none
     # a column whose type changed with the version (see unified_schema) must not refuse the folder
     schema = unified_schema([pq.read_schema(f) for f in files])
-    columns = ["task_id", "status"] + (["code_id"] if "code_id" in schema.names else [])
+    columns = ["task_id", "status", "finished_at", "row_index"] + (
+        ["code_id"] if "code_id" in schema.names else [])
     table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
         columns=columns, filter=pc.equal(pc.field("status"), "ok"))
     if "code_id" not in table.column_names:
         table = table.append_column("code_id", pa.nulls(table.num_rows, pa.string()))
+    # Each task's latest ok attempt, as load keeps it (failed rows never outrank ok ones):
+    # a task whose latest rows came from other code is stale even if an older attempt had
+    # the current code (an edit rerun, then reverted), or a compaction changed the answer.
+    table = deduplicate_table(table)
     is_current = pc.fill_null(pc.equal(table["code_id"], current), False)
     fresh = np.unique(id_prefixes(table.filter(is_current)["task_id"]))
     other = table.filter(pc.invert(is_current))
@@ -185,7 +191,7 @@ def stale_points(grid, path, current: str):
     other_ids = other_ids[~contains(fresh, other_ids)]
     if other_ids.size == 0:
         return none
-    rows = grid_rows(grid, path, extra=("code_id",))
+    rows = grid_rows(grid, path)
     if rows is None:
         return none
     rows = rows[rows["status"] == "ok"]
@@ -193,10 +199,12 @@ def stale_points(grid, path, current: str):
     stale = contains(other_ids, ids)
     if not stale.any():
         return none
-    codes = rows["code_id"].to_numpy(dtype=object)[stale] if "code_id" in rows else [None]
-    codes = sorted({c if isinstance(c, str) else "none recorded" for c in codes
+    stale_ids = np.unique(ids[stale])
+    # the code_ids of the stale tasks' latest attempts (those load returns), not of older ones
+    codes = other["code_id"].filter(pa.array(contains(stale_ids, id_prefixes(other["task_id"]))))
+    codes = sorted({c if isinstance(c, str) else "none recorded" for c in codes.to_pylist()
                     if c != current})
-    return np.unique(ids[stale]), codes
+    return stale_ids, codes
 
 
 def check_code_changes(grid, path, plan, rerun_changed: bool, log) -> int:

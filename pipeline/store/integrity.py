@@ -76,7 +76,7 @@ def record_part(folder: str | os.PathLike, name: str, written: str | os.PathLike
     line = json.dumps(entry, separators=(",", ":")) + "\n"
     index = Path(folder) / PART_INDEX
     with _INDEX_LOCK:
-        fd = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # umask decides
         try:
             if os.fstat(fd).st_size and _last_byte(index) != b"\n":
                 line = "\n" + line  # the previous append was torn by a kill: start afresh
@@ -254,57 +254,83 @@ def _schema_problem(schema, experiment) -> str | None:
 
 
 def verify_store(folder: str | os.PathLike, experiment=None) -> VerifyReport:
-    """Check every file ``pandas.read_parquet(folder)`` would read (see the module doc)."""
-    import pyarrow.parquet as pq
+    """Check every file ``pandas.read_parquet(folder)`` would read (see the module doc).
 
+    verify holds no lock: a compaction (or a repair) may swap the folder's files while they
+    are checked. A listed file that vanishes is not a damaged one: the folder is checked
+    again (up to a few times), so the report is of one set of files, the current one."""
     folder = Path(folder)
+    for attempt in range(5):
+        report, vanished = _verify_once(folder, experiment)
+        if not vanished:
+            break
+        time.sleep(0.05 * (attempt + 1))
+    return report
+
+
+class _Vanished(Exception):
+    pass
+
+
+def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
     report = VerifyReport(folder)
     index = read_index(folder)
+    vanished = False
     for path in sorted(folder.iterdir()):
         name = path.name
         if name.startswith(("_", ".")):
             continue  # invisible to Parquet readers: manifest, index, report, lock, temp files
-        if path.is_dir():
-            report.foreign.append((name, "a directory: Parquet readers would descend into it"))
-            continue
-        if not PART_NAME.match(name):
-            report.foreign.append((name, "not a part file (part-*.parquet)"))
-            continue
-        entry = index.get(name)
-        if entry is not None:  # recorded when written: size and sha256 decide, before parsing
-            size = path.stat().st_size
-            if size != entry.get("bytes"):
-                report.corrupt.append((name, f"{size} bytes on disk, {entry.get('bytes')} written"))
-                continue
-            if file_sha256(path) != entry.get("sha256"):
-                report.corrupt.append((name, "sha256 differs from the one recorded when written"))
-                continue
         try:
-            meta = pq.read_metadata(path)
-            schema = pq.read_schema(path)
-        except Exception as exc:
-            report.corrupt.append((name, _reason(exc)))
-            continue
-        problem = _schema_problem(schema, experiment)
-        if problem:
-            report.foreign.append((name, problem))
-            continue
-        if entry is not None:
-            if meta.num_rows != entry.get("rows"):
-                report.corrupt.append((name, f"{meta.num_rows} rows, {entry.get('rows')} written"))
-                continue
-            report.good.append(name)
-        else:  # written before part checksums existed: decode it all instead
-            try:
-                _read_one(path)
-            except BadPartFile as exc:
-                report.corrupt.append((name, exc.reason))
-                continue
-            report.unindexed.append(name)
-        report.rows += meta.num_rows
+            _verify_file(report, path, index.get(name), experiment)
+        except (_Vanished, FileNotFoundError):
+            vanished = True
     on_disk = {p.name for p in folder.glob("part-*.parquet")}
     report.missing = sorted(set(index) - on_disk)
-    return report
+    return report, vanished
+
+
+def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experiment) -> None:
+    import pyarrow.parquet as pq
+
+    name = path.name
+
+    def corrupt(why: str) -> None:
+        if not path.exists():  # removed while checked (a compaction's swap), not damaged
+            raise _Vanished(name)
+        report.corrupt.append((name, why))
+
+    if path.is_dir():
+        report.foreign.append((name, "a directory: Parquet readers would descend into it"))
+        return
+    if not PART_NAME.match(name):
+        report.foreign.append((name, "not a part file (part-*.parquet)"))
+        return
+    if entry is not None:  # recorded when written: size and sha256 decide, before parsing
+        size = path.stat().st_size
+        if size != entry.get("bytes"):
+            return corrupt(f"{size} bytes on disk, {entry.get('bytes')} written")
+        if file_sha256(path) != entry.get("sha256"):
+            return corrupt("sha256 differs from the one recorded when written")
+    try:
+        meta = pq.read_metadata(path)
+        schema = pq.read_schema(path)
+    except Exception as exc:
+        return corrupt(_reason(exc))
+    problem = _schema_problem(schema, experiment)
+    if problem:
+        report.foreign.append((name, problem))
+        return
+    if entry is not None:
+        if meta.num_rows != entry.get("rows"):
+            return corrupt(f"{meta.num_rows} rows, {entry.get('rows')} written")
+        report.good.append(name)
+    else:  # written before part checksums existed: decode it all instead
+        try:
+            _read_one(path)
+        except BadPartFile as exc:
+            return corrupt(exc.reason)
+        report.unindexed.append(name)
+    report.rows += meta.num_rows
 
 
 def quarantine(report: VerifyReport) -> list[tuple[str, Path]]:

@@ -309,14 +309,16 @@ def id_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def _again_if_swapped(read):
     """``read()``, once more (up to a few times) if a part file it listed vanished before it
     was read: a compaction swapped the set under a reader that holds no lock (its old files
-    go right after its commit). A missing file is not a damaged one."""
+    go right after its commit). A missing file is not a damaged one. ``read`` may raise
+    :class:`BadPartFile` naming the vanished file, or pyarrow's FileNotFoundError."""
     from pipeline.store.integrity import BadPartFile
 
     for attempt in range(5):
         try:
             return read()
-        except BadPartFile as exc:
-            if exc.path.exists() or attempt == 4:
+        except (BadPartFile, FileNotFoundError) as exc:
+            vanished = not exc.path.exists() if isinstance(exc, BadPartFile) else True
+            if not vanished or attempt == 4:
                 raise
             time.sleep(0.05 * (attempt + 1))
 
