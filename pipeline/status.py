@@ -9,8 +9,8 @@ died is marked ``killed`` (same host, pid gone) or ``stale`` (heartbeat too old)
 
 Cheap on a big store: only the ``task_id``, ``status`` and ``experiment_version`` columns of
 the part files are read.
-Exit 0; 2 bad arguments; 4 a folder has a damaged or foreign part file (its line names the
-file and ``verify --repair``; the other folders are still listed).
+Exit 0; 2 bad arguments; 4 a folder has a damaged or foreign part file, or a damaged run
+manifest (its line names the file and ``verify --repair``; the other folders are still listed).
 """
 
 from __future__ import annotations
@@ -83,39 +83,55 @@ def dashboard_lines(link: str, driver_host: str | None, here: str | None = None)
             f"{driver_host}), then open {page}"]
 
 
-def describe(path: Path) -> list[str]:
-    """The status lines of one experiment folder."""
+def _count_lines(path: Path) -> tuple[list[str], bool]:
+    """The stored-counts lines of one folder, and whether a part file is damaged."""
     from pipeline.store.integrity import BadPartFile
+
+    try:
+        version, (ok, failed), others = stored_counts(path)
+    except BadPartFile as exc:  # the run state is still worth showing; main() exits 4
+        return [f"{path.name}: stored counts unknown: part file {exc.path.name} {exc.problem} "
+                f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"], True
+    lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"
+             + (f" (version {version})" if version is not None else "")]
+    if others:
+        lines.append("  other versions (not counted above, nor by a sweep): " + "; ".join(
+            f"version {v}: {o:,} ok, {f:,} failed" for v, (o, f) in others.items()))
+    return lines, False
+
+
+def describe(path: Path) -> tuple[list[str], bool]:
+    """The status lines of one experiment folder, and whether a file of it is damaged (a part
+    file, or the run manifest: main() exits 4)."""
+    from pipeline.store.integrity import DamagedManifest
     from pipeline.store.parquet import (StoreLocked, SweepLock, dead_run_state, mark_dead_runs,
                                         read_manifest)
 
+    try:
+        runs = read_manifest(path).get("runs", [])
+    except DamagedManifest as exc:  # the counts do not need it; the run state is unknown
+        lines, _ = _count_lines(path)
+        return lines + [f"  run state unknown: the run manifest {exc.path.name} {exc.problem} "
+                        f"({exc.reason}); python -m pipeline verify {path} --repair moves it "
+                        "aside"], True
     # Recorded only while no sweep holds the folder: the manifest is rewritten whole, and
     # beside a live driver's own writes (its heartbeat, its final record) this one could
     # put back the record it had just replaced. The lock is taken only when there is a dead
     # run to record (a sweep starting in those milliseconds would find the folder locked).
     # The verdict below is shown either way.
-    if any(dead_run_state(run) for run in read_manifest(path).get("runs", [])):
+    if any(dead_run_state(run) for run in runs):
         try:
             with SweepLock(path):
                 mark_dead_runs(path)
         except (StoreLocked, OSError):  # a sweep writes, or a folder we may only read
             pass
-    try:
-        version, (ok, failed), others = stored_counts(path)
-        lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"
-                 + (f" (version {version})" if version is not None else "")]
-        if others:
-            lines.append("  other versions (not counted above, nor by a sweep): " + "; ".join(
-                f"version {v}: {o:,} ok, {f:,} failed" for v, (o, f) in others.items()))
-    except BadPartFile as exc:  # the run state below is still worth showing; main() exits 4
-        lines = [f"{path.name}: stored counts unknown: part file {exc.path.name} {exc.problem} "
-                 f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"]
+    lines, damaged = _count_lines(path)
     runs = read_manifest(path).get("runs", [])
     for run in runs:
         run["status"] = dead_run_state(run) or run.get("status")
     if not runs:
         lines.append("  no run recorded")
-        return lines
+        return lines, damaged
     run = runs[-1]
     state = run.get("status", "?")
     when = run.get("finished_at") or run.get("started_at")
@@ -148,7 +164,7 @@ def describe(path: Path) -> list[str]:
                      f"{counts.get('failed', 0):,} failed in {counts.get('elapsed_s', 0):.1f} s")
     if run.get("log"):
         lines.append(f"  log: {run['log']}")
-    return lines
+    return lines, damaged
 
 
 def main(argv: list[str]) -> int:
@@ -172,14 +188,14 @@ def main(argv: list[str]) -> int:
 
     damaged = []
     for folder in folders:
-        lines = describe(folder)
-        if " stored counts unknown: " in lines[0]:
+        lines, bad = describe(folder)
+        if bad:
             damaged.append(folder)
         print(redact("\n".join(lines)))
     if not folders:
         print(f"no experiment folders under {redact(str(results))}")
     if damaged:
-        print("error: damaged or foreign part file(s); move them aside with:\n"
+        print("error: damaged or foreign file(s); move them aside with:\n"
               + "".join(f"  python -m pipeline verify {redact(str(f))} --repair\n" for f in damaged)
               + "then rerun the sweep to recompute their tasks", file=sys.stderr)
         return 4

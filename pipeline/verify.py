@@ -7,6 +7,9 @@ recorded when the part was written (``_parts.jsonl``). ``--repair`` moves every 
 ``RESULTS_DIR/NAME/_quarantine/`` (it never deletes); rerunning the sweep then recomputes
 exactly their tasks.
 
+A run manifest (``_manifest.json``) that does not parse is reported too, and ``--repair``
+moves it aside as well: the results do not depend on it, and the next sweep starts a new one.
+
 Exit codes: 0 every file good (or, with ``--repair``, every bad file moved aside);
 2 bad usage or another sweep holds the folder; 4 bad files found (not repaired).
 """
@@ -23,7 +26,7 @@ USAGE = "usage: python -m pipeline verify RESULTS_DIR/NAME [--repair]"
 
 def main(argv: list[str]) -> int:
     from pipeline.experiments.base import registry
-    from pipeline.store.integrity import QUARANTINE, quarantine, verify_store
+    from pipeline.store.integrity import MANIFEST, QUARANTINE, quarantine, verify_store
     from pipeline.store.parquet import StoreLocked, SweepLock
 
     args = [a for a in argv if a != "--repair"]
@@ -59,7 +62,8 @@ def main(argv: list[str]) -> int:
             print(f"{forgotten} vanished part(s) forgotten in the index")
         return EXIT_OK
     if not repair:
-        print(f"\n{len(report.bad)} bad file(s). Move them to {folder / QUARANTINE}/ with:\n"
+        bad = len(report.bad) + (report.manifest is not None)
+        print(f"\n{bad} bad file(s). Move them to {folder / QUARANTINE}/ with:\n"
               f"  python -m pipeline verify {folder} --repair\n"
               "then rerun the sweep to recompute their tasks.", file=sys.stderr)
         return EXIT_BAD_STORE
@@ -75,8 +79,12 @@ def main(argv: list[str]) -> int:
         lock.__exit__(None, None, None)
     for name, target in moved:
         print(f"moved {name} -> {target}")
-    print(f"{len(moved)} file(s) quarantined; rerun the sweep (the same command) to recompute "
-          "their tasks")
+    parts = [name for name, _ in moved if name != MANIFEST]
+    if parts:
+        print(f"{len(parts)} part file(s) quarantined; rerun the sweep (the same command) to "
+              "recompute their tasks")
+    if len(parts) < len(moved):
+        print("the damaged run manifest was quarantined; the next sweep starts a new one")
     return EXIT_OK
 
 
@@ -108,6 +116,8 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
 
 
 def render(report, schema_checked: bool = True) -> str:
+    from pipeline.store.integrity import MANIFEST
+
     total = len(report.good) + len(report.unindexed) + len(report.corrupt)
     lines = [f"verify {report.folder}: {total} part file(s), {report.rows:,} readable rows"
              + ("" if schema_checked else " (unknown experiment: schema not checked)"),
@@ -117,6 +127,9 @@ def render(report, schema_checked: bool = True) -> str:
     for label, items in (("corrupt", report.corrupt), ("foreign", report.foreign)):
         lines.append(f"  {label}: {len(items)}" + (" " * (7 - len(label))))
         lines += [f"    {name}: {why}" for name, why in items]
+    if report.manifest is not None:
+        lines.append(f"  the run manifest {MANIFEST} is damaged: {report.manifest} (the part "
+                     "files do not depend on it; --repair moves it aside)")
     if report.missing:
         lines.append(f"  ({len(report.missing)} indexed part(s) no longer on disk, e.g. removed "
                      "by compaction: not an error; --repair forgets them)")

@@ -22,7 +22,7 @@ from pipeline.experiments.base import get_experiment
 from pipeline.store.integrity import (PART_INDEX, BadPartFile, ForeignPartFile, file_sha256,
                                       forget_parts, quarantine, read_index, verify_store)
 from pipeline.cli import main as cli_main
-from pipeline.store.parquet import PartWriter, SweepLock, write_part_file
+from pipeline.store.parquet import PartWriter, SweepLock, read_manifest, write_part_file
 from pipeline.verify import main as verify_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -359,3 +359,50 @@ def test_the_part_index_is_shared_like_the_parts_in_a_group_folder(tmp_path):
         assert verify_store(folder).ok and len(read_index(folder)) == 2
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.mark.timeout(300)
+def test_a_damaged_manifest_stops_each_command_until_repair_moves_it_aside(tmp_path):
+    """A run manifest cut short (a node crash mid-write where the temp file's data was lost,
+    an edit by hand) gave a JSONDecodeError traceback from every sweep, status, report and
+    export, and verify called the folder healthy. Now each stops with exit 4 naming the
+    manifest and the repair; verify reports it and --repair moves it aside; the results,
+    which never depended on it, load throughout and the rerun resumes."""
+    folder = tmp_path / "calibration"
+    first = run("run.py", *SWEEP, f"results_dir={tmp_path}")
+    assert first.returncode == 0, first.stderr
+    manifest = folder / "_manifest.json"
+    text = manifest.read_bytes()
+    manifest.write_bytes(text[: len(text) // 2])
+    parts = {p: p.read_bytes() for p in folder.glob("part-*.parquet")}
+    assert len(pipeline.load(tmp_path, "calibration")) == 60  # the data does not need it
+
+    for args in ([f"results_dir={tmp_path}"], [f"results_dir={tmp_path}", "report=true"],
+                 ["-m", "pipeline", "status", str(tmp_path)],
+                 ["-m", "pipeline", "export", str(folder), "--to", str(tmp_path / "package")]):
+        proc = run(*(args if args[0] == "-m" else ["run.py", *SWEEP, *args]))
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 4, (args, out)
+        assert "_manifest.json" in out and f"python -m pipeline verify {folder} --repair" in out
+        assert "Traceback" not in out, out
+    assert {p: p.read_bytes() for p in folder.glob("part-*.parquet")} == parts
+    assert manifest.read_bytes() == text[: len(text) // 2]  # nothing rewrote it
+    assert not (tmp_path / "package").exists() and not (folder / "_report").exists()
+
+    check = run("-m", "pipeline", "verify", str(folder))
+    assert check.returncode == 4
+    assert "the run manifest _manifest.json is damaged: not valid JSON" in check.stdout
+    assert "good:    6" in check.stdout
+    repair = run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert repair.returncode == 0, repair.stderr
+    assert (folder / "_quarantine" / "_manifest.json").read_bytes() == text[: len(text) // 2]
+    assert verify_main([str(folder)]) == 0
+
+    resume = run("run.py", *SWEEP, f"results_dir={tmp_path}")
+    assert resume.returncode == 0, resume.stderr
+    assert "60 already done, 0 to run" in resume.stderr
+    assert [r["status"] for r in read_manifest(folder)["runs"]] == ["finished"]
+    status = run("-m", "pipeline", "status", str(tmp_path))
+    assert status.returncode == 0 and "60 ok, 0 failed stored" in status.stdout
+    df = pd.read_parquet(folder)
+    assert len(df) == 60 and set(df.task_id) == expected_ids(60)

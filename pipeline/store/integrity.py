@@ -53,6 +53,46 @@ class BadPartFile(RuntimeError):
             f"--repair\nthen rerun the sweep to recompute their tasks")
 
 
+MANIFEST = "_manifest.json"  # the run records (pipeline.store.parquet writes it)
+
+
+class DamagedManifest(BadPartFile):
+    """A run manifest that does not parse (a node crash mid-write on a filesystem that lost
+    the temp file's data, an edit by hand). The results do not depend on it: every part and
+    its checksum stay. Raised like a bad part, so every command stops with exit 4 and the
+    repair command, instead of a JSONDecodeError traceback."""
+
+    problem = "is damaged"
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        folder = self.path.parent
+        RuntimeError.__init__(
+            self,
+            f"the run manifest {self.path} {self.problem} ({reason}); the results in the part "
+            f"files are not affected.\nCheck the folder with: python -m pipeline verify "
+            f"{folder}\nMove it to {folder / QUARANTINE}/ with: python -m pipeline verify "
+            f"{folder} --repair\n(the records of earlier runs go with it; the next sweep "
+            "starts a new one and resumes as before)")
+
+
+def parse_manifest(file: Path) -> dict:
+    """The manifest in ``file`` ({"runs": []} if there is none); :class:`DamagedManifest` if
+    it does not parse as one."""
+    try:
+        text = file.read_text()
+    except FileNotFoundError:
+        return {"runs": []}
+    try:
+        manifest = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise DamagedManifest(file, f"not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("runs", []), list):
+        raise DamagedManifest(file, "not a run manifest: no list of runs")
+    return manifest
+
+
 class ForeignPartFile(BadPartFile):
     """A ``part-*.parquet`` file that is not a result part of the folder's experiment (another
     schema, another experiment): what ``verify`` lists as foreign. Readers refuse it rather
@@ -216,6 +256,7 @@ class VerifyReport:
     foreign: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # indexed, no longer on disk
     rows: int = 0
+    manifest: str | None = None  # why the run manifest does not parse (None: it does)
 
     @property
     def bad(self) -> list[tuple[str, str]]:
@@ -223,7 +264,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.bad
+        return not self.bad and self.manifest is None
 
 
 def _schema_problem(schema, experiment) -> str | None:
@@ -286,6 +327,10 @@ def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
             vanished = True
     on_disk = {p.name for p in folder.glob("part-*.parquet")}
     report.missing = sorted(set(index) - on_disk)
+    try:
+        parse_manifest(folder / MANIFEST)
+    except DamagedManifest as exc:
+        report.manifest = exc.reason
     return report, vanished
 
 
@@ -334,13 +379,14 @@ def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experimen
 
 
 def quarantine(report: VerifyReport) -> list[tuple[str, Path]]:
-    """Move every bad file of ``report`` to ``folder/_quarantine/`` (never deleting; a name
-    already there gets a numeric suffix) and forget it and the vanished parts in the index.
-    Returns (name, new path) pairs."""
+    """Move every bad file of ``report`` (a damaged manifest too) to ``folder/_quarantine/``
+    (never deleting; a name already there gets a numeric suffix) and forget the parts and the
+    vanished ones in the index. Returns (name, new path) pairs."""
     folder = report.folder
     target_dir = folder / QUARANTINE
     moved = []
-    for name, _ in report.bad:
+    damaged = [(MANIFEST, report.manifest)] if report.manifest is not None else []
+    for name, _ in report.bad + damaged:
         target_dir.mkdir(exist_ok=True)
         target = target_dir / name
         n = 1

@@ -30,11 +30,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.store.integrity import (ForeignPartFile, find_bad_parts, folder_experiment,
-                                      foreign_parts, read_parts, read_schemas, record_part)
+from pipeline.store.integrity import (MANIFEST, ForeignPartFile, find_bad_parts,
+                                      folder_experiment, foreign_parts, parse_manifest,
+                                      read_parts, read_schemas, record_part)
 from pipeline.store.redact import redact_secrets
 
-MANIFEST = "_manifest.json"
 REPORT_DIR = "_report"
 
 
@@ -535,10 +535,9 @@ def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
 
 # --------------------------------------------------------------------------- manifest
 def read_manifest(path: str | os.PathLike) -> dict:
-    file = Path(path) / MANIFEST
-    if not file.exists():
-        return {"runs": []}
-    return json.loads(file.read_text())
+    """The folder's run records; ``integrity.DamagedManifest`` (a ``BadPartFile``: exit 4
+    and the repair command) if the manifest does not parse."""
+    return parse_manifest(Path(path) / MANIFEST)
 
 
 def update_manifest(path: str | os.PathLike, run: dict, make_latest: bool = True) -> None:
@@ -561,7 +560,10 @@ def update_manifest(path: str | os.PathLike, run: dict, make_latest: bool = True
     # A per-process temp name: the driver's heartbeat and `status` may write at once.
     tmp = path / f".{MANIFEST}.{os.getpid()}.tmp"
     try:
-        tmp.write_text(json.dumps(manifest, indent=2, default=str))
+        with open(tmp, "w") as fh:
+            fh.write(json.dumps(manifest, indent=2, default=str))
+            fh.flush()
+            os.fsync(fh.fileno())  # as the parts: a node crash must not leave it empty
         os.replace(tmp, path / MANIFEST)
     except BaseException:  # a full disk: no half-written temp file left beside the manifest
         tmp.unlink(missing_ok=True)
