@@ -182,6 +182,19 @@ def test_verify_reports_and_repair_finishes_a_compaction_killed_after_its_commit
     assert verify().returncode == 0
 
 
+def _listing_then_compact(real, folder, swapped: list):
+    """``real`` (a part-file lister) followed, after its first listing only, by a compaction
+    of ``folder`` (its result into ``swapped``): the files are swapped between a reader's
+    listing and its reading."""
+    def listing(path):
+        files = real(path)
+        if not swapped:  # once (compact lists the files too)
+            swapped.append(None)
+            swapped[0] = compact(folder, target_rows=2000)
+        return files
+    return listing
+
+
 @pytest.mark.parametrize("reader", ["load", "load_skip", "stored_ids"])
 def test_a_reader_whose_files_a_compaction_swapped_away_reads_the_new_set(tmp_path,
                                                                           monkeypatch, reader):
@@ -197,17 +210,9 @@ def test_a_reader_whose_files_a_compaction_swapped_away_reads_the_new_set(tmp_pa
     gc.collect()  # _store's writers let go of the store's lock
     folder = tmp_path / "calibration"
     before = _view(tmp_path, grid)
-    real_part_files = parquet.part_files
     swapped = []
-
-    def list_then_compact(path):
-        files = real_part_files(path)
-        if not swapped:  # once (compact lists the files too)
-            swapped.append(None)
-            swapped[0] = compact(folder, target_rows=2000)
-        return files
-
-    monkeypatch.setattr(parquet, "part_files", list_then_compact)
+    monkeypatch.setattr(parquet, "part_files",
+                        _listing_then_compact(parquet.part_files, folder, swapped))
     if reader == "stored_ids":
         ok, failed = stored_ids(folder)
         assert (ok.tolist(), failed.tolist()) == (before[4], before[5])
@@ -344,18 +349,9 @@ def test_the_dry_run_and_the_closing_summary_beside_a_compaction_read_the_new_se
     gc.collect()
     folder = tmp_path / "calibration"
     swapped = []
-
-    def list_then_compact(real):
-        def listing(path):
-            files = real(path)
-            if not swapped:  # once (compact lists the files too)
-                swapped.append(None)
-                swapped[0] = compact(folder, target_rows=2000)
-            return files
-        return listing
-
-    monkeypatch.setattr(parquet, "part_files", list_then_compact(parquet.part_files))
-    monkeypatch.setattr(summary, "part_files", list_then_compact(summary.part_files))
+    for module in (parquet, summary):
+        monkeypatch.setattr(module, "part_files",
+                            _listing_then_compact(module.part_files, folder, swapped))
     if reader == "summary":
         table = summary.summary_table(folder, grid.experiment)
         assert table.startswith(f"stored: {swapped[0].rows_after:,} rows")
