@@ -18,7 +18,7 @@ def main(argv: list[str]) -> int:
 
     from pipeline.exit_codes import EXIT_BAD_STORE, EXIT_CRASHED
     from pipeline.store.integrity import BadPartFile
-    from pipeline.store.parquet import StoreLocked
+    from pipeline.store.manifest import StoreLocked
 
     parser = argparse.ArgumentParser(prog="python -m pipeline compact",
                                      description="rewrite an experiment's result folder into "

@@ -46,7 +46,7 @@ def _hms(seconds) -> str:
 
 
 def _age(stamp: str | None) -> str:
-    from pipeline.store.parquet import _parse_utc
+    from pipeline.store.manifest import _parse_utc
 
     try:
         return f"{time.time() - _parse_utc(stamp):.0f} s ago"
@@ -104,8 +104,8 @@ def describe(path: Path) -> tuple[list[str], bool]:
     """The status lines of one experiment folder, and whether a file of it is damaged (a part
     file, or the run manifest: main() exits 4)."""
     from pipeline.store.integrity import DamagedManifest
-    from pipeline.store.parquet import (StoreLocked, SweepLock, dead_run_state, mark_dead_runs,
-                                        read_manifest)
+    from pipeline.store.manifest import (StoreLocked, SweepLock, dead_run_state, mark_dead_runs,
+                                         read_manifest)
 
     try:
         runs = read_manifest(path).get("runs", [])

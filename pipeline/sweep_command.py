@@ -36,9 +36,8 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     from pipeline.engine.watchdog import (Watchdog, shutdown_started, termination_signals,
                                           watchdog_options)
     from pipeline.engine.worker_calls import connected_threads
-    from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
-                                        experiment_dir, mark_dead_runs, new_run_id,
-                                        update_manifest)
+    from pipeline.store.manifest import StoreLocked, SweepLock, mark_dead_runs, update_manifest
+    from pipeline.store.parquet import PartWriter, clean_temp_files, experiment_dir, new_run_id
 
     path = experiment_dir(options["results_dir"], grid.name)
     run_id = new_run_id()
@@ -181,7 +180,7 @@ def _record_end(path, record: dict) -> None:
     """Record how the sweep stopped. The disk that stopped it (full, gone read-only) may refuse
     the manifest too: say so and keep the exit code (the error escaped as a traceback and
     exit 2, "invalid input"; a rerun marks the record left 'running' as killed)."""
-    from pipeline.store.parquet import update_manifest
+    from pipeline.store.manifest import update_manifest
 
     try:
         update_manifest(path, record)

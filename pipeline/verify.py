@@ -27,7 +27,7 @@ USAGE = "usage: python -m pipeline verify RESULTS_DIR/NAME [--repair]"
 def main(argv: list[str]) -> int:
     from pipeline.experiments.base import registry
     from pipeline.store.integrity import MANIFEST, QUARANTINE, quarantine, verify_store
-    from pipeline.store.parquet import StoreLocked, SweepLock
+    from pipeline.store.manifest import StoreLocked, SweepLock
 
     args = [a for a in argv if a != "--repair"]
     repair = len(args) != len(argv)
@@ -94,7 +94,7 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
     the intent), but a plain Parquet reader reads both. Reported as a problem; ``--repair``
     finishes the swap, then verification goes on. None when nothing is pending."""
     from pipeline.store.compaction import INTENT, read_intent, recover
-    from pipeline.store.parquet import StoreLocked, SweepLock
+    from pipeline.store.manifest import StoreLocked, SweepLock
 
     if read_intent(folder) is None:
         return None

@@ -36,3 +36,19 @@ def result_frame():
         return df
 
     return build
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 4 MiB tmpfs (root only), unmounted after the test."""
+    import subprocess
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill: {proc.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+

@@ -11,7 +11,8 @@ from pipeline.engine.batch import failed_batch_table, run_batch
 from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
 from pipeline.report.build import build_report
-from pipeline.store.parquet import PartWriter, update_manifest
+from pipeline.store.manifest import update_manifest
+from pipeline.store.parquet import PartWriter
 
 # experiment -> (grid, params): a few points each, enough for every table and figure
 SMALL_GRIDS = {

@@ -26,7 +26,7 @@ from pipeline.engine.address import (NotADaskScheduler, TLSHandshakeFailed, make
                                      probe_scheduler)
 from pipeline.engine.cluster import ClusterConfigError, connect
 from pipeline.engine.cluster import validate as validate_cluster
-from pipeline.store.parquet import read_manifest, update_manifest
+from pipeline.store.manifest import read_manifest, update_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 DASK = Path(sys.executable).with_name("dask")

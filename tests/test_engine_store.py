@@ -9,9 +9,8 @@ from pipeline.engine.batch import failed_batch_table, result_schema, run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
-from pipeline.store.parquet import (PartWriter, StoreLocked, SweepLock, clean_temp_files,
-                                    deduplicate, load, read_manifest, stored_ids,
-                                    update_manifest)
+from pipeline.store.manifest import StoreLocked, SweepLock, read_manifest, update_manifest
+from pipeline.store.parquet import PartWriter, clean_temp_files, deduplicate, load, stored_ids
 
 
 @pytest.fixture
@@ -373,29 +372,27 @@ def test_stale_points_and_counts_of_a_fixed_nan_parameter(tmp_path):
     assert codes == ["old-code"]
 
 
-def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(tmp_path, monkeypatch):
+def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(small_disk):
     """The manifest is written to a temp file and renamed over: on a full disk the write
     failed half way and left an empty '._manifest.json.PID.tmp' behind, which nothing
-    removed. The manifest itself stays as it was."""
+    removed. The manifest itself stays as it was. (A real full tmpfs.)"""
     import errno
-    from pathlib import Path
 
-    from pipeline.store.parquet import read_manifest, update_manifest
+    from pipeline.store.manifest import read_manifest, update_manifest
 
-    update_manifest(tmp_path, {"run_id": "a", "status": "finished"})
-    before = read_manifest(tmp_path)
-    real = Path.write_text
-
-    def full_disk(self, text, *args, **kwargs):
-        real(self, text[:10], *args, **kwargs)  # part of it reached the disk
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", full_disk)
-    with pytest.raises(OSError):
-        update_manifest(tmp_path, {"run_id": "b", "status": "running"})
-    monkeypatch.undo()
-    assert read_manifest(tmp_path) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["_manifest.json"]
+    update_manifest(small_disk, {"run_id": "a", "status": "finished"})
+    before = read_manifest(small_disk)
+    with open(small_disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    with pytest.raises(OSError) as err:
+        update_manifest(small_disk, {"run_id": "b", "status": "running", "note": "x" * 8192})
+    assert err.value.errno == errno.ENOSPC
+    assert read_manifest(small_disk) == before
+    assert sorted(p.name for p in small_disk.iterdir()) == ["_filler", "_manifest.json"]
 
 
 def test_stale_points_judge_each_task_by_its_latest_attempt_as_load_does(tmp_path):

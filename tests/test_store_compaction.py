@@ -250,19 +250,6 @@ def test_compacted_files_are_labelled_with_the_newest_version_among_their_rows(t
     assert versions == {1, 2}
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A real 4 MiB tmpfs (root only), unmounted after the test."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs to fill: {proc.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-
-
 @pytest.mark.timeout(120)
 def test_compaction_on_a_full_disk_changes_nothing_and_says_so(small_disk):
     """The disk fills while the new files are staged: the command says so and exits 3 (it

@@ -22,7 +22,8 @@ from pipeline.experiments.base import get_experiment
 from pipeline.store.integrity import (PART_INDEX, BadPartFile, ForeignPartFile, file_sha256,
                                       forget_parts, quarantine, read_index, verify_store)
 from pipeline.cli import main as cli_main
-from pipeline.store.parquet import PartWriter, SweepLock, read_manifest, write_part_file
+from pipeline.store.manifest import SweepLock, read_manifest
+from pipeline.store.parquet import PartWriter, write_part_file
 from pipeline.verify import main as verify_main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,8 +19,8 @@ import pytest
 
 import pipeline
 from dask_processes import address_args, start_scheduler_and_workers, stop_all, wait_for
-from pipeline.store.parquet import (StoreLocked, SweepLock, dead_run_state, mark_dead_runs,
-                                    read_manifest, update_manifest)
+from pipeline.store.manifest import (StoreLocked, SweepLock, dead_run_state, mark_dead_runs,
+                                     read_manifest, update_manifest)
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["cluster.dashboard_address=:0", "progress=false"]

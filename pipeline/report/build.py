@@ -19,7 +19,8 @@ import pandas as pd
 
 from pipeline.report.core import ReportWriter, reports
 from pipeline.report.html import versions_text, write_html
-from pipeline.store.parquet import REPORT_DIR, experiment_dir, load, read_manifest
+from pipeline.store.manifest import read_manifest
+from pipeline.store.parquet import REPORT_DIR, experiment_dir, load
 
 EXIT_OK, EXIT_REPORT_FAILED, EXIT_NO_RESULTS = 0, 1, 2
 

@@ -170,7 +170,8 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     deduplicated as by ``load``) into the folder ``to``; returns the coverage summary."""
     from pipeline.experiments.base import get_experiment
     from pipeline.store.compaction import _newest_version_metadata
-    from pipeline.store.parquet import deduplicate_table, experiment_dir, read_manifest
+    from pipeline.store.manifest import read_manifest
+    from pipeline.store.parquet import deduplicate_table, experiment_dir
 
     if fmt not in FORMATS:
         raise ExportError(f"--format must be one of {{{', '.join(FORMATS)}}}, got {fmt!r}")

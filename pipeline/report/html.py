@@ -127,7 +127,7 @@ def versions_text(df) -> str:
 def write_html(path: Path, name: str, df, out, problems, older_versions=(),
                selection: dict | None = None, newer_versions=()) -> Path:
     """Write ``out.outdir/index.html`` for the report ``out`` has written; returns its path."""
-    from pipeline.store.parquet import read_manifest
+    from pipeline.store.manifest import read_manifest
 
     tasks = df.drop_duplicates("task_id")
     n_ok = int((tasks["status"] == "ok").sum())

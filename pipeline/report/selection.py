@@ -158,7 +158,8 @@ def select(results_dir, name: str, selection: Selection | None = None,
     """The deduplicated rows of experiment ``name`` that ``selection`` picks, with
     ``df.attrs["coverage"]`` (see :func:`coverage`). Raises FileNotFoundError if nothing is
     stored for ``name`` at all."""
-    from pipeline.store.parquet import deduplicate_table, experiment_dir, id_prefixes, read_manifest
+    from pipeline.store.manifest import read_manifest
+    from pipeline.store.parquet import deduplicate_table, experiment_dir, id_prefixes
 
     selection = selection or Selection()
     path = experiment_dir(results_dir, name)

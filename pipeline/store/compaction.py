@@ -151,8 +151,9 @@ def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
     Takes the store's lock (raises StoreLocked if a sweep holds it). Idempotent: a folder that
     is already compact (no duplicate rows, no more files than the target size needs) is left
     untouched."""
-    from pipeline.store.parquet import (SweepLock, clean_temp_files, deduplicate_table,
-                                        new_run_id, part_files, read_table, write_part_file)
+    from pipeline.store.manifest import SweepLock
+    from pipeline.store.parquet import (clean_temp_files, deduplicate_table, new_run_id, part_files,
+                                        read_table, write_part_file)
 
     path = Path(path)
     with SweepLock(path):

@@ -1,0 +1,165 @@
+"""The run manifest (``_manifest.json``: one record per run, rewritten atomically) and the
+sweep lock on an experiment folder (``.lock``, an flock the kernel drops when its holder
+dies), with the verdict on runs left ``running`` by a driver that died."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from pipeline.store.integrity import MANIFEST, parse_manifest
+from pipeline.store.redact import redact_secrets
+
+
+class StoreLocked(RuntimeError):
+    pass
+
+
+def read_manifest(path: str | os.PathLike) -> dict:
+    """The folder's run records; ``integrity.DamagedManifest`` (a ``BadPartFile``: exit 4
+    and the repair command) if the manifest does not parse."""
+    return parse_manifest(Path(path) / MANIFEST)
+
+
+def update_manifest(path: str | os.PathLike, run: dict, make_latest: bool = True) -> None:
+    """Insert or replace this run's record (by run_id), atomically (temp file + rename, so a
+    reader on another process or host sees the old or the new manifest, never half of one).
+    Passwords in addresses (``tcp://user:password@host``) are redacted from every string first."""
+    run = redact_secrets(run)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(path)
+    runs = manifest.get("runs", [])
+    where = [i for i, r in enumerate(runs) if r.get("run_id") == run["run_id"]]
+    if where:  # in place: a record's position says when its run started
+        runs[where[0]] = run
+    else:
+        runs.append(run)
+    manifest["runs"] = runs
+    if make_latest or "latest" not in manifest:
+        manifest["latest"] = run["run_id"]
+    # A per-process temp name: the driver's heartbeat and `status` may write at once.
+    tmp = path / f".{MANIFEST}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(json.dumps(manifest, indent=2, default=str))
+            fh.flush()
+            os.fsync(fh.fileno())  # as the parts: a node crash must not leave it empty
+        os.replace(tmp, path / MANIFEST)
+    except BaseException:  # a full disk: no half-written temp file left beside the manifest
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class SweepLock:
+    """An exclusive lock on an experiment folder; the kernel drops it if the driver dies.
+
+    The lock file says who holds it (host, pid, start time, run id) so that the "another sweep
+    is writing" error can name the holder."""
+
+    def __init__(self, path: str | os.PathLike, run_id: str | None = None):
+        self.path = Path(path)
+        self.run_id = run_id
+        self.fh = None
+
+    def __enter__(self) -> "SweepLock":
+        self.path.mkdir(parents=True, exist_ok=True)
+        # "a+", not "w": opening must not truncate the holder's record before flock decides.
+        self.fh = open(self.path / ".lock", "a+")
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.fh.seek(0)
+            holder = _describe_holder(self.fh.read())
+            self.fh.close()
+            raise StoreLocked(f"another sweep is writing to {self.path}{holder} "
+                              f"(lock {self.path / '.lock'})")
+        self.fh.seek(0)
+        self.fh.truncate()
+        self.fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                  "run_id": self.run_id}) + "\n")
+        self.fh.flush()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fh:
+            fcntl.flock(self.fh, fcntl.LOCK_UN)
+            self.fh.close()
+
+
+def _describe_holder(text: str) -> str:
+    try:
+        info = json.loads(text)
+    except ValueError:
+        return ""
+    parts = [f"{k} {info[k]}" for k in ("host", "pid") if info.get(k) is not None]
+    if info.get("started_at"):
+        parts.append(f"since {info['started_at']}")
+    if info.get("run_id"):
+        parts.append(f"run {info['run_id']}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+STALE_HEARTBEAT_S = 600.0  # a live driver rewrites its record every few seconds
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False) -> str | None:
+    """``"killed"`` or ``"stale"`` if this ``running`` record's driver is gone, else None.
+
+    ``lock_held``: the caller holds the folder's lock, so no other driver is alive ("killed").
+    Otherwise, on this host a record whose pid no longer exists is "killed"; on another host a
+    record whose heartbeat (``heartbeat_at``, else ``started_at``) is older than
+    ``STALE_HEARTBEAT_S`` is "stale"."""
+    if run.get("status") != "running":
+        return None
+    if lock_held:
+        return "killed"
+    if run.get("host") == socket.gethostname() and run.get("pid"):
+        # on this host the pid decides (a live driver may be silent a while, e.g. waiting for
+        # its first batch jobs)
+        return None if _pid_alive(int(run["pid"])) else "killed"
+    beat = run.get("heartbeat_at") or run.get("started_at")
+    try:
+        age = (time.time() if now is None else now) - _parse_utc(beat)
+    except (TypeError, ValueError):
+        return None
+    return "stale" if age > STALE_HEARTBEAT_S else None
+
+
+def _parse_utc(stamp: str) -> float:
+    import calendar
+
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def mark_dead_runs(path: str | os.PathLike, lock_held: bool = False) -> list[dict]:
+    """Mark run records left ``running`` by a dead driver (see :func:`dead_run_state`) and
+    return them. Called by the next sweep (holding the lock) and by ``status``."""
+    path = Path(path)
+    changed = []
+    for run in read_manifest(path).get("runs", []):
+        state = dead_run_state(run, lock_held=lock_held)
+        if state:
+            run.update(status=state, error=run.get("error") or
+                       f"the driver (host {run.get('host')}, pid {run.get('pid')}) stopped "
+                       f"without recording an end; last heartbeat "
+                       f"{run.get('heartbeat_at') or run.get('started_at')}")
+            changed.append(run)
+    for run in changed:
+        update_manifest(path, run, make_latest=False)
+    return changed
