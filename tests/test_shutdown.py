@@ -15,7 +15,8 @@ from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.watchdog import Terminated, termination_signals
 from pipeline.experiments.base import get_experiment
-from pipeline.store.parquet import PartWriter, read_manifest
+from pipeline.store.manifest import read_manifest
+from pipeline.store.parquet import PartWriter
 from dask_processes import PY, ROOT, address_args, start_scheduler_and_workers, stop_all, wait_for
 
 
@@ -160,18 +161,21 @@ def _freeze_scheduler_mid_sweep(tmp_path, address, sched, *options):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("option,error,message", [
+@pytest.mark.parametrize("option,errors,bound", [
     # the driver loop asked it for the thread count with no bound (client.nthreads()) and
     # waited there for good, so no watchdog check ever ran again: the sweep hung for 90 s
-    # and more with watchdog.no_progress_timeout=5
-    ("watchdog.no_progress_timeout=5", "NoProgress", "NoProgress: no task finished"),
+    # and more with watchdog.no_progress_timeout=5. Frozen just as the batches in flight
+    # finished, none is queued any more (their results cannot be fetched): then the first
+    # limit met is scheduler_timeout (60 s by default), counted from the first gather
+    ("watchdog.no_progress_timeout=5", ("NoProgress", "SchedulerLost"), 90),
     # watchdog.scheduler_timeout is documented as the time the scheduler may be unreachable;
     # only the client's status was looked at, which stays "running", so the sweep waited for
-    # no_progress_timeout (an hour by default) instead
-    ("watchdog.scheduler_timeout=10", "SchedulerLost", "lost the Dask scheduler"),
+    # no_progress_timeout (an hour by default) instead. Counted from its own probes only, it
+    # took 95 s (CI) when a 30 s gather met the freeze first
+    ("watchdog.scheduler_timeout=10", ("SchedulerLost",), 60),
 ])
-def test_a_hung_scheduler_is_not_waited_for(tmp_path, scheduler_and_worker, option, error,
-                                            message):
+def test_a_hung_scheduler_is_not_waited_for(tmp_path, scheduler_and_worker, option, errors,
+                                            bound):
     """A scheduler that stops answering without closing its connections (frozen: SIGSTOP, an
     event loop blocked) ends the sweep by the first watchdog limit it meets, with exit 3 and
     every finished row flushed."""
@@ -179,13 +183,15 @@ def test_a_hung_scheduler_is_not_waited_for(tmp_path, scheduler_and_worker, opti
     folder = tmp_path / "calibration"
     code, err, seconds = _freeze_scheduler_mid_sweep(tmp_path, address, sched, option)
     assert code == 3, err
-    # at worst: a gather (30 s) met the freeze, then one probe (5 s) and the limit
-    assert seconds < 60
-    assert message in err
-    if error == "SchedulerLost":
+    assert seconds < bound
+    messages = {"NoProgress": "NoProgress: no task finished",
+                "SchedulerLost": "SchedulerLost: lost the Dask scheduler"}
+    met = [e for e in errors if messages[e] in err]
+    assert len(met) == 1, err
+    if met == ["SchedulerLost"]:
         assert "no answer for" in err
     run = read_manifest(folder)["runs"][-1]
-    assert run["status"] == "crashed" and error in run["error"]
+    assert run["status"] == "crashed" and met[0] in run["error"]
     assert run["written"]["flushed"] is True
     assert run["written"]["rows"] == len(pd.read_parquet(folder)) >= 10
 
@@ -275,10 +281,11 @@ def _n_workers(address):
 FULL_DISK_DRIVER = """
 import errno, sys
 sys.path.insert(0, ROOT)  # this checkout's pipeline, as run.py imports it
+import pipeline.store.manifest as manifest
 import pipeline.store.parquet as parquet
 
 full = [False]
-real_write, real_manifest = parquet.write_part_file, parquet.update_manifest
+real_write, real_manifest = parquet.write_part_file, manifest.update_manifest
 
 
 def write_part_file(folder, name, table):  # the third part finds the disk full
@@ -295,7 +302,7 @@ def update_manifest(path, run, make_latest=True):  # and so does every later man
 
 
 if __name__ == "__main__":  # not in the worker processes, which import this file again
-    parquet.write_part_file, parquet.update_manifest = write_part_file, update_manifest
+    parquet.write_part_file, manifest.update_manifest = write_part_file, update_manifest
     from pipeline.cli import main
     sys.exit(main())
 """

@@ -29,8 +29,8 @@ from pipeline.engine.submission import map_batches, queue_for_long_batches, sche
 from pipeline.engine.progress import Progress
 from pipeline.engine.watchdog import SweepAborted, shutdown_started
 from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
-                                          connected_threads, fetch_result, thread_counts,
-                                          total_threads)
+                                          connected_threads, fetch_result,
+                                          scheduler_silent_for, thread_counts, total_threads)
 from pipeline.store.parquet import PartWriter
 
 log = logging.getLogger("pipeline")
@@ -42,6 +42,7 @@ LOST_SINGLES = 64  # or as single points when it holds at most this many
 LOST_ATTEMPTS = 2  # a single point lost with its workers is tried this often before it fails
 WAKE_SECONDS = 1.0  # the driver loop wakes at least this often, whatever the cluster does
 GATHER_TIMEOUT_S = 30.0  # bound on fetching one wake's finished results in one go
+SILENT_GATHER_TIMEOUT_S = 5.0  # the same while the scheduler has left a call unanswered
 
 
 @dataclass
@@ -360,9 +361,12 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # Bounded: a result lost with its worker since is recomputed, and no worker may be
         # left to do it (the unbounded fetch hung the driver: issue 15).
         try:
+            # while the scheduler is not answering, a short bound: the loop (and its checks)
+            # came back only every 30 s, retrying results it could not fetch
+            bound = GATHER_TIMEOUT_S if scheduler_silent_for(client) is None else \
+                SILENT_GATHER_TIMEOUT_S
             results = dict(zip([f.key for f in ok], ask_scheduler(
-                client, client._gather, ok, direct=direct, timeout=GATHER_TIMEOUT_S))) \
-                if ok else {}
+                client, client._gather, ok, direct=direct, timeout=bound))) if ok else {}
         except Exception:  # fetch one by one, each bounded
             results = {}
         for fut in done:

@@ -29,7 +29,10 @@ def ask_scheduler(client, method, *args, timeout: float, **kwargs):
     try:
         result = client.sync(method, *args, callback_timeout=timeout, **kwargs)
     except TimeoutError:
-        _silent_since.setdefault(client, started)
+        # a scheduler in this process cannot freeze apart from us: there, a slow call (a big
+        # gather from the workers) is only slow, and no probe would clear it again
+        if getattr(getattr(client, "cluster", None), "scheduler", None) is None:
+            _silent_since.setdefault(client, started)
         raise
     _silent_since.pop(client, None)
     return result
