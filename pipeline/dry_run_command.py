@@ -11,7 +11,7 @@ def dry_run(grid, options: dict) -> int:
     from pipeline.engine.grid import describe_axes, fixed_summary
     from pipeline.engine.resume import count_done
     from pipeline.engine.provenance import code_id, stale_points
-    from pipeline.store.parquet import _again_if_swapped, checked_schemas, experiment_dir
+    from pipeline.store.parquet import checked_schemas, experiment_dir, read_again_if_swapped
 
     path = experiment_dir(options["results_dir"], grid.name)
 
@@ -20,7 +20,7 @@ def dry_run(grid, options: dict) -> int:
         return (*count_done(grid, path), stale_points(grid, path, code_id(grid.experiment))[0].size)
 
     # no lock: a compaction may swap the files meanwhile (read the current set again)
-    done_ok, done_failed, stale = _again_if_swapped(read_store)
+    done_ok, done_failed, stale = read_again_if_swapped(read_store)
     to_run = grid.total - done_ok - (0 if options["retry_failed"] else done_failed)
     print(f"experiment {grid.name} (version {grid.version}) -> {path}")
     print(f"tasks in grid: {grid.total:,}")

@@ -152,10 +152,11 @@ def stale_points(grid, path, current: str):
     """The grid's points whose latest stored ok attempt (the rows ``load`` returns) was
     computed by code other than ``current`` (another code_id, or none recorded: rows written
     before code_ids were): their sorted id prefixes (see
-    :func:`pipeline.store.parquet.id_prefixes`), and those other code_ids. Cheap when nothing is stale (ids and code_ids only); otherwise the stored parameters
-    are matched against the grid (:func:`pipeline.engine.resume.grid_rows`), linear in what is
-    stored: hashing the grid to find them took about 3 s per 10^6 points before a resume
-    after any edit could start (50 minutes for 10^9)."""
+    :func:`pipeline.store.parquet.id_prefixes`), and those other code_ids. Cheap when nothing
+    is stale (ids and code_ids only); otherwise the stored parameters are matched against the
+    grid (:func:`pipeline.engine.resume.grid_rows`), linear in what is stored: hashing the
+    grid to find them took about 3 s per 10^6 points before a resume after any edit could
+    start (50 minutes for 10^9)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from pipeline.store.parquet import _again_if_swapped, part_files, unified_schema
+from pipeline.store.parquet import part_files, read_again_if_swapped, unified_schema
 
 MAX_COLUMNS = 6
 SAMPLE = 100_000
@@ -23,7 +23,8 @@ def summary_table(path, experiment, tasks_ok: int | None = None,
                   tasks_failed: int | None = None) -> str:
     # Printed after the sweep let go of the lock: a compaction may swap the files meanwhile
     # (read the current set again).
-    return _again_if_swapped(lambda: _summary_table(path, experiment, tasks_ok, tasks_failed))
+    return read_again_if_swapped(
+        lambda: _summary_table(path, experiment, tasks_ok, tasks_failed))
 
 
 def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | None) -> str:

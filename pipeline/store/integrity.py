@@ -53,7 +53,7 @@ class BadPartFile(RuntimeError):
             f"--repair\nthen rerun the sweep to recompute their tasks")
 
 
-MANIFEST = "_manifest.json"  # the run records (pipeline.store.parquet writes it)
+MANIFEST = "_manifest.json"  # the run records (pipeline.store.manifest writes it)
 
 
 class DamagedManifest(BadPartFile):

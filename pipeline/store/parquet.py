@@ -300,7 +300,7 @@ def id_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return out
 
 
-def _again_if_swapped(read):
+def read_again_if_swapped(read):
     """``read()``, once more (up to a few times) if a part file it listed vanished before it
     was read: a compaction swapped the set under a reader that holds no lock (its old files
     go right after its commit). A missing file is not a damaged one. ``read`` may raise
@@ -320,7 +320,7 @@ def _again_if_swapped(read):
 def stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Sorted id prefixes (see :func:`id_prefixes`) of tasks stored ok, and of tasks stored
     only as failed."""
-    return _again_if_swapped(lambda: _stored_ids(path))
+    return read_again_if_swapped(lambda: _stored_ids(path))
 
 
 def _stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
@@ -340,7 +340,7 @@ def stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, in
     """Per experiment version: (tasks stored ok, tasks stored only as failed), counted as
     :func:`stored_ids` counts them. Ids hash the version, so a resume counts those of its
     own version only."""
-    return _again_if_swapped(lambda: _stored_counts_by_version(path))
+    return read_again_if_swapped(lambda: _stored_counts_by_version(path))
 
 
 def _stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, int]]:
@@ -387,7 +387,7 @@ def read_table(path: str | os.PathLike, on_error: str = "raise") -> pa.Table | N
     :class:`ForeignPartFile`; ``on_error="skip"`` leaves both out with a warning."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    return _again_if_swapped(lambda: _read_table(path, on_error))
+    return read_again_if_swapped(lambda: _read_table(path, on_error))
 
 
 def _read_table(path: str | os.PathLike, on_error: str) -> pa.Table | None:
