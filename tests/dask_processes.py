@@ -30,6 +30,18 @@ def wait_for(predicate, timeout, what, proc=None):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@contextlib.contextmanager
+def killed_at_exit(proc):
+    """``proc``, killed and reaped if it still runs when the block ends: a test that fails or
+    times out midway leaves no driver behind."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def start_scheduler_and_workers(tmp_path, procs: list, workers=1, extra=()):
     """A scheduler on 127.0.0.1 and ``workers`` one-thread workers (``extra``: their options),
     each in its own session (so that a test can freeze or kill its whole group). Appends the

@@ -17,7 +17,8 @@ from pipeline.engine.watchdog import Terminated, termination_signals
 from pipeline.experiments.base import get_experiment
 from pipeline.store.manifest import read_manifest
 from pipeline.store.parquet import PartWriter
-from dask_processes import PY, ROOT, address_args, start_scheduler_and_workers, stop_all, wait_for
+from dask_processes import (PY, ROOT, address_args, killed_at_exit, start_scheduler_and_workers,
+                            stop_all, wait_for)
 
 
 def _grid(n):
@@ -148,15 +149,11 @@ def _freeze_scheduler_mid_sweep(tmp_path, address, sched, *options):
     driver = subprocess.Popen([PY, str(ROOT / "run.py"), *address_args(tmp_path, address),
                                *options], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    try:
+    with killed_at_exit(driver):
         wait_for(lambda: len(list(folder.glob("part-*.parquet"))) >= 2, 120, "parts", driver)
         os.killpg(sched.pid, signal.SIGSTOP)
         t_stop = time.time()
         _, err = driver.communicate(timeout=150)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     return driver.returncode, err, time.time() - t_stop
 
 
@@ -253,17 +250,13 @@ def test_a_worker_lost_during_the_warm_up_does_not_crash_the_sweep(tmp_path,
          "params.work_us=1000", "cluster=address", f"cluster.address={address}",
          f"results_dir={tmp_path}", "progress=false"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with killed_at_exit(driver):
         wait_for(lambda: any("cluster: " in log.read_text()
                               for log in (folder / "_logs").glob("*.log")), 120,
                   "the warm-up", driver)
         time.sleep(1.0)  # the warm-up now waits on the frozen worker
         os.kill(frozen.pid, signal.SIGKILL)
         _, err = driver.communicate(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     assert driver.returncode == 0, err
     df = pd.read_parquet(folder)
     assert sorted(df.x) == list(range(100)) and df.task_id.is_unique
@@ -406,12 +399,8 @@ def test_a_scheduler_frozen_during_the_warm_up_is_not_waited_for(tmp_path, sched
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "FREEZE_PGID": str(sched.pid), "FREEZE_WHEN": when})
     t0 = time.time()
-    try:
+    with killed_at_exit(driver):
         _, err = driver.communicate(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     assert driver.returncode == 3, err
     assert time.time() - t0 < 90
     assert message in err
