@@ -267,6 +267,28 @@ def test_sweep_summary_keeps_infinite_values(tmp_path):
     assert row[1:] == ["0.499998", "inf", "inf", "0"]  # min, median, max, null
 
 
+def test_sweep_summary_covers_the_current_version_only(tmp_path):
+    """Rows an earlier version left in the folder were mixed into the closing summary's
+    count and figures; they are now counted on a line of their own."""
+    import dataclasses
+
+    from pipeline.report.summary import summary_table
+
+    exp = get_experiment("calibration")
+    old = dataclasses.replace(exp, version=exp.version - 1)
+    folder = tmp_path / "calibration"
+    PartWriter(folder, "20260101T000000Z-aaaaaa").write(  # old: value = 100 x
+        run_batch(Grid(old, {"x": [10, 20, 30]}, {"work_us": 0.0, "scale": 100.0}), range(3))[0])
+    PartWriter(folder, "20260102T000000Z-bbbbbb").write(  # current: value = x
+        run_batch(Grid(exp, {"x": [1, 2]}, {"work_us": 0.0}), range(2))[0])
+    lines = summary_table(folder, exp, tasks_ok=2, tasks_failed=0).splitlines()
+    assert lines[0].startswith(f"stored: 2 rows of version {exp.version} ")
+    assert lines[0].endswith(", 2 tasks ok, 0 failed")
+    assert lines[1].startswith("and 3 rows of other versions")
+    value = next(line.split() for line in lines if line.startswith("value "))
+    assert value[1:] == ["1", "1.5", "2", "0"]  # min, median, max, null: not 1,000 .. 3,000
+
+
 def test_markdown_tables_escape_pipes_and_newlines(tmp_path):
     """A cell's '|' or line break must not cut a Markdown row: a failed task's error such as
     Python's "unsupported operand type(s) for |: 'int' and 'str'" gave failed_tasks.md a row
