@@ -119,6 +119,61 @@ def test_a_close_cut_short_by_two_signals_still_writes_everything(tmp_path, monk
     assert writer.rows == 35 and writer.buffered_rows == 0
 
 
+@pytest.mark.timeout(120)
+def test_a_signal_while_results_are_stored_loses_none_of_them(tmp_path, monkeypatch):
+    """The driver took a wake's finished batches from the cluster, then stored them one by
+    one. A SIGTERM (or Ctrl-C) in between raised there: the batch being stored and those
+    after it were lost, and a rerun recomputed them. Now the signal waits for them."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine import runner
+    from pipeline.engine.planning import PendingPlan
+
+    real, seen = runner.points_table, []
+
+    def signal_on_the_third(grid, chunk, run):
+        seen.append([int(i) for i in chunk])
+        if len(seen) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs at the next bytecode
+        return real(grid, chunk, run)
+
+    monkeypatch.setattr(runner, "points_table", signal_on_the_third)
+    grid = _grid(400)
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=":0", silence_logs=50) as cluster, \
+            Client(cluster) as client, termination_signals():
+        writer = PartWriter(tmp_path, "r", flush_rows=100_000)
+        with pytest.raises(Terminated):
+            runner.run_sweep(grid, client, writer, PendingPlan(grid, grid.total),
+                             batch_size=20, progress=False)
+    df = pd.read_parquet(tmp_path)
+    assert df.task_id.is_unique
+    assert len(seen) >= 3 and set(df.x) == {i for chunk in seen for i in chunk}
+
+
+def test_a_second_signal_is_not_held(tmp_path):
+    """signals_held() holds a first signal to the end of its block; the second, on a step
+    stuck (a hung disk, say), is raised at once: Ctrl-C still works."""
+    from pipeline.engine.watchdog import signals_held
+
+    steps = []
+    with termination_signals():
+        with pytest.raises(KeyboardInterrupt):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                steps.append("held")  # the block went on
+            steps.append("not reached")
+        with pytest.raises(Terminated) as raised:
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                steps.append("not reached either")
+    assert steps == ["held"] and raised.value.signame == "SIGTERM"
+
+
 # --------------------------------------------------------------------------- a hung scheduler
 @pytest.fixture
 def scheduler_and_worker(tmp_path):

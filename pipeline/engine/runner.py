@@ -27,7 +27,7 @@ from pipeline.engine.provenance import code_id, other_code_message
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
-from pipeline.engine.watchdog import SweepAborted, shutdown_started
+from pipeline.engine.watchdog import SweepAborted, shutdown_started, signals_held
 from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
                                           connected_threads, fetch_result,
                                           scheduler_silent_for, thread_counts, total_threads)
@@ -369,15 +369,18 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 client, client._gather, ok, direct=direct, timeout=bound))) if ok else {}
         except Exception:  # fetch one by one, each bounded
             results = {}
-        for fut in done:
-            if fut.key in results:
-                handle(fut, results[fut.key])
-        # A worker's timeout report comes on the one ordered stream before its batch's result
-        # or its loss with the worker, so it is here by now: drained before the losses, a
-        # hung batch is stored as timed out, not lost; after the results, a late point that
-        # finished gets its warning. The wake alone missed them when they came in one wait
-        # (the last batch had no wake after it).
-        handle_timeouts()
+        # Results taken from the cluster are stored before a Ctrl-C or SIGTERM is raised:
+        # raised between, they were lost (a rerun recomputed them), however many this wake took.
+        with signals_held():
+            for fut in done:
+                if fut.key in results:
+                    handle(fut, results[fut.key])
+            # A worker's timeout report comes on the one ordered stream before its batch's
+            # result or its loss with the worker, so it is here by now: drained before the
+            # losses, a hung batch is stored as timed out, not lost; after the results, a late
+            # point that finished gets its warning. The wake alone missed them when they came
+            # in one wait (the last batch had no wake after it).
+            handle_timeouts()
         for fut in done:
             if fut.key in results or fut.key not in in_flight:  # handled, or cancelled just now
                 continue
@@ -389,7 +392,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 else:  # "lost": its callback would fire at once; looked at each wake
                     recomputing[fut.key] = fut
                 continue
-            handle(fut, result, lost)
+            with signals_held():
+                handle(fut, result, lost)
         submit_more()
         stop_long_batches_in_tail()
         if not tail_flushed and plan.exhausted and not sizer.has_returned:

@@ -16,7 +16,8 @@
 - :class:`TimeoutEvents` collects the points the workers report as over ``task_timeout``
   (see ``batch.py``), so the driver can store them as failed without retrying them.
 - :func:`termination_signals`: SIGTERM and SIGHUP raise :class:`Terminated`, a
-  ``KeyboardInterrupt``, so they take Ctrl-C's path (flush, ``interrupted``) and exit 128 + signum.
+  ``KeyboardInterrupt``, so they take Ctrl-C's path (flush, ``interrupted``) and exit 128 + signum;
+  :func:`signals_held` makes a first signal wait for the end of a step that must not be cut.
 """
 
 from __future__ import annotations
@@ -306,6 +307,33 @@ def shutdown_started() -> None:
     _SHUTTING_DOWN.set()
 
 
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+_HELD: list[int] | None = None  # signals held by signals_held(); None outside it
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Within :func:`termination_signals`, a first SIGINT/SIGTERM/SIGHUP waits for the end of
+    the block, and is raised there; a second one is raised at once (a block stuck on a hung
+    disk never holds Ctrl-C for good). For steps that must not be cut in two: the driver
+    storing results it has taken from the cluster (raised between taking and storing, it lost
+    them: a rerun recomputed them). Only in the main thread, where handlers run."""
+    global _HELD
+    if _HELD is not None or threading.current_thread() is not threading.main_thread():
+        yield  # nested, or no handler can run here
+        return
+    _HELD = []
+    try:
+        yield
+    finally:
+        held, _HELD = _HELD, None
+    if held:
+        raise _interrupt(held[0])
+
+
 @contextlib.contextmanager
 def termination_signals() -> Iterator[None]:
     """Turn SIGTERM (``scancel``, ``timeout``, ``kill``) and SIGHUP (the terminal closed) into
@@ -329,9 +357,10 @@ def termination_signals() -> Iterator[None]:
     def handle(signum, _frame):
         nonlocal repeats
         if not _SHUTTING_DOWN.is_set():
-            if signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            raise Terminated(signum)
+            if _HELD is not None and not _HELD:  # inside signals_held(): the first waits
+                _HELD.append(signum)
+                return
+            raise _interrupt(signum)
         repeats += 1
         if repeats == 1:
             print("\nstill saving results and shutting down (each step is bounded); send it "
