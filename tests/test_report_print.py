@@ -530,6 +530,20 @@ def test_a_derived_label_column_repeats_in_every_part_of_a_split_table():
         assert _header_cells(tex, part)[:2] == ["graph_label", "eps (nat)"], part
 
 
+def test_exact_integer_columns_are_not_repeated_as_row_labels():
+    """Exact integers are decimal strings (text to pandas), but values, not labels: only the
+    parameter ``n`` leads every part of a split table of counts (table 7.1's shape). Taken
+    for a label, the first count column f(1, n) was repeated in every part."""
+    counts = {f"f({m}, n)": [str(3 ** (10 * m + n)) for n in (1, 5, 9)] for m in (1, 5, 9)}
+    df = pd.DataFrame({"n": [1, 5, 9], **counts})
+    tex = latex_table(df, "caption", "counts", experiment="independent_sets")
+    parts = tex.count(r"\begin{tabular}{")
+    assert parts >= 2
+    heads = [_header_cells(tex, part) for part in range(parts)]
+    assert all(h[0] == "n" for h in heads), heads
+    assert sum(h.count("f(1, n)") for h in heads) == 1, heads
+
+
 @pytest.mark.latex
 def test_tables_with_unicode_big_integers_and_infinities_compile(tmp_path):
     require(shutil.which("pdflatex") is not None, "pdflatex (texlive-latex-base)")

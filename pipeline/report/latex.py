@@ -324,8 +324,9 @@ def latex_table(df, caption: str, name: str, sig_digits: int = 6,
         meta = column_meta(experiment, str(col))
         if meta.note:
             notes.append(meta.note)
-        leading = leading and (str(col) in exp_params or _is_text(df[col]))
-        columns.append(_column(df[col].tolist(), meta, sig_digits, key_candidate=leading))
+        values = df[col].tolist()
+        leading = leading and (str(col) in exp_params or _is_label(df[col], values))
+        columns.append(_column(values, meta, sig_digits, key_candidate=leading))
     parts, size = _layout(columns)
     label = latex_label(name)
     switch, scale, sep = size
@@ -383,6 +384,15 @@ def _layout(columns: list[_Column]):
         if table_width_pt(columns, size) <= limit:
             return [columns], size
     return _parts(columns, SPLIT_SIZE, limit), SPLIT_SIZE
+
+
+def _is_label(column, values) -> bool:
+    """A label column: text that is not a number. Exact integers are held as text too (decimal
+    strings), but they are values, not row labels: repeated in every part of a split table,
+    table 7.1's f(1, n) took the width the wide counts needed."""
+    from pipeline.report.core import column_kind
+
+    return _is_text(column) and column_kind(values) == "text"
 
 
 def _is_text(column) -> bool:
