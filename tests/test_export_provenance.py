@@ -252,6 +252,32 @@ def mixed_store(tmp_path):
     return tmp_path
 
 
+def test_code_ids_of_different_versions_are_not_called_the_same_version(tmp_path):
+    """Version 0 computed by other code, version 1 by this code: expected (the version was
+    bumped for the change), so the coverage warns that versions mix, not that 'some rows were
+    computed by other code under the same version', which it said of any two code_ids."""
+    import dataclasses
+
+    here = code_id(get_experiment("independent_sets"))
+    store(tmp_path, "independent_sets", {"m": [1, 2]}, IS_PARAMS, "a")
+    older = dataclasses.replace(get_experiment("independent_sets"), version=0)
+    table, _ = run_batch(Grid(older, {"m": [1]}, IS_PARAMS), range(1))
+    marks = provenance_stamp(older, "v0")
+    marks["code_id"] = (OTHER_CODE, marks["code_id"][1])
+    PartWriter(experiment_dir(tmp_path, "independent_sets"), "v0", stamp=marks).write(table)
+    both = pipeline.load(tmp_path, "independent_sets", version=[0, 1], run_id=["a", "v0"])
+    cov = both.attrs["coverage"]
+    assert cov["code_ids"] == {here: 2, OTHER_CODE: 1}
+    assert cov["warnings"] == ["the selection mixes experiment versions [0, 1]"]
+    # within one version, other code is still a warning, naming only that version's rows
+    store(tmp_path, "independent_sets", {"m": [3]}, IS_PARAMS, "b", code=OTHER_CODE)
+    cov = pipeline.load(tmp_path, "independent_sets", version=[0, 1],
+                        run_id=["a", "b", "v0"]).attrs["coverage"]
+    mixed = [w for w in cov["warnings"] if "code_ids" in w]
+    assert mixed == [f"the selection mixes 2 code_ids ({here}: 2 rows, {OTHER_CODE}: 1 rows): "
+                     "some rows were computed by other code under the same version"], mixed
+
+
 def test_load_with_a_selection(mixed_store):
     """pipeline.load(...) with every kind of selection, and the warnings of its coverage."""
     here = code_id(get_experiment("independent_sets"))

@@ -530,6 +530,43 @@ def test_a_derived_label_column_repeats_in_every_part_of_a_split_table():
         assert _header_cells(tex, part)[:2] == ["graph_label", "eps (nat)"], part
 
 
+def test_exact_integer_columns_are_not_repeated_as_row_labels():
+    """Exact integers are decimal strings (text to pandas), but values, not labels: only the
+    parameter ``n`` leads every part of a split table of counts (table 7.1's shape). Taken
+    for a label, the first count column f(1, n) was repeated in every part."""
+    counts = {f"f({m}, n)": [str(3 ** (10 * m + n)) for n in (1, 5, 9)] for m in (1, 5, 9)}
+    df = pd.DataFrame({"n": [1, 5, 9], **counts})
+    tex = latex_table(df, "caption", "counts", experiment="independent_sets")
+    parts = tex.count(r"\begin{tabular}{")
+    assert parts >= 2
+    heads = [_header_cells(tex, part) for part in range(parts)]
+    assert all(h[0] == "n" for h in heads), heads
+    assert sum(h.count("f(1, n)") for h in heads) == 1, heads
+
+
+@pytest.mark.latex
+def test_a_count_wider_than_the_page_wraps_its_digits_and_fits(tmp_path):
+    """The shape of table 7.3 on the default grid (m, n <= 9): s(9, 9) has 79 digits, wider
+    than the page at any size. Declared EXACT it keeps every digit, so it wraps between groups
+    of three digits, right-aligned, instead of running 100 pt into the margin."""
+    require(shutil.which("pdflatex") is not None, "pdflatex (texlive-latex-base)")
+    require(subprocess.run(["kpsewhich", "siunitx.sty"], capture_output=True).returncode == 0,
+            "siunitx (texlive-science)")
+    huge = "42416013932706515219409704918750028538696604904581714223603281"
+    huge += "1" * (79 - len(huge))
+    df = pd.DataFrame({"m": [1, 5, 9], "s(m, 1)": ["5", "4475", "3727595"],
+                       "s(m, 9)": ["3727595", "17278564968574424875324008949792385", huge]})
+    tex = latex_table(df, "Table 7.3", "table_7_3", experiment="independent_sets")
+    flat = tex.replace("\\allowbreak\\,", "")
+    assert huge in flat and "17278564968574424875324008949792385" in flat  # every digit
+    assert huge not in tex  # wrapped: breaks between the digit groups
+    (tmp_path / "t.tex").write_text(tex)
+    proc = _compile([tmp_path / "t.tex"], tmp_path)
+    log = (tmp_path / "tables.log").read_text(errors="replace")
+    assert proc.returncode == 0, log[-3000:]
+    assert not _overfull(log), _overfull(log)
+
+
 @pytest.mark.latex
 def test_tables_with_unicode_big_integers_and_infinities_compile(tmp_path):
     require(shutil.which("pdflatex") is not None, "pdflatex (texlive-latex-base)")

@@ -13,7 +13,8 @@ takes the first that fits of
 3. the columns cut into parts at ``\\small``, each repeating the leading key columns (the
    parameters or labels that identify a row): stacked in the one float when they fit on a page
    together (:data:`STACK_HEIGHT_PT`), else one float each, the later ones headed "Table N,
-   continued".
+   continued"; an integer column wider than a part beside the keys wraps between its digit
+   groups.
 
 In LaTeX each part is measured once more: with ``\\usepackage{graphicx}`` loaded, a part still
 wider than ``\\linewidth`` (a two-column class, a narrower estimate) is scaled down to it;
@@ -218,6 +219,7 @@ class _Column:
     header: str  # the header text (unescaped)
     numeric: bool
     key: bool = False
+    integer: bool = False  # whole integers (may wrap their digits: _wrap_digits)
     wrapped: bool = False  # header broken onto several lines (set by the layout)
 
     def _lines(self) -> list[str]:
@@ -264,7 +266,9 @@ def _column(values, meta, sig_digits: int, key_candidate: bool) -> _Column:
                            + _latex_wrappable(c) + r"\strut}" if c else "" for c in cells]
         else:
             latex_cells = [_latex_cell(c, False) for c in cells]
-    return _Column(spec, latex_cells, content, meta.header, numeric, key=key_candidate)
+    integer = kind in ("int", "exact") and all(re.fullmatch(r"-?[0-9]*", c) for c in cells)
+    return _Column(spec, latex_cells, content, meta.header, numeric, key=key_candidate,
+                   integer=integer)
 
 
 def table_width_pt(columns: list[_Column], size=SIZES[0]) -> float:
@@ -273,13 +277,43 @@ def table_width_pt(columns: list[_Column], size=SIZES[0]) -> float:
     return sum(c.width_pt * scale + 2 * sep for c in columns)
 
 
-def _parts(columns: list[_Column], size, limit: float) -> list[list[_Column]]:
-    """The columns cut into parts no wider than ``limit``, each led by the key columns."""
+def _keys(columns: list[_Column], size, limit: float) -> list[_Column]:
+    """The leading labels and parameters that identify a row, repeated in every part."""
     keys = []
-    for col in columns:  # the leading labels and parameters that identify a row
+    for col in columns:
         if not col.key or table_width_pt(keys + [col], size) > KEY_SHARE * limit:
             break
         keys.append(col)
+    return keys
+
+
+def _wrap_digits(col: _Column, width_pt: float, scale: float) -> None:
+    """An integer column too wide for any part (a 79-digit count) set as right-aligned lines
+    of digit groups no wider than ``width_pt`` (at 10 pt; the box is set at ``scale``): every
+    digit kept, breaks only between groups (the thin space after a break is dropped, so lines
+    end flush)."""
+    def grouped(cell: str) -> str:
+        sign, digits = ("-", cell[1:]) if cell.startswith("-") else ("", cell)
+        head = len(digits) % 3 or 3
+        groups = [digits[:head]] + [digits[i:i + 3] for i in range(head, len(digits), 3)]
+        return sign + r"\allowbreak\,".join(groups)
+
+    box_pt = int(width_pt * scale)  # a \parbox width is absolute, not scaled by \small
+    col.spec = "r"
+    col.cells = [rf"\parbox[t]{{{box_pt}pt}}{{\raggedleft " + grouped(c) + r"\strut}"
+                 if re.fullmatch(r"-?[0-9]+", c) else c for c in col.cells]
+    col.content_pt = box_pt / scale
+
+
+def _parts(columns: list[_Column], size, limit: float) -> list[list[_Column]]:
+    """The columns cut into parts no wider than ``limit``, each led by the key columns; an
+    integer column wider than a part beside the keys wraps its digits (:func:`_wrap_digits`)."""
+    keys = _keys(columns, size, limit)
+    _, scale, sep = size
+    room = (limit - table_width_pt(keys, size)) / scale - 2 * sep / scale
+    for col in columns[len(keys):]:
+        if col.integer and col.width_pt > room:
+            _wrap_digits(col, room, scale)
     parts, part = [], []
     for col in columns[len(keys):]:
         if part and table_width_pt(keys + part + [col], size) > limit:
@@ -324,8 +358,9 @@ def latex_table(df, caption: str, name: str, sig_digits: int = 6,
         meta = column_meta(experiment, str(col))
         if meta.note:
             notes.append(meta.note)
-        leading = leading and (str(col) in exp_params or _is_text(df[col]))
-        columns.append(_column(df[col].tolist(), meta, sig_digits, key_candidate=leading))
+        values = df[col].tolist()
+        leading = leading and (str(col) in exp_params or _is_label(df[col], values))
+        columns.append(_column(values, meta, sig_digits, key_candidate=leading))
     parts, size = _layout(columns)
     label = latex_label(name)
     switch, scale, sep = size
@@ -383,6 +418,15 @@ def _layout(columns: list[_Column]):
         if table_width_pt(columns, size) <= limit:
             return [columns], size
     return _parts(columns, SPLIT_SIZE, limit), SPLIT_SIZE
+
+
+def _is_label(column, values) -> bool:
+    """A label column: text that is not a number. Exact integers are held as text too (decimal
+    strings), but they are values, not row labels: repeated in every part of a split table,
+    table 7.1's f(1, n) took the width the wide counts needed."""
+    from pipeline.report.core import column_kind
+
+    return _is_text(column) and column_kind(values) == "text"
 
 
 def _is_text(column) -> bool:
