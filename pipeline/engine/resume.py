@@ -117,10 +117,21 @@ def grid_rows(grid: Grid, path, extra: tuple[str, ...] = ()):
             if name in list_typed:
                 mask &= canon(name).isin({_fragment(v) for v in values}).to_numpy()
             elif isinstance(values, range):
-                v = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
                 lo, hi = min(values[0], values[-1]), max(values[0], values[-1])
-                on_step = np.mod(v - values[0], abs(values.step)) == 0
-                mask &= (v >= lo) & (v <= hi) & on_step
+                column = df[name]
+                if pd.api.types.is_integer_dtype(column.dtype):
+                    # in integers: as floats, values above 2^53 round together, and stored
+                    # points next to the range counted as its points (a new range said
+                    # 'N already done, 0 to run' and ran nothing)
+                    v = column.to_numpy(dtype=np.int64)
+                    inside = (v >= lo) & (v <= hi)
+                    # the distance from lo in uint64 is exact for any two int64 values
+                    dist = v.astype(np.uint64) - np.uint64(lo % 2**64)
+                    mask &= inside & (dist % np.uint64(abs(values.step)) == 0)
+                else:  # nulls among them (an optional parameter): read back as floats
+                    v = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
+                    on_step = np.mod(v - values[0], abs(values.step)) == 0
+                    mask &= (v >= lo) & (v <= hi) & on_step
             elif isinstance(values, np.ndarray) and values.dtype.kind == "f":
                 # by binary search: isin over a list of the axis's Python floats took 6x the
                 # axis in memory (a 2 x 10^7-value linspace: 1 GiB more on every resume)
