@@ -68,6 +68,12 @@ CASES = [
     # the same for a range over a float parameter (held as a float array)
     (["experiment=calibration", "grid.scale={range:[0,10000000000000000]}"],
      ["parameter 'scale': range of 10,000,000,000,000,000 values does not fit in memory"]),
+    # a misspelt top-level key: Hydra refused it, advising '+retry_faild=true'
+    (["experiment=calibration", "retry_faild=true"],
+     ["unknown top-level key 'retry_faild' (did you mean 'retry_failed'?); allowed: experiment, "
+      "batch_size,"]),
+    (["experiment=calibration", "flush_row=10"],
+     ["unknown top-level key 'flush_row' (did you mean 'flush_rows'?)"]),
     # not a list of groups (a TypeError traceback)
     (["experiment=lattice", "grid.zip=5"],
      ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),
