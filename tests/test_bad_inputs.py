@@ -68,6 +68,11 @@ CASES = [
     # the same for a range over a float parameter (held as a float array)
     (["experiment=calibration", "grid.scale={range:[0,10000000000000000]}"],
      ["parameter 'scale': range of 10,000,000,000,000,000 values does not fit in memory"]),
+    # a boolean in a range helper, as in a list (range(True, 3) ran x = 1, 2)
+    (["experiment=calibration", "grid.x={range:[true,3]}"],
+     ["parameter 'x': bad range helper [True, 3]: its arguments are numbers, not true or false"]),
+    (["experiment=calibration", "grid.work_us={linspace:[false,true,2]}"],
+     ["parameter 'work_us': bad linspace helper [False, True, 2]: its arguments are numbers"]),
     # a misspelt top-level key: Hydra refused it, advising '+retry_faild=true'
     (["experiment=calibration", "retry_faild=true"],
      ["unknown top-level key 'retry_faild' (did you mean 'retry_failed'?); allowed: experiment, "
