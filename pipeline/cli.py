@@ -218,6 +218,7 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         check_experiment_choice(args)
         check_cluster_choice(args)
+        check_top_level_overrides(args)
         args = quote_non_ascii_paths(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -326,6 +327,32 @@ def execute(cfg, node_actions=()) -> int:
         return EXIT_BAD_STORE
 
 
+def top_level_keys() -> set[str]:
+    """The keys a composed config may hold at its top level (``experiment`` is Hydra's)."""
+    return {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
+            "report_style", "report_sig_digits", "grid", "params", "cluster",
+            "rerun_changed", "report_scope", "run_id", "code_id", "version", "max_tasks",
+            "task_timeout", "watchdog", *ENGINE_KEYS}
+
+
+def check_top_level_overrides(args: list[str]) -> None:
+    """A misspelt top-level key (``retry_faild=true``) is refused with the allowed keys.
+    Hydra refused it too, but its advice was to add it with ``+retry_faild=true``."""
+    import difflib
+
+    allowed = top_level_keys()
+    for arg in args:
+        key, sep, _ = arg.partition("=")
+        if not sep or arg.startswith(("-", "+", "~")):  # ``+key`` adds on purpose: validate()
+            continue
+        head = re.split(r"[./@]", key, maxsplit=1)[0]  # hydra/launcher=..., cluster.x=...
+        if head not in allowed and head not in ("experiment", "hydra"):
+            close = difflib.get_close_matches(head, sorted(allowed | {"experiment"}), n=1)
+            raise ConfigError(f"unknown top-level key '{head}'"
+                              + (f" (did you mean '{close[0]}'?)" if close else "")
+                              + "; allowed: experiment, " + ", ".join(sorted(allowed)))
+
+
 def validate(name: str, conf: dict) -> tuple[Any, dict]:
     """Every check that can fail before work starts; raises ConfigError with a clear message."""
     from pipeline.engine.cluster import ClusterConfigError, check_batch_commands, check_scheduler
@@ -337,10 +364,7 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         experiment = get_experiment(name)
     except KeyError:
         raise ConfigError(f"unknown experiment '{name}'") from None
-    allowed_top = {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
-                   "report_style", "report_sig_digits", "grid", "params", "cluster",
-                   "rerun_changed", "report_scope", "run_id", "code_id", "version", "max_tasks",
-                   "task_timeout", "watchdog", *ENGINE_KEYS}
+    allowed_top = top_level_keys()
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "

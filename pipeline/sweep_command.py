@@ -53,6 +53,11 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    except OSError as exc:  # another user's folder, a read-only mount: was a traceback
+        print(f"error: results_dir={options['results_dir']}: cannot create or lock {path}: "
+              f"{exc.strerror or exc} (results go to results_dir/{grid.name}/; choose a "
+              "folder you can write)", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
     try:  # first, as it reads every part: a damaged one stops the sweep before anything is written
         from pipeline.store.compaction import recover

@@ -68,6 +68,17 @@ CASES = [
     # the same for a range over a float parameter (held as a float array)
     (["experiment=calibration", "grid.scale={range:[0,10000000000000000]}"],
      ["parameter 'scale': range of 10,000,000,000,000,000 values does not fit in memory"]),
+    # a boolean in a range helper, as in a list (range(True, 3) ran x = 1, 2)
+    (["experiment=calibration", "grid.x={range:[true,3]}"],
+     ["parameter 'x': bad range helper [True, 3]: its arguments are numbers, not true or false"]),
+    (["experiment=calibration", "grid.work_us={linspace:[false,true,2]}"],
+     ["parameter 'work_us': bad linspace helper [False, True, 2]: its arguments are numbers"]),
+    # a misspelt top-level key: Hydra refused it, advising '+retry_faild=true'
+    (["experiment=calibration", "retry_faild=true"],
+     ["unknown top-level key 'retry_faild' (did you mean 'retry_failed'?); allowed: experiment, "
+      "batch_size,"]),
+    (["experiment=calibration", "flush_row=10"],
+     ["unknown top-level key 'flush_row' (did you mean 'flush_rows'?)"]),
     # not a list of groups (a TypeError traceback)
     (["experiment=lattice", "grid.zip=5"],
      ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),
@@ -133,3 +144,31 @@ def test_a_non_ascii_results_dir_works(tmp_path):
     assert proc.returncode == 0, proc.stderr
     df = pd.read_parquet(results / "calibration")
     assert sorted(df.x) == [1, 2, 3]
+
+
+def test_a_results_dir_that_cannot_be_written_exits_2_without_a_traceback(tmp_path, monkeypatch,
+                                                                         capsys):
+    """A results_dir on a read-only mount (or in another user's folder) escaped as a
+    PermissionError/OSError traceback from the sweep lock's mkdir."""
+    import subprocess
+
+    from pipeline.cli import main
+
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs: {proc.stderr.strip()}")
+    try:
+        monkeypatch.chdir(tmp_path)
+        code = main(["experiment=calibration", "grid.x=[1,2]", "params.work_us=0",
+                     f"results_dir={mount / 'results'}", "progress=false"])
+        out, err = capsys.readouterr()
+        assert code == 2, out + err
+        assert (f"error: results_dir={mount / 'results'}: cannot create or lock "
+                f"{mount / 'results' / 'calibration'}: Read-only file system") in err
+        assert "Traceback" not in out + err
+        assert list(mount.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

@@ -483,3 +483,25 @@ def test_space_helpers_need_finite_ends(spec):
                    columns={"out": pa.float64()}, run=lambda p, s: {"out": 0.0})
     with pytest.raises(ParamError, match="start and stop must be finite numbers"):
         Grid(e, {"x": spec}, {})
+
+
+def test_an_int_domain_bound_above_2_53_is_compared_exactly():
+    """Interval.contains compared ints as floats: above 2^53 a value next to a bound rounded
+    onto it, so a plug-in's Interval(0, 2**62) admitted 2**62 + 1 (and an open bound 2**60
+    refused 2**60 + 1), also at the end of a range axis."""
+    seed = Param("s", int, 0, Interval(0, 2**62))
+    assert seed.coerce(2**62) == 2**62
+    with pytest.raises(ParamError, match=r"value 4611686018427387905 not allowed"):
+        seed.coerce(2**62 + 1)
+    above = Interval(2**60, None, lo_closed=False)
+    assert above.contains(2**60 + 1) and not above.contains(2**60)
+    assert above.contains(np.int64(2**60 + 1))
+    plugin = Experiment(name="plugin", version=1, params=[seed], columns={"out": pa.int64()},
+                        run=lambda p, s: {"out": p["s"]})
+    assert Grid(plugin, {"s": {"range": [2**62 - 3, 2**62 + 1]}}, {}).total == 4
+    with pytest.raises(ParamError, match="parameter 's'"):
+        Grid(plugin, {"s": {"range": [2**62 - 3, 2**62 + 2]}}, {})
+    # floats as before: NaN and an unbounded infinity are outside
+    assert not Interval(0, None).contains(float("nan"))
+    assert not Interval(0, None).contains(float("inf"))
+    assert Interval(0, 5.5).contains(5) and not Interval(0, 5.5).contains(6)

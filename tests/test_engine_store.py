@@ -178,6 +178,29 @@ def test_resume_counts_of_list_parameters_agree_with_hashing(tmp_path):
         assert plan.pending.size == grid.total - done == len(list(plan.pending))
 
 
+@pytest.mark.parametrize("step", [1, -1, 3])
+def test_resume_count_of_a_range_of_ints_beyond_2_53_is_exact(tmp_path, step):
+    """A range axis was matched as floats: above 2^53 neighbouring ints round together, so
+    the stored points x = 2^60 .. 2^60+3 counted as points of the next range 2^60+4 .. +7,
+    and its sweep said '4 tasks in grid, 4 already done, 0 to run' and ran nothing (exit 0)."""
+    from pipeline.engine.resume import count_done
+
+    exp = get_experiment("calibration")
+    base = 2**60
+    first = Grid(exp, {"x": {"range": [base, base + 4]}}, {"work_us": 0.0})
+    PartWriter(tmp_path, "r").write(run_batch(first, range(4))[0])
+    ends = [base + 4, base + 16] if step > 0 else [base + 15, base + 3]
+    nxt = Grid(exp, {"x": {"range": [*ends, step]}}, {"work_us": 0.0})
+    assert count_done(nxt, tmp_path) == (0, 0)
+    plan = plan_sweep(nxt, tmp_path)
+    assert (plan.done_ok, plan.pending.size) == (0, nxt.total)
+    assert sorted(plan.pending) == list(range(nxt.total))
+    # the stored points themselves still count, also from a range that strides over them
+    over = Grid(exp, {"x": {"range": [base - 6, base + 4, 2]}}, {"work_us": 0.0})
+    assert count_done(over, tmp_path) == (2, 0)  # 2^60 and 2^60 + 2
+    assert count_done(first, tmp_path) == (4, 0) == (plan_sweep(first, tmp_path).done_ok, 0)
+
+
 @pytest.mark.parametrize("spec", [{"linspace": [0, 1, 10**6]}, {"linspace": [1, 0, 10**6]},
                                   {"logspace": [0, 400, 3]}])  # 1, 1e200, inf
 def test_resume_count_of_a_long_float_axis_is_compact(tmp_path, spec):
@@ -251,6 +274,38 @@ def test_resume_counts_of_an_axis_with_an_unset_optional_value(tmp_path, axis):
     assert count_done(grid, tmp_path) == (grid.total, 0) == (stored_ids(tmp_path)[0].size, 0)
     plan = plan_sweep(grid, tmp_path)
     assert plan.pending.size == 0 == len(list(plan.pending))
+
+
+@pytest.mark.parametrize("spelling", ["zip", "fixed", "range"])
+def test_resume_count_of_an_optional_int_beyond_2_53_is_exact(tmp_path, spelling):
+    """An int parameter with nulls stored (inferential's graph_seed, unset at some points) is
+    read back as floats, and a zip group's key frame turned its None into a float too: above
+    2^53 the stored graph_seed 2^60 then matched 2^60 + 1, so a sweep of the new seed said
+    'already done' and ran nothing."""
+    import warnings
+
+    from pipeline.engine.resume import count_done
+
+    exp = get_experiment("inferential")
+    params = {"graph": "path", "n": 5, "prior": "ising", "mechanism": "worst_case",
+              "target": "0", "eps": 0.1}
+    stored = Grid(exp, {"zip": [{"copy_p": [None, 0.6], "graph_seed": [None, 2**60]}]}, params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = run_batch(stored, range(stored.total))[0]
+    assert set(table["status"].to_pylist()) == {"ok"}
+    PartWriter(tmp_path, "r").write(table)
+    seed = 2**60 + 1
+    grid = {"zip": Grid(exp, {"zip": [{"copy_p": [None, 0.6], "graph_seed": [None, seed]}]},
+                        params),
+            "fixed": Grid(exp, {}, {**params, "copy_p": 0.6, "graph_seed": seed}),
+            "range": Grid(exp, {"graph_seed": {"range": [seed, seed + 2]}},
+                          {**params, "copy_p": 0.6})}[spelling]
+    done = 1 if spelling == "zip" else 0  # the zip's (None, None) point is stored
+    assert count_done(grid, tmp_path) == (done, 0)
+    plan = plan_sweep(grid, tmp_path)
+    assert plan.pending.size == grid.total - done == len(list(plan.pending))
+    assert count_done(stored, tmp_path) == (2, 0)  # the stored points still count
 
 
 def test_a_column_whose_type_changed_with_the_version_still_loads(tmp_path):

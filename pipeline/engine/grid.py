@@ -56,6 +56,9 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
         args = [args[k] for k in keys]
     if not isinstance(args, (list, tuple)):
         raise ParamError(experiment, param, f"{name} takes a list of arguments, got {args!r}")
+    if any(isinstance(a, bool) for a in args):  # as in a list: {range: [true, 3]} ran 1, 2
+        raise ParamError(experiment, param, f"bad {name} helper {args!r}: its arguments are "
+                         "numbers, not true or false")
     try:
         if name == "range":
             if not 1 <= len(args) <= 3:

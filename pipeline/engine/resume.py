@@ -91,11 +91,20 @@ def grid_rows(grid: Grid, path, extra: tuple[str, ...] = ()):
     table = read_parts(files, columns=wanted + extra, schema=schema)
     df = table.select(["task_id", "status", "experiment_version", *extra,
                        *[n for n in names if n in table.column_names]]).to_pandas()
+    for p in grid.experiment.params:
+        if p.type is int and p.name in df and table[p.name].null_count:
+            # nullable ints, exact: with nulls (an optional parameter unset) pandas reads the
+            # column as floats, and above 2^53 a stored 2^60 then matched 2^60 + 1
+            df[p.name] = table[p.name].to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
     mask = (df["experiment_version"] == grid.version).to_numpy().copy()
     list_typed = {p.name for p in grid.experiment.params if p.type in ("int_list", "float_list")}
 
     def stored_list(v):  # tolist(): numpy scalars' reprs ('np.float64(0.1)') match no fragment
         return v.tolist() if isinstance(v, np.ndarray) else list(v)
+
+    def unset_or_fragment(v):
+        return "null" if v is None or v is pd.NA or (isinstance(v, float) and v != v) \
+            else _fragment(v)
 
     def canon(col):
         return df[col].map(lambda v: _fragment(stored_list(v)) if v is not None else None)
@@ -117,10 +126,21 @@ def grid_rows(grid: Grid, path, extra: tuple[str, ...] = ()):
             if name in list_typed:
                 mask &= canon(name).isin({_fragment(v) for v in values}).to_numpy()
             elif isinstance(values, range):
-                v = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
                 lo, hi = min(values[0], values[-1]), max(values[0], values[-1])
-                on_step = np.mod(v - values[0], abs(values.step)) == 0
-                mask &= (v >= lo) & (v <= hi) & on_step
+                column = df[name]
+                if pd.api.types.is_integer_dtype(column.dtype):
+                    # in integers: as floats, values above 2^53 round together, and stored
+                    # points next to the range counted as its points (a new range said
+                    # 'N already done, 0 to run' and ran nothing)
+                    v = column.to_numpy(dtype=np.int64, na_value=0)
+                    inside = (v >= lo) & (v <= hi) & column.notna().to_numpy()
+                    # the distance from lo in uint64 is exact for any two int64 values
+                    dist = v.astype(np.uint64) - np.uint64(lo % 2**64)
+                    mask &= inside & (dist % np.uint64(abs(values.step)) == 0)
+                else:  # not stored as ints (a parameter whose type changed)
+                    v = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
+                    on_step = np.mod(v - values[0], abs(values.step)) == 0
+                    mask &= (v >= lo) & (v <= hi) & on_step
             elif isinstance(values, np.ndarray) and values.dtype.kind == "f":
                 # by binary search: isin over a list of the axis's Python floats took 6x the
                 # axis in memory (a 2 x 10^7-value linspace: 1 GiB more on every resume)
@@ -132,14 +152,18 @@ def grid_rows(grid: Grid, path, extra: tuple[str, ...] = ()):
                 mask &= hit
             else:
                 listed = list(np.asarray(values).tolist())
-                hit = df[name].isin(listed).to_numpy()
+                hit = df[name].isin(listed).to_numpy(dtype=bool)
                 if any(v is None for v in listed):  # an optional parameter left unset: stored
                     hit = hit | df[name].isna().to_numpy()  # null, read as NaN: isin misses it
                 mask &= hit
         else:
-            keys = pd.DataFrame([axis.at(d) for d in range(len(axis))], columns=list(axis.names))
-            keys = keys.map(lambda v: _fragment(v)).drop_duplicates()
-            stored = df[list(axis.names)].map(lambda v: _fragment(stored_list(v)) if isinstance(v, np.ndarray) else _fragment(v))
+            # object columns: a frame of the typed values read an int column with None as
+            # floats (2^60 + 1 then matched a stored 2^60). A stored null is a None or a NaN
+            # (the store writes both as null): both sides say "unset" for either.
+            keys = pd.DataFrame([axis.at(d) for d in range(len(axis))], columns=list(axis.names),
+                                dtype=object)
+            keys = keys.map(unset_or_fragment).drop_duplicates()
+            stored = df[list(axis.names)].map(lambda v: _fragment(stored_list(v)) if isinstance(v, np.ndarray) else unset_or_fragment(v))
             merged = stored.merge(keys.assign(_hit=True), how="left", on=list(axis.names))
             mask &= merged["_hit"].fillna(False).to_numpy(dtype=bool)
     return df.loc[mask, ["task_id", "status", "experiment_version", *extra]]

@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -68,14 +69,19 @@ class Interval(Domain):
     hi_closed: bool = True
 
     def contains(self, value: Any) -> bool:
-        try:
-            v = float(value)
-        except (TypeError, ValueError, OverflowError):
-            return False
-        if math.isnan(v):
-            return False
-        if math.isinf(v) and (self.lo if v < 0 else self.hi) is None:
-            return False
+        if isinstance(value, numbers.Integral):
+            # compared as an int (Python compares ints with floats exactly): as a float, an
+            # int above 2^53 rounded onto a bound, so Interval(0, 2**62) admitted 2**62 + 1
+            v = int(value)
+        else:
+            try:
+                v = float(value)
+            except (TypeError, ValueError, OverflowError):
+                return False
+            if math.isnan(v):
+                return False
+            if math.isinf(v) and (self.lo if v < 0 else self.hi) is None:
+                return False
         if self.lo is not None and (v < self.lo or (v == self.lo and not self.lo_closed)):
             return False
         if self.hi is not None and (v > self.hi or (v == self.hi and not self.hi_closed)):
