@@ -608,6 +608,25 @@ def test_signals_raise_until_the_shutdown_has_started():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_sweep_started_under_nohup_outlives_the_terminal(tmp_path):
+    """`nohup python run.py ... &`: SIGHUP is ignored on purpose, so that the sweep outlives
+    the terminal. The sweep's own SIGHUP handler replaced that: logging out ended it with 129
+    and 'interrupted (SIGHUP)'. An ignored SIGHUP stays ignored; SIGTERM still stops it."""
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=20000",
+            "grid.x={range:[0,300]}", "cluster.n_workers=1", f"results_dir={tmp_path}", *FAST]
+    driver = cli(*args, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    folder = tmp_path / "calibration"
+    wait_for(lambda: (folder / "_manifest.json").exists()
+             and last_run(folder).get("progress", {}).get("done", 0) > 0, 60,
+             "the first finished task", driver)
+    driver.send_signal(signal.SIGHUP)  # the terminal closes
+    _, err = driver.communicate(timeout=60)
+    assert driver.returncode == 0, err
+    assert "interrupted" not in err
+    assert last_run(folder)["status"] == "finished"
+    assert last_run(folder)["counts"]["ok"] == 300
+
+
 def _signals_mid_sweep(tmp_path, count):
     """A sleeping sweep of 120,000 points on 16 threads (~8 s); ``count`` SIGINTs 50 ms apart
     once its first part file is written (a fixed 2 s after the cluster came up could fall in
