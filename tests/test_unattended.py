@@ -120,6 +120,48 @@ def test_status_says_where_a_loopback_dashboard_listens_and_how_to_tunnel(tmp_pa
     assert "dashboard: http://10.1.0.18:8797/status\n" in text  # reachable as it is
 
 
+def test_status_says_what_to_do_next(tmp_path):
+    """In the morning a 'killed', 'stale', 'interrupted' or 'crashed' run, or failed tasks:
+    status showed the state only, and left the reader to guess that rerunning the same
+    command resumes (or what to check first). Now a 'next:' line says it, command included."""
+    stamp = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+    argv = ["experiment=calibration", "grid.x={range:[0,10]}", "results_dir=/scratch/me"]
+    command = "python run.py experiment=calibration 'grid.x={range:[0,10]}' results_dir=/scratch/me"
+    here, now = socket.gethostname(), time.time()
+    runs = {
+        "killed": {"host": here, "pid": _dead_pid(), "status": "running"},
+        "stale": {"host": "node-x", "pid": 4242, "status": "running",
+                  "heartbeat_at": stamp(now - 3600)},
+        "interrupted": {"host": here, "pid": 1, "status": "interrupted", "signal": "SIGTERM"},
+        "crashed": {"host": here, "pid": 1, "status": "crashed", "error": "SchedulerLost: x"},
+        "running": {"host": here, "pid": os.getpid(), "status": "running"},
+    }
+    for name, run in runs.items():
+        update_manifest(tmp_path / name, {"run_id": name, "started_at": stamp(now), "argv": argv,
+                                          **run})
+    out = status(tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    rerun = f"rerun to resume (tasks stored are not run again): {command}\n"
+    assert text.count(f"  next: {rerun}") == 2  # killed, interrupted
+    assert f"  next: fix the cause (the error above, the log), then {rerun}" in text
+    assert ("  next: no heartbeat for over 10 min; check whether pid 4242 still runs on node-x "
+            f"(ssh node-x ps -p 4242); if not, {rerun}") in text
+    assert (f"  to stop it: kill -TERM {os.getpid()} on {here} (what finished is kept; the same "
+            "command resumes)") in text
+
+    # a finished sweep with failed tasks: how to run them again
+    args = ["experiment=calibration", "params.work_us=0", "params.fail_every=5",
+            "grid.x={range:[0,20]}", "cluster.n_workers=1", f"results_dir={tmp_path / 'real'}",
+            *FAST]
+    assert run_cli(*args).returncode == 1
+    text = status(tmp_path / "real").stdout
+    assert ("  next: 4 task(s) stored as failed (their rows carry the error); to run them again: "
+            "python run.py experiment=calibration params.work_us=0 params.fail_every=5 "
+            "'grid.x={range:[0,20]}' cluster.n_workers=1 "
+            f"results_dir={tmp_path / 'real'} {' '.join(FAST)} retry_failed=true") in text, text
+
+
 def test_status_shows_the_rate_of_slow_points(tmp_path):
     """Points of an hour each on one worker: status printed the heartbeat's rate with one
     decimal, '0.0 tasks/s', as the driver's own line did before (rate_text)."""
