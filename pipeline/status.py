@@ -121,12 +121,15 @@ def describe(path: Path) -> tuple[list[str], bool]:
     # Recorded only while no sweep holds the folder: the manifest is rewritten whole, and
     # beside a live driver's own writes (its heartbeat, its final record) this one could
     # put back the record it had just replaced. The lock is taken only when there is a dead
-    # run to record (a sweep starting in those milliseconds would find the folder locked).
-    # The verdict below is shown either way.
-    if any(dead_run_state(run) for run in runs):
+    # run to record, or a run of this host said to be running (a sweep starting in those
+    # milliseconds would find the folder locked): got, no driver of this host is alive,
+    # whatever its pid says (see dead_run_state). The verdict below is shown either way.
+    here = socket.gethostname()
+    if any(dead_run_state(run) or (run.get("status") == "running" and run.get("host") == here)
+           for run in runs):
         try:
             with SweepLock(path):
-                mark_dead_runs(path)
+                mark_dead_runs(path, lock_free_here=True)
         except (StoreLocked, OSError):  # a sweep writes, or a folder we may only read
             pass
     lines, damaged, failed_stored = _count_lines(path)

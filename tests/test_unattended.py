@@ -108,7 +108,8 @@ def test_status_says_where_a_loopback_dashboard_listens_and_how_to_tunnel(tmp_pa
                                          "cluster": {"dashboard": "http://127.0.0.1:8798/status"}})
     update_manifest(tmp_path / "open", {**base, "run_id": "O", "host": "node18", "pid": 4242,
                                         "cluster": {"dashboard": "http://10.1.0.18:8797/status"}})
-    out = status(tmp_path)
+    with SweepLock(tmp_path / "local"):  # its live driver holds the folder
+        out = status(tmp_path)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert ("dashboard: http://127.0.0.1:8799/status on node17 (it listens on node17's loopback "
@@ -139,7 +140,8 @@ def test_status_says_what_to_do_next(tmp_path):
     for name, run in runs.items():
         update_manifest(tmp_path / name, {"run_id": name, "started_at": stamp(now), "argv": argv,
                                           **run})
-    out = status(tmp_path)
+    with SweepLock(tmp_path / "running"):  # its driver holds the folder
+        out = status(tmp_path)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     rerun = f"rerun to resume (tasks stored are not run again): {command}\n"
@@ -171,7 +173,8 @@ def test_status_shows_the_rate_of_slow_points(tmp_path):
             "run_id": name, "status": "running", "started_at": stamp, "heartbeat_at": stamp,
             "host": socket.gethostname(), "pid": os.getpid(),
             "progress": {"done": 1, "total": 9, "failed": 0, "rate_per_s": rate, "eta_s": 1.0}})
-    text = status(tmp_path).stdout
+    with SweepLock(tmp_path / "slow"), SweepLock(tmp_path / "fast"):  # their live drivers
+        text = status(tmp_path).stdout
     assert "failed, 0.00028 tasks/s, ETA" in text and "failed, 1,234 tasks/s, ETA" in text
 
 
@@ -1034,3 +1037,22 @@ def test_status_records_dead_runs_only_while_no_sweep_holds_the_folder(tmp_path)
     out = status(tmp_path)
     assert out.returncode == 0 and "killed" in out.stdout
     assert read_manifest(folder)["runs"][0]["status"] == "killed"  # recorded once free
+
+
+def test_status_marks_a_run_killed_whose_pid_was_reused(tmp_path):
+    """A driver killed days ago (kill -9, a reboot of the login node): its pid on this host
+    now belongs to another process. status showed the run 'running' for ever (heartbeat a
+    day old) and, told to stop it, one would signal a stranger. The folder's lock decides:
+    free, no driver is alive, whatever the pid says; held, the run is left as it is."""
+    stamp = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+    folder = tmp_path / "calibration"
+    update_manifest(folder, {"run_id": "old", "status": "running", "host": socket.gethostname(),
+                             "pid": os.getpid(),  # alive, and not a driver
+                             "started_at": stamp(time.time() - 2 * 86400),
+                             "heartbeat_at": stamp(time.time() - 86400)})
+    with SweepLock(folder):  # while a sweep holds the folder, the live pid is believed
+        assert "old: running" in status(tmp_path).stdout
+    out = status(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "old: killed" in out.stdout and "kill -TERM" not in out.stdout
+    assert read_manifest(folder)["runs"][0]["status"] == "killed"

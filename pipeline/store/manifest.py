@@ -118,10 +118,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False) -> str | None:
+def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False,
+                   lock_free_here: bool = False) -> str | None:
     """``"killed"`` or ``"stale"`` if this ``running`` record's driver is gone, else None.
 
     ``lock_held``: the caller holds the folder's lock, so no other driver is alive ("killed").
+    ``lock_free_here``: the caller got the lock, which no driver of this host can then hold, so
+    a record of this host is "killed" even if its pid lives (reused by another process after
+    a kill -9 or a reboot: it read 'running' for ever). Other hosts' records keep the
+    heartbeat rule (an flock may be local to each node on a cluster filesystem).
     Otherwise, on this host a record whose pid no longer exists is "killed"; on another host a
     record whose heartbeat (``heartbeat_at``, else ``started_at``) is older than
     ``STALE_HEARTBEAT_S`` is "stale"."""
@@ -130,6 +135,8 @@ def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False)
     if lock_held:
         return "killed"
     if run.get("host") == socket.gethostname() and run.get("pid"):
+        if lock_free_here:
+            return "killed"
         # on this host the pid decides (a live driver may be silent a while, e.g. waiting for
         # its first batch jobs)
         return None if _pid_alive(int(run["pid"])) else "killed"
@@ -147,13 +154,14 @@ def _parse_utc(stamp: str) -> float:
     return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
 
 
-def mark_dead_runs(path: str | os.PathLike, lock_held: bool = False) -> list[dict]:
+def mark_dead_runs(path: str | os.PathLike, lock_held: bool = False,
+                   lock_free_here: bool = False) -> list[dict]:
     """Mark run records left ``running`` by a dead driver (see :func:`dead_run_state`) and
     return them. Called by the next sweep (holding the lock) and by ``status``."""
     path = Path(path)
     changed = []
     for run in read_manifest(path).get("runs", []):
-        state = dead_run_state(run, lock_held=lock_held)
+        state = dead_run_state(run, lock_held=lock_held, lock_free_here=lock_free_here)
         if state:
             run.update(status=state, error=run.get("error") or
                        f"the driver (host {run.get('host')}, pid {run.get('pid')}) stopped "
