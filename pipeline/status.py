@@ -95,7 +95,7 @@ def _count_lines(path: Path) -> tuple[list[str], bool, int]:
         version, (ok, failed), others = stored_counts(path)
     except BadPartFile as exc:  # the run state is still worth showing; main() exits 4
         return [f"{path.name}: stored counts unknown: part file {exc.path.name} {exc.problem} "
-                f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"], True
+                f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"], True, 0
     lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"
              + (f" (version {version})" if version is not None else "")]
     if others:
