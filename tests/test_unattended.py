@@ -178,6 +178,31 @@ def test_status_shows_the_rate_of_slow_points(tmp_path):
     assert "failed, 0.00028 tasks/s, ETA" in text and "failed, 1,234 tasks/s, ETA" in text
 
 
+@pytest.mark.timeout(120)
+def test_dask_warnings_reach_the_run_log_while_a_local_cluster_lives(tmp_path):
+    """The log promises Dask's own warnings. LocalCluster(silence_logs=ERROR) sets every
+    StreamHandler of the 'distributed' logger to ERROR while the cluster lives, and the run
+    log's FileHandler is one: a worker that stopped heartbeating for 10 minutes (kill -STOP)
+    left nothing in the log. The terminal stays quiet."""
+    import logging
+
+    from pipeline.engine.cluster import connect
+    from pipeline.engine.progress import run_log
+
+    with run_log(tmp_path, "RUN") as path:
+        with connect({"kind": "local", "n_workers": 1, "dashboard_address": ":0"},
+                     logging.getLogger("pipeline")) as client:
+            client.run_on_scheduler(lambda: logging.getLogger("distributed.scheduler").warning(
+                "Worker failed to heartbeat for 301s; attempting restart: <WorkerState X>"))
+            logging.getLogger("distributed.worker").info("a chatty info line")
+            console = [h for h in logging.getLogger("distributed").handlers
+                       if type(h) is logging.StreamHandler]
+            assert all(h.level == logging.ERROR for h in console)
+    text = path.read_text()
+    assert " WARNING Worker failed to heartbeat for 301s; attempting restart" in text
+    assert "a chatty info line" not in text
+
+
 @pytest.mark.timeout(240)
 def test_status_counts_the_current_version_as_a_resume_does(tmp_path):
     """A folder holding rows of an older experiment version (kept by design, other task ids):
