@@ -769,6 +769,10 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
                 # loopback by default: the dashboard is unauthenticated (see README, SSH tunnel)
                 dashboard_address=str(_get(cfg, "dashboard_address", LOCAL_DASHBOARD)),
                 silence_logs=logging.ERROR,
+                # TLS with throwaway credentials held by this process and its workers: a
+                # scheduler on plain tcp:// 127.0.0.1 let any user of a shared login node
+                # connect a Client and run code as us (client.run); its port is in `ss -ltn`
+                security=True,
             )
     try:
         client = Client(cluster)
