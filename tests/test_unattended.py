@@ -492,7 +492,7 @@ def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     logs = sorted((folder / "_logs").glob("*.log"))
     assert len(logs) == 3
     text = logs[-1].read_text()
-    for needle in ("config: {", '"n_workers": 2', "cluster: {", "worker joined: tcp://",
+    for needle in ("config: {", '"n_workers": 2', "cluster: {", "worker joined: tls://",  # local: TLS
                    "tasks in grid", "progress: [calibration]", "summary: finished"):
         assert needle in text, (needle, text)
     assert "interrupted (SIGTERM)" in logs[0].read_text()
