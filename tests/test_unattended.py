@@ -697,6 +697,24 @@ def test_a_sweep_started_under_nohup_outlives_the_terminal(tmp_path):
     assert last_run(folder)["counts"]["ok"] == 300
 
 
+@pytest.mark.timeout(120)
+def test_a_sweep_whose_output_reader_goes_away_finishes(tmp_path):
+    """`run.py ... 2>&1 | tee sweep.log` and the tee ends (the terminal closed, `| head`):
+    the next progress line raised BrokenPipeError, and the sweep stopped as 'crashed' with
+    exit 1 ('some tasks failed') at 990 of 1,000 points. It finishes; the run log has it all."""
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=20000",
+            "grid.x={range:[0,600]}", "cluster.n_workers=2", "cluster.dashboard_address=:0",
+            f"results_dir={tmp_path}"]  # progress on: a line every 10 s, and the summary
+    driver = subprocess.Popen([PY, str(ROOT / "run.py"), *args], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert b"tasks in grid" in driver.stdout.readline()
+    driver.stdout.close()  # the reader goes away
+    assert driver.wait(timeout=100) == 0
+    run = last_run(tmp_path / "calibration")
+    assert run["status"] == "finished" and run["counts"]["ok"] == 600
+    assert "summary: finished" in Path(run["log"]).read_text()
+
+
 def _signals_mid_sweep(tmp_path, count):
     """A sleeping sweep of 120,000 points on 16 threads (~8 s); ``count`` SIGINTs 50 ms apart
     once its first part file is written (a fixed 2 s after the cluster came up could fall in
