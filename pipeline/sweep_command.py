@@ -53,6 +53,14 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    except OSError as exc:  # was a Hydra traceback and exit 2 ("invalid input") on a full disk
+        import errno
+
+        bad_input = isinstance(exc, PermissionError) or exc.errno == errno.EROFS
+        print(f"error: cannot take the sweep lock in {path}: {exc}"
+              + ("" if bad_input else "; nothing was run (free space, then rerun)"),
+              file=sys.stderr)
+        return EXIT_BAD_CONFIG if bad_input else EXIT_CRASHED
     scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
     try:  # first, as it reads every part: a damaged one stops the sweep before anything is written
         from pipeline.store.compaction import recover

@@ -1099,3 +1099,23 @@ def test_status_marks_a_run_killed_whose_pid_was_reused(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "old: killed" in out.stdout and "kill -TERM" not in out.stdout
     assert read_manifest(folder)["runs"][0]["status"] == "killed"
+
+
+def test_a_full_disk_at_the_start_is_a_message_and_exit_3(small_disk):
+    """The results disk is full before the sweep starts: writing the lock's holder record
+    failed, and the OSError escaped as a Hydra traceback with exit 2 ('invalid input'). It is
+    a message and exit 3 (the machinery, not the input); the lock is released."""
+    with open(small_disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
+        with pytest.raises(OSError):
+            while True:
+                fh.write(b"\0" * 65536)
+    proc = run_cli("experiment=calibration", "params.work_us=0", "grid.x={range:[0,20]}",
+                   f"results_dir={small_disk}", "cluster.n_workers=1", *FAST, timeout=100)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (f"error: cannot take the sweep lock in {small_disk / 'calibration'}: [Errno 28] No "
+            "space left on device; nothing was run (free space, then rerun)") in proc.stderr
+    import fcntl
+
+    with open(small_disk / "calibration" / ".lock") as fh:  # free again
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -4,6 +4,7 @@ dies), with the verdict on runs left ``running`` by a driver that died."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -78,18 +79,25 @@ class SweepLock:
             self.fh.close()
             raise StoreLocked(f"another sweep is writing to {self.path}{holder} "
                               f"(lock {self.path / '.lock'})")
-        self.fh.seek(0)
-        self.fh.truncate()
-        self.fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                  "run_id": self.run_id}) + "\n")
-        self.fh.flush()
+        try:
+            self.fh.seek(0)
+            self.fh.truncate()
+            self.fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                      "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                  time.gmtime()),
+                                      "run_id": self.run_id}) + "\n")
+            self.fh.flush()
+        except OSError:  # a full disk: the lock is of no use without its holder's record
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
         if self.fh:
-            fcntl.flock(self.fh, fcntl.LOCK_UN)
-            self.fh.close()
+            fh, self.fh = self.fh, None
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):  # its buffer cannot be written on a full disk
+                fh.close()
 
 
 def _describe_holder(text: str) -> str:
