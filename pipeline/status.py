@@ -5,7 +5,9 @@ on a line of their own), and the last run's state; for a running sweep also
 done/total, rate, ETA, failures and the first error, the dashboard link, host and pid, read from
 the manifest that the driver rewrites atomically every few seconds (so this works from another
 process, or another machine on the shared filesystem). A run left ``running`` by a driver that
-died is marked ``killed`` (same host, pid gone) or ``stale`` (heartbeat too old) here.
+died is marked ``killed`` (same host, pid gone) or ``stale`` (heartbeat too old) here. Every
+state but a clean finish ends with what to do next (the command that resumes, how to stop a
+running sweep, how to rerun failed tasks).
 
 Cheap on a big store: only the ``task_id``, ``status`` and ``experiment_version`` columns of
 the part files are read.
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 USAGE = "usage: python -m pipeline status [RESULTS_DIR [NAME]]"
+STALE_MINUTES = 10  # store.manifest.STALE_HEARTBEAT_S, in the words shown
 
 
 def stored_counts(path) -> tuple[int | None, tuple[int, int], dict[int, tuple[int, int]]]:
@@ -83,21 +86,22 @@ def dashboard_lines(link: str, driver_host: str | None, here: str | None = None)
             f"{driver_host}), then open {page}"]
 
 
-def _count_lines(path: Path) -> tuple[list[str], bool]:
-    """The stored-counts lines of one folder, and whether a part file is damaged."""
+def _count_lines(path: Path) -> tuple[list[str], bool, int]:
+    """The stored-counts lines of one folder, whether a part file is damaged, and the tasks
+    stored only as failed."""
     from pipeline.store.integrity import BadPartFile
 
     try:
         version, (ok, failed), others = stored_counts(path)
     except BadPartFile as exc:  # the run state is still worth showing; main() exits 4
         return [f"{path.name}: stored counts unknown: part file {exc.path.name} {exc.problem} "
-                f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"], True
+                f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"], True, 0
     lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"
              + (f" (version {version})" if version is not None else "")]
     if others:
         lines.append("  other versions (not counted above, nor by a sweep): " + "; ".join(
             f"version {v}: {o:,} ok, {f:,} failed" for v, (o, f) in others.items()))
-    return lines, False
+    return lines, False, failed
 
 
 def describe(path: Path) -> tuple[list[str], bool]:
@@ -110,22 +114,25 @@ def describe(path: Path) -> tuple[list[str], bool]:
     try:
         runs = read_manifest(path).get("runs", [])
     except DamagedManifest as exc:  # the counts do not need it; the run state is unknown
-        lines, _ = _count_lines(path)
+        lines, _, _ = _count_lines(path)
         return lines + [f"  run state unknown: the run manifest {exc.path.name} {exc.problem} "
                         f"({exc.reason}); python -m pipeline verify {path} --repair moves it "
                         "aside"], True
     # Recorded only while no sweep holds the folder: the manifest is rewritten whole, and
     # beside a live driver's own writes (its heartbeat, its final record) this one could
     # put back the record it had just replaced. The lock is taken only when there is a dead
-    # run to record (a sweep starting in those milliseconds would find the folder locked).
-    # The verdict below is shown either way.
-    if any(dead_run_state(run) for run in runs):
+    # run to record, or a run of this host said to be running (a sweep starting in those
+    # milliseconds would find the folder locked): got, no driver of this host is alive,
+    # whatever its pid says (see dead_run_state). The verdict below is shown either way.
+    here = socket.gethostname()
+    if any(dead_run_state(run) or (run.get("status") == "running" and run.get("host") == here)
+           for run in runs):
         try:
             with SweepLock(path):
-                mark_dead_runs(path)
+                mark_dead_runs(path, lock_free_here=True)
         except (StoreLocked, OSError):  # a sweep writes, or a folder we may only read
             pass
-    lines, damaged = _count_lines(path)
+    lines, damaged, failed_stored = _count_lines(path)
     runs = read_manifest(path).get("runs", [])
     for run in runs:
         run["status"] = dead_run_state(run) or run.get("status")
@@ -164,7 +171,35 @@ def describe(path: Path) -> tuple[list[str], bool]:
                      f"{counts.get('failed', 0):,} failed in {counts.get('elapsed_s', 0):.1f} s")
     if run.get("log"):
         lines.append(f"  log: {run['log']}")
+    lines += next_step(run, failed_stored)
     return lines, damaged
+
+
+def next_step(run: dict, failed_stored: int = 0) -> list[str]:
+    """What to do about the last run, in the morning: the line read after "killed" or
+    "crashed" (the state alone left the reader to guess that a rerun resumes)."""
+    import shlex
+
+    argv = [str(a) for a in run.get("argv") or []]
+    command = f"python run.py {shlex.join(argv)}" if argv else "the same command"
+    host, pid = run.get("host"), run.get("pid")
+    rerun = f"rerun to resume (tasks stored are not run again): {command}"
+    state = run.get("status")
+    if state == "running":
+        return [f"  to stop it: kill -TERM {pid} on {host} (what finished is kept; the same "
+                "command resumes)"]
+    if state == "stale":
+        return [f"  next: no heartbeat for over {STALE_MINUTES} min; check whether pid {pid} "
+                f"still runs on {host} (ssh {host} ps -p {pid}); if not, {rerun}"]
+    if state in ("killed", "interrupted"):
+        return [f"  next: {rerun}"]
+    if state == "crashed":
+        return [f"  next: fix the cause (the error above, the log), then {rerun}"]
+    if state == "finished" and failed_stored:
+        retry = f"{command} retry_failed=true" if argv else "the same command with retry_failed=true"
+        return [f"  next: {failed_stored:,} task(s) stored as failed (their rows carry the error); "
+                f"to run them again: {retry}"]
+    return []
 
 
 def main(argv: list[str]) -> int:

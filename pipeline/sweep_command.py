@@ -53,11 +53,15 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    except OSError as exc:  # another user's folder, a read-only mount: was a traceback
+    except OSError as exc:  # a read-only mount, another user's folder, a full disk: was a traceback
+        import errno
+
+        bad_input = isinstance(exc, PermissionError) or exc.errno == errno.EROFS
+        advice = ("results go to results_dir/NAME/; choose a folder you can write" if bad_input
+                  else "nothing was run; free space, then rerun")
         print(f"error: results_dir={options['results_dir']}: cannot create or lock {path}: "
-              f"{exc.strerror or exc} (results go to results_dir/{grid.name}/; choose a "
-              "folder you can write)", file=sys.stderr)
-        return EXIT_BAD_CONFIG
+              f"{exc.strerror or exc} ({advice})", file=sys.stderr)
+        return EXIT_BAD_CONFIG if bad_input else EXIT_CRASHED
     scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
     try:  # first, as it reads every part: a damaged one stops the sweep before anything is written
         from pipeline.store.compaction import recover

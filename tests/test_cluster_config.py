@@ -298,3 +298,20 @@ def test_batch_cluster_dashboard_link_is_where_it_listens():
         assert cluster.pipeline_max_threads == 10  # maximum_jobs x processes x threads
     finally:
         cluster.close(timeout=20)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
+def test_default_local_workers_follow_the_cores_this_process_may_use(tmp_path):
+    """cluster.n_workers=null is one worker per core *this process may use*: a driver job of
+    SLURM (--cpus-per-task=4 on a 128-core node) or `taskset -c 0` must not start a worker
+    per core of the whole machine (os.cpu_count() did: 2 workers pinned to one core here)."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "experiment=calibration", "params.work_us=0",
+         "grid.x={range:[0,20]}", f"results_dir={tmp_path}", "cluster.dashboard_address=:0",
+         "progress=false"],
+        cwd=ROOT, capture_output=True, text=True, timeout=100,
+        preexec_fn=lambda: os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}))
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads((tmp_path / "calibration" / "_manifest.json").read_text())["runs"]
+    assert runs[-1]["cluster"]["threads"] == 1

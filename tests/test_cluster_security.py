@@ -68,6 +68,35 @@ def test_local_dashboard_listens_on_loopback_only_by_default():
                 socket.create_connection((other, port), timeout=5).close()
 
 
+ANOTHER_USER = """
+import sys
+from distributed import Client
+host_port = sys.argv[1].split("://", 1)[1]
+for scheme in ("tcp", "tls"):
+    try:
+        with Client(f"{scheme}://{host_port}", timeout=5) as c:
+            print("RAN", scheme, c.run_on_scheduler(lambda: "code ran in the scheduler"))
+    except BaseException as exc:
+        print("REFUSED", scheme, type(exc).__name__)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_another_local_user_cannot_drive_the_local_scheduler():
+    """The LocalCluster's scheduler listened on plain tcp://127.0.0.1:PORT: on a shared login
+    node any user (the port is in `ss -ltn`) could connect a Client and run code as the
+    researcher. It speaks TLS with throwaway credentials only the sweep's processes hold."""
+    with connect({"kind": "local", "n_workers": 1, "dashboard_address": ":0"},
+                 logging.getLogger("test")) as client:
+        address = client.scheduler.address
+        assert address.startswith("tls://127.0.0.1:")
+        assert client.submit(lambda x: x + 1, 1).result(timeout=30) == 2  # the sweep's own
+        out = subprocess.run([sys.executable, "-c", ANOTHER_USER, address], capture_output=True,
+                             text=True, timeout=60)
+    assert "RAN" not in out.stdout, out.stdout
+    assert out.stdout.count("REFUSED") == 2, out.stdout + out.stderr
+
+
 # --------------------------------------------------------------------------- TLS
 def _make_pki(folder: Path) -> dict[str, Path]:
     """A throwaway CA, and certificates signed by it for the scheduler, worker and client."""

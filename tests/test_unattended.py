@@ -108,7 +108,8 @@ def test_status_says_where_a_loopback_dashboard_listens_and_how_to_tunnel(tmp_pa
                                          "cluster": {"dashboard": "http://127.0.0.1:8798/status"}})
     update_manifest(tmp_path / "open", {**base, "run_id": "O", "host": "node18", "pid": 4242,
                                         "cluster": {"dashboard": "http://10.1.0.18:8797/status"}})
-    out = status(tmp_path)
+    with SweepLock(tmp_path / "local"):  # its live driver holds the folder
+        out = status(tmp_path)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert ("dashboard: http://127.0.0.1:8799/status on node17 (it listens on node17's loopback "
@@ -120,6 +121,49 @@ def test_status_says_where_a_loopback_dashboard_listens_and_how_to_tunnel(tmp_pa
     assert "dashboard: http://10.1.0.18:8797/status\n" in text  # reachable as it is
 
 
+def test_status_says_what_to_do_next(tmp_path):
+    """In the morning a 'killed', 'stale', 'interrupted' or 'crashed' run, or failed tasks:
+    status showed the state only, and left the reader to guess that rerunning the same
+    command resumes (or what to check first). Now a 'next:' line says it, command included."""
+    stamp = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+    argv = ["experiment=calibration", "grid.x={range:[0,10]}", "results_dir=/scratch/me"]
+    command = "python run.py experiment=calibration 'grid.x={range:[0,10]}' results_dir=/scratch/me"
+    here, now = socket.gethostname(), time.time()
+    runs = {
+        "killed": {"host": here, "pid": _dead_pid(), "status": "running"},
+        "stale": {"host": "node-x", "pid": 4242, "status": "running",
+                  "heartbeat_at": stamp(now - 3600)},
+        "interrupted": {"host": here, "pid": 1, "status": "interrupted", "signal": "SIGTERM"},
+        "crashed": {"host": here, "pid": 1, "status": "crashed", "error": "SchedulerLost: x"},
+        "running": {"host": here, "pid": os.getpid(), "status": "running"},
+    }
+    for name, run in runs.items():
+        update_manifest(tmp_path / name, {"run_id": name, "started_at": stamp(now), "argv": argv,
+                                          **run})
+    with SweepLock(tmp_path / "running"):  # its driver holds the folder
+        out = status(tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    rerun = f"rerun to resume (tasks stored are not run again): {command}\n"
+    assert text.count(f"  next: {rerun}") == 2  # killed, interrupted
+    assert f"  next: fix the cause (the error above, the log), then {rerun}" in text
+    assert ("  next: no heartbeat for over 10 min; check whether pid 4242 still runs on node-x "
+            f"(ssh node-x ps -p 4242); if not, {rerun}") in text
+    assert (f"  to stop it: kill -TERM {os.getpid()} on {here} (what finished is kept; the same "
+            "command resumes)") in text
+
+    # a finished sweep with failed tasks: how to run them again
+    args = ["experiment=calibration", "params.work_us=0", "params.fail_every=5",
+            "grid.x={range:[0,20]}", "cluster.n_workers=1", f"results_dir={tmp_path / 'real'}",
+            *FAST]
+    assert run_cli(*args).returncode == 1
+    text = status(tmp_path / "real").stdout
+    assert ("  next: 4 task(s) stored as failed (their rows carry the error); to run them again: "
+            "python run.py experiment=calibration params.work_us=0 params.fail_every=5 "
+            "'grid.x={range:[0,20]}' cluster.n_workers=1 "
+            f"results_dir={tmp_path / 'real'} {' '.join(FAST)} retry_failed=true") in text, text
+
+
 def test_status_shows_the_rate_of_slow_points(tmp_path):
     """Points of an hour each on one worker: status printed the heartbeat's rate with one
     decimal, '0.0 tasks/s', as the driver's own line did before (rate_text)."""
@@ -129,8 +173,34 @@ def test_status_shows_the_rate_of_slow_points(tmp_path):
             "run_id": name, "status": "running", "started_at": stamp, "heartbeat_at": stamp,
             "host": socket.gethostname(), "pid": os.getpid(),
             "progress": {"done": 1, "total": 9, "failed": 0, "rate_per_s": rate, "eta_s": 1.0}})
-    text = status(tmp_path).stdout
+    with SweepLock(tmp_path / "slow"), SweepLock(tmp_path / "fast"):  # their live drivers
+        text = status(tmp_path).stdout
     assert "failed, 0.00028 tasks/s, ETA" in text and "failed, 1,234 tasks/s, ETA" in text
+
+
+@pytest.mark.timeout(120)
+def test_dask_warnings_reach_the_run_log_while_a_local_cluster_lives(tmp_path):
+    """The log promises Dask's own warnings. LocalCluster(silence_logs=ERROR) sets every
+    StreamHandler of the 'distributed' logger to ERROR while the cluster lives, and the run
+    log's FileHandler is one: a worker that stopped heartbeating for 10 minutes (kill -STOP)
+    left nothing in the log. The terminal stays quiet."""
+    import logging
+
+    from pipeline.engine.cluster import connect
+    from pipeline.engine.progress import run_log
+
+    with run_log(tmp_path, "RUN") as path:
+        with connect({"kind": "local", "n_workers": 1, "dashboard_address": ":0"},
+                     logging.getLogger("pipeline")) as client:
+            client.run_on_scheduler(lambda: logging.getLogger("distributed.scheduler").warning(
+                "Worker failed to heartbeat for 301s; attempting restart: <WorkerState X>"))
+            logging.getLogger("distributed.worker").info("a chatty info line")
+            console = [h for h in logging.getLogger("distributed").handlers
+                       if type(h) is logging.StreamHandler]
+            assert all(h.level == logging.ERROR for h in console)
+    text = path.read_text()
+    assert " WARNING Worker failed to heartbeat for 301s; attempting restart" in text
+    assert "a chatty info line" not in text
 
 
 @pytest.mark.timeout(240)
@@ -422,7 +492,7 @@ def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     logs = sorted((folder / "_logs").glob("*.log"))
     assert len(logs) == 3
     text = logs[-1].read_text()
-    for needle in ("config: {", '"n_workers": 2', "cluster: {", "worker joined: tcp://",
+    for needle in ("config: {", '"n_workers": 2', "cluster: {", "worker joined: tls://",  # local: TLS
                    "tasks in grid", "progress: [calibration]", "summary: finished"):
         assert needle in text, (needle, text)
     assert "interrupted (SIGTERM)" in logs[0].read_text()
@@ -606,6 +676,43 @@ def test_signals_raise_until_the_shutdown_has_started():
         for _ in range(10**5):
             pass
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_sweep_started_under_nohup_outlives_the_terminal(tmp_path):
+    """`nohup python run.py ... &`: SIGHUP is ignored on purpose, so that the sweep outlives
+    the terminal. The sweep's own SIGHUP handler replaced that: logging out ended it with 129
+    and 'interrupted (SIGHUP)'. An ignored SIGHUP stays ignored; SIGTERM still stops it."""
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=20000",
+            "grid.x={range:[0,300]}", "cluster.n_workers=1", f"results_dir={tmp_path}", *FAST]
+    driver = cli(*args, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    folder = tmp_path / "calibration"
+    wait_for(lambda: (folder / "_manifest.json").exists()
+             and last_run(folder).get("progress", {}).get("done", 0) > 0, 60,
+             "the first finished task", driver)
+    driver.send_signal(signal.SIGHUP)  # the terminal closes
+    _, err = driver.communicate(timeout=60)
+    assert driver.returncode == 0, err
+    assert "interrupted" not in err
+    assert last_run(folder)["status"] == "finished"
+    assert last_run(folder)["counts"]["ok"] == 300
+
+
+@pytest.mark.timeout(120)
+def test_a_sweep_whose_output_reader_goes_away_finishes(tmp_path):
+    """`run.py ... 2>&1 | tee sweep.log` and the tee ends (the terminal closed, `| head`):
+    the next progress line raised BrokenPipeError, and the sweep stopped as 'crashed' with
+    exit 1 ('some tasks failed') at 990 of 1,000 points. It finishes; the run log has it all."""
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=20000",
+            "grid.x={range:[0,600]}", "cluster.n_workers=2", "cluster.dashboard_address=:0",
+            f"results_dir={tmp_path}"]  # progress on: a line every 10 s, and the summary
+    driver = subprocess.Popen([PY, str(ROOT / "run.py"), *args], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert b"tasks in grid" in driver.stdout.readline()
+    driver.stdout.close()  # the reader goes away
+    assert driver.wait(timeout=100) == 0
+    run = last_run(tmp_path / "calibration")
+    assert run["status"] == "finished" and run["counts"]["ok"] == 600
+    assert "summary: finished" in Path(run["log"]).read_text()
 
 
 def _signals_mid_sweep(tmp_path, count):
@@ -973,3 +1080,42 @@ def test_status_records_dead_runs_only_while_no_sweep_holds_the_folder(tmp_path)
     out = status(tmp_path)
     assert out.returncode == 0 and "killed" in out.stdout
     assert read_manifest(folder)["runs"][0]["status"] == "killed"  # recorded once free
+
+
+def test_status_marks_a_run_killed_whose_pid_was_reused(tmp_path):
+    """A driver killed days ago (kill -9, a reboot of the login node): its pid on this host
+    now belongs to another process. status showed the run 'running' for ever (heartbeat a
+    day old) and, told to stop it, one would signal a stranger. The folder's lock decides:
+    free, no driver is alive, whatever the pid says; held, the run is left as it is."""
+    stamp = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+    folder = tmp_path / "calibration"
+    update_manifest(folder, {"run_id": "old", "status": "running", "host": socket.gethostname(),
+                             "pid": os.getpid(),  # alive, and not a driver
+                             "started_at": stamp(time.time() - 2 * 86400),
+                             "heartbeat_at": stamp(time.time() - 86400)})
+    with SweepLock(folder):  # while a sweep holds the folder, the live pid is believed
+        assert "old: running" in status(tmp_path).stdout
+    out = status(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "old: killed" in out.stdout and "kill -TERM" not in out.stdout
+    assert read_manifest(folder)["runs"][0]["status"] == "killed"
+
+
+def test_a_full_disk_at_the_start_is_a_message_and_exit_3(small_disk):
+    """The results disk is full before the sweep starts: writing the lock's holder record
+    failed, and the OSError escaped as a Hydra traceback with exit 2 ('invalid input'). It is
+    a message and exit 3 (the machinery, not the input); the lock is released."""
+    with open(small_disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
+        with pytest.raises(OSError):
+            while True:
+                fh.write(b"\0" * 65536)
+    proc = run_cli("experiment=calibration", "params.work_us=0", "grid.x={range:[0,20]}",
+                   f"results_dir={small_disk}", "cluster.n_workers=1", *FAST, timeout=100)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (f"error: results_dir={small_disk}: cannot create or lock {small_disk / 'calibration'}: "
+            "No space left on device (nothing was run; free space, then rerun)") in proc.stderr
+    import fcntl
+
+    with open(small_disk / "calibration" / ".lock") as fh:  # free again
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import shutil
 import threading
@@ -754,7 +753,11 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
         with dask.config.set(SCHEDULER_CONFIG):
             cluster = make_batch_cluster(cfg)
     else:
-        n_workers = cfg.get("n_workers") or os.cpu_count() or 1
+        # The cores this process may use (affinity, cgroup quota: a SLURM job's allocation,
+        # `taskset`), not the machine's: os.cpu_count() started a worker per core of the node.
+        from dask.system import CPU_COUNT
+
+        n_workers = cfg.get("n_workers") or CPU_COUNT or 1
         profile = bool(_get(cfg, "worker_profile", False))
         with dask.config.set({**SCHEDULER_CONFIG, "distributed.worker.profile.enabled": profile}), \
                 _closed_if_half_built():
@@ -766,6 +769,10 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
                 # loopback by default: the dashboard is unauthenticated (see README, SSH tunnel)
                 dashboard_address=str(_get(cfg, "dashboard_address", LOCAL_DASHBOARD)),
                 silence_logs=logging.ERROR,
+                # TLS with throwaway credentials held by this process and its workers: a
+                # scheduler on plain tcp:// 127.0.0.1 let any user of a shared login node
+                # connect a Client and run code as us (client.run); its port is in `ss -ltn`
+                security=True,
             )
     try:
         client = Client(cluster)

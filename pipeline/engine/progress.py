@@ -130,6 +130,21 @@ class _UTCFormatter(RedactingFormatter):
             f".{int(record.msecs):03d}Z"
 
 
+class _Forward(logging.Handler):
+    """Passes ``distributed``'s records at ``level`` on to the run log's file handler. Not a
+    ``StreamHandler``: ``LocalCluster(silence_logs=...)`` sets every StreamHandler of the
+    ``distributed`` logger to ERROR while the cluster lives (to quiet the terminal), and a
+    FileHandler is one, so Dask's warnings (a worker that stopped heartbeating, memory
+    pressure) never reached the log on ``cluster=local``."""
+
+    def __init__(self, target: logging.Handler, level: int):
+        super().__init__(level)
+        self.target = target
+
+    def emit(self, record) -> None:
+        self.target.handle(record)
+
+
 def log_path(folder: str | Path, run_id: str) -> Path:
     return Path(folder) / LOGS_DIR / f"{run_id}.log"
 
@@ -147,9 +162,7 @@ def run_log(folder: str | Path, run_id: str) -> Iterator[Path]:
     pipeline_log, dask_log = logging.getLogger("pipeline"), logging.getLogger("distributed")
     runlog.addHandler(handler)
     pipeline_log.addHandler(handler)
-    dask_handler = logging.FileHandler(path, mode="a", encoding="utf-8")
-    dask_handler.setFormatter(handler.formatter)
-    dask_handler.setLevel(logging.WARNING)
+    dask_handler = _Forward(handler, logging.WARNING)
     dask_log.addHandler(dask_handler)
     try:
         yield path

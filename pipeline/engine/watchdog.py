@@ -336,11 +336,11 @@ def signals_held() -> Iterator[None]:
 
 @contextlib.contextmanager
 def termination_signals() -> Iterator[None]:
-    """Turn SIGTERM (``scancel``, ``timeout``, ``kill``) and SIGHUP (the terminal closed) into
-    :class:`Terminated` in the main thread for the duration of the block, and make a repeated
-    signal patient once the shutdown has started (:func:`shutdown_started`, called where the
-    interrupt is handled: a first interrupt swallowed on its way, say in a ``__del__``, must
-    not leave Ctrl-C unable to stop the sweep). Until then every SIGINT/SIGTERM/SIGHUP raises.
+    """Turn SIGTERM (``scancel``, ``timeout``, ``kill``) and SIGHUP (the terminal closed; not
+    when ignored, as under ``nohup``) into :class:`Terminated` in the main thread for the
+    duration of the block, and make a repeated signal patient once the shutdown has started
+    (:func:`shutdown_started`, called where the interrupt is handled: a first interrupt
+    swallowed on its way, say in a ``__del__``, must not leave Ctrl-C unable to stop the sweep). Until then every SIGINT/SIGTERM/SIGHUP raises.
     During the shutdown (the flush, ``interrupted`` recorded, the cluster closed, each step
     bounded) the next signal only says that it is under way (raised there, it cut the flush or
     the cluster's close short and left Dask's exit handler a traceback); the one after leaves
@@ -369,8 +369,13 @@ def termination_signals() -> Iterator[None]:
         print(LEAVE_NOW_MESSAGE, file=sys.stderr, flush=True)
         os._exit(128 + signum)
 
-    wanted = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not if ignored (nohup &)
+    wanted = [signal.SIGTERM]
+    # Not a SIGHUP the caller ignores: `nohup run.py &` asks for the sweep to outlive the
+    # terminal (handled, it ended the sweep with 129 at logout). Nor an ignored SIGINT (`&`).
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is not None and signal.getsignal(hup) is not signal.SIG_IGN:
+        wanted.append(hup)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         wanted.append(signal.SIGINT)
     _SHUTTING_DOWN.clear()
     saved = {s: signal.signal(s, handle) for s in wanted}

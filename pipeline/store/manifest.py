@@ -4,6 +4,7 @@ dies), with the verdict on runs left ``running`` by a driver that died."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -78,18 +79,25 @@ class SweepLock:
             self.fh.close()
             raise StoreLocked(f"another sweep is writing to {self.path}{holder} "
                               f"(lock {self.path / '.lock'})")
-        self.fh.seek(0)
-        self.fh.truncate()
-        self.fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                  "run_id": self.run_id}) + "\n")
-        self.fh.flush()
+        try:
+            self.fh.seek(0)
+            self.fh.truncate()
+            self.fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                      "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                  time.gmtime()),
+                                      "run_id": self.run_id}) + "\n")
+            self.fh.flush()
+        except OSError:  # a full disk: the lock is of no use without its holder's record
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
         if self.fh:
-            fcntl.flock(self.fh, fcntl.LOCK_UN)
-            self.fh.close()
+            fh, self.fh = self.fh, None
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):  # its buffer cannot be written on a full disk
+                fh.close()
 
 
 def _describe_holder(text: str) -> str:
@@ -118,10 +126,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False) -> str | None:
+def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False,
+                   lock_free_here: bool = False) -> str | None:
     """``"killed"`` or ``"stale"`` if this ``running`` record's driver is gone, else None.
 
     ``lock_held``: the caller holds the folder's lock, so no other driver is alive ("killed").
+    ``lock_free_here``: the caller got the lock, which no driver of this host can then hold, so
+    a record of this host is "killed" even if its pid lives (reused by another process after
+    a kill -9 or a reboot: it read 'running' for ever). Other hosts' records keep the
+    heartbeat rule (an flock may be local to each node on a cluster filesystem).
     Otherwise, on this host a record whose pid no longer exists is "killed"; on another host a
     record whose heartbeat (``heartbeat_at``, else ``started_at``) is older than
     ``STALE_HEARTBEAT_S`` is "stale"."""
@@ -130,6 +143,8 @@ def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False)
     if lock_held:
         return "killed"
     if run.get("host") == socket.gethostname() and run.get("pid"):
+        if lock_free_here:
+            return "killed"
         # on this host the pid decides (a live driver may be silent a while, e.g. waiting for
         # its first batch jobs)
         return None if _pid_alive(int(run["pid"])) else "killed"
@@ -147,13 +162,14 @@ def _parse_utc(stamp: str) -> float:
     return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
 
 
-def mark_dead_runs(path: str | os.PathLike, lock_held: bool = False) -> list[dict]:
+def mark_dead_runs(path: str | os.PathLike, lock_held: bool = False,
+                   lock_free_here: bool = False) -> list[dict]:
     """Mark run records left ``running`` by a dead driver (see :func:`dead_run_state`) and
     return them. Called by the next sweep (holding the lock) and by ``status``."""
     path = Path(path)
     changed = []
     for run in read_manifest(path).get("runs", []):
-        state = dead_run_state(run, lock_held=lock_held)
+        state = dead_run_state(run, lock_held=lock_held, lock_free_here=lock_free_here)
         if state:
             run.update(status=state, error=run.get("error") or
                        f"the driver (host {run.get('host')}, pid {run.get('pid')}) stopped "

@@ -10,6 +10,7 @@ one or more slashes after the scheme are matched."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import Any
 
@@ -52,8 +53,29 @@ class RedactingStream:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(redact(text) if isinstance(text, str) else text)
+        try:
+            self._stream.write(redact(text) if isinstance(text, str) else text)
+        except BrokenPipeError:
+            self._reader_gone()
         return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """Whoever read this stream went away (`run.py ... | tee log` whose tee ended with the
+        terminal, `| head`): the next progress line raised BrokenPipeError and crashed the
+        sweep (exit 1, 'crashed'). The sweep goes on, its run log has every line; the rest of
+        the output goes to /dev/null, so neither later writes nor the flush at exit fail."""
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # no file descriptor (a test's StringIO)
+            pass
 
     def writelines(self, lines) -> None:
         for line in lines:
