@@ -39,16 +39,30 @@ def result_frame():
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A real 4 MiB tmpfs (root only), unmounted after the test."""
+def tmpfs(tmp_path):
+    """Mount a real tmpfs (root only) with the given options: ``tmpfs("ro,size=1m")`` returns
+    its folder, unmounted after the test; the test skips, saying why, where mount fails."""
     import subprocess
 
-    mount = tmp_path / "small"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs to fill: {proc.stderr.strip()}")
+    mounts = []
+
+    def mount(options: str, name: str = "mnt"):
+        folder = tmp_path / name
+        folder.mkdir()
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs ({options}): {proc.stderr.strip()}")
+        mounts.append(folder)
+        return folder
+
     yield mount
-    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+    for folder in mounts:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmpfs):
+    """A real 4 MiB tmpfs to fill."""
+    return tmpfs("size=4m", "small")
 

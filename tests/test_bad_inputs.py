@@ -146,29 +146,19 @@ def test_a_non_ascii_results_dir_works(tmp_path):
     assert sorted(df.x) == [1, 2, 3]
 
 
-def test_a_results_dir_that_cannot_be_written_exits_2_without_a_traceback(tmp_path, monkeypatch,
-                                                                         capsys):
+def test_a_results_dir_that_cannot_be_written_exits_2_without_a_traceback(tmp_path, tmpfs,
+                                                                         monkeypatch, capsys):
     """A results_dir on a read-only mount (or in another user's folder) escaped as a
     PermissionError/OSError traceback from the sweep lock's mkdir."""
-    import subprocess
-
     from pipeline.cli import main
 
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs: {proc.stderr.strip()}")
-    try:
-        monkeypatch.chdir(tmp_path)
-        code = main(["experiment=calibration", "grid.x=[1,2]", "params.work_us=0",
-                     f"results_dir={mount / 'results'}", "progress=false"])
-        out, err = capsys.readouterr()
-        assert code == 2, out + err
-        assert (f"error: results_dir={mount / 'results'}: cannot create or lock "
-                f"{mount / 'results' / 'calibration'}: Read-only file system") in err
-        assert "Traceback" not in out + err
-        assert list(mount.iterdir()) == []
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+    mount = tmpfs("ro,size=1m", "ro")
+    monkeypatch.chdir(tmp_path)
+    code = main(["experiment=calibration", "grid.x=[1,2]", "params.work_us=0",
+                 f"results_dir={mount / 'results'}", "progress=false"])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert (f"error: results_dir={mount / 'results'}: cannot create or lock "
+            f"{mount / 'results' / 'calibration'}: Read-only file system") in err
+    assert "Traceback" not in out + err
+    assert list(mount.iterdir()) == []
