@@ -3,13 +3,14 @@ sweep (:mod:`pipeline.sweep_command`), the dry run or the report.
 
 Exit codes: 0 every task ok; 1 some task failed (rows are stored with their errors);
 2 invalid configuration, rejected before any task ran and before anything was written
-(also: another sweep holds the results folder, or it cannot be written; the peer of ``cluster.address`` does not answer
-as a Dask scheduler, or its TLS handshake fails); 3 the sweep itself crashed (scheduler
-unreachable, a worker running other code, a full disk, ...): what finished is stored, the manifest says
-"crashed" with the error; 4 a part file in the results folder is damaged or foreign (the message names
-it; ``python -m pipeline verify RESULTS_DIR/NAME --repair`` moves it aside, and a rerun
-recomputes its tasks); 130 interrupted, 143 SIGTERM, 129 SIGHUP (what finished is stored, the
-manifest says "interrupted"; rerun to resume).
+(also: another sweep holds the results folder, or it cannot be written; the peer of
+``cluster.address`` does not answer as a Dask scheduler, or its TLS handshake fails); 3 the
+sweep itself crashed (scheduler unreachable, a worker running other code, a full disk, ...):
+what finished is stored, the manifest says "crashed" with the error; 4 a part file in the
+results folder is damaged or foreign (the message names it; ``python -m pipeline verify
+RESULTS_DIR/NAME --repair`` moves it aside, and a rerun recomputes its tasks); 130
+interrupted, 143 SIGTERM, 129 SIGHUP (what finished is stored, the manifest says
+"interrupted"; rerun to resume).
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 USAGE = "usage: python -m pipeline status [RESULTS_DIR [NAME]]"
-STALE_MINUTES = 10  # store.manifest.STALE_HEARTBEAT_S, in the words shown
 
 
 def stored_counts(path) -> tuple[int | None, tuple[int, int], dict[int, tuple[int, int]]]:
@@ -189,8 +188,10 @@ def next_step(run: dict, failed_stored: int = 0) -> list[str]:
         return [f"  to stop it: kill -TERM {pid} on {host} (what finished is kept; the same "
                 "command resumes)"]
     if state == "stale":
-        return [f"  next: no heartbeat for over {STALE_MINUTES} min; check whether pid {pid} "
-                f"still runs on {host} (ssh {host} ps -p {pid}); if not, {rerun}"]
+        from pipeline.store.manifest import STALE_HEARTBEAT_S
+
+        return [f"  next: no heartbeat for over {STALE_HEARTBEAT_S / 60:g} min; check whether "
+                f"pid {pid} still runs on {host} (ssh {host} ps -p {pid}); if not, {rerun}"]
     if state in ("killed", "interrupted"):
         return [f"  next: {rerun}"]
     if state == "crashed":
