@@ -112,6 +112,12 @@ def apply_node_overrides(conf: dict, actions: list[tuple[str, str, Any]]) -> Non
             target[key] = _plain(value)
 
 
+def params_typed(actions: list[tuple[str, str, Any]]) -> set[str]:
+    """The parameters fixed on the command line (``params.X=...``)."""
+    return {dotted.split(".", 1)[1] for action, dotted, _ in actions
+            if action == "set" and dotted.startswith("params.")}
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -281,7 +287,7 @@ def validate_multirun(args: list[str], node_actions) -> None:
                 conf = OmegaConf.to_container(OmegaConf.create(conf), resolve=True)
                 apply_node_overrides(conf, node_actions)
                 try:
-                    validate(name, conf)
+                    validate(name, conf, params_typed(node_actions))
                 except ConfigError as exc:
                     raise ConfigError(f"multirun job {' '.join(combo)}: {exc}") from None
     finally:
@@ -298,7 +304,7 @@ def execute(cfg, node_actions=()) -> int:
     conf = OmegaConf.to_container(cfg, resolve=True)
     apply_node_overrides(conf, node_actions)
     try:
-        grid, options = validate(name, conf)
+        grid, options = validate(name, conf, params_typed(node_actions))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -354,8 +360,9 @@ def check_top_level_overrides(args: list[str]) -> None:
                               + "; allowed: experiment, " + ", ".join(sorted(allowed)))
 
 
-def validate(name: str, conf: dict) -> tuple[Any, dict]:
-    """Every check that can fail before work starts; raises ConfigError with a clear message."""
+def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tuple[Any, dict]:
+    """Every check that can fail before work starts; raises ConfigError with a clear message.
+    ``params_typed``: the parameters fixed on the command line (none may be a grid axis)."""
     from pipeline.engine.cluster import ClusterConfigError, check_batch_commands, check_scheduler
     from pipeline.engine.cluster import validate as validate_cluster
     from pipeline.engine.grid import Grid
@@ -415,6 +422,12 @@ def validate(name: str, conf: dict) -> tuple[Any, dict]:
         grid = Grid(experiment, conf.get("grid") or {}, conf.get("params") or {})
     except ParamError as exc:
         raise ConfigError(str(exc)) from None
+    axes = {n for axis in grid.axes for n in axis.names}
+    for key in sorted(params_typed & axes):  # the grid's axis won, and params.x=5 was ignored
+        raise ConfigError(f"params.{key} is set, but {key} is also a grid axis (grid.{key}, from "
+                          f"the command line or the experiment's config), which would win: to "
+                          f"fix {key}, write grid.{key}=[VALUE], or drop the axis with "
+                          f"'~grid.{key}'")
     if grid.total > max_tasks and not conf.get("dry_run") and not conf.get("report"):
         raise ConfigError(f"the grid has {grid.total:,} tasks, more than max_tasks = "
                           f"{max_tasks:,}; shrink the grid, or raise the limit with "

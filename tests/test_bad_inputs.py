@@ -79,6 +79,13 @@ CASES = [
       "batch_size,"]),
     (["experiment=calibration", "flush_row=10"],
      ["unknown top-level key 'flush_row' (did you mean 'flush_rows'?)"]),
+    # a parameter fixed on the command line that is also a grid axis: the axis won, and
+    # params.x=5 was silently ignored (the YAML's axis, one typed, a zip group's)
+    (["experiment=calibration", "params.x=5"],
+     ["params.x is set, but x is also a grid axis (grid.x,", "write grid.x=[VALUE]", "'~grid.x'"]),
+    (["experiment=calibration", "grid.work_us=[1,2]", "params.work_us=3"],
+     ["params.work_us is set, but work_us is also a grid axis"]),
+    (["experiment=lattice", "params.L2=4"], ["params.L2 is set, but L2 is also a grid axis"]),
     # not a list of groups (a TypeError traceback)
     (["experiment=lattice", "grid.zip=5"],
      ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),
@@ -162,3 +169,12 @@ def test_a_results_dir_that_cannot_be_written_exits_2_without_a_traceback(tmp_pa
             f"{mount / 'results' / 'calibration'}: Read-only file system") in err
     assert "Traceback" not in out + err
     assert list(mount.iterdir()) == []
+
+
+@pytest.mark.parametrize("fix", [["grid.x=[5]"], ["~grid.x", "params.x=5"]])
+def test_the_suggested_fixes_for_a_fixed_axis_work(tmp_path, fix):
+    """Both ways that the params.x/grid.x message offers run x = 5, once."""
+    proc = run_cli("experiment=calibration", *fix, "dry_run=true", f"results_dir={tmp_path}",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "tasks in grid: 1" in proc.stdout and "{'x': 5," in proc.stdout
