@@ -145,6 +145,40 @@ def check_cluster_choice(args: list[str]) -> None:
                                       + ", ".join(known) + f" (the files of {CONF_DIR / 'cluster'})")
 
 
+def default_cluster() -> str:
+    """The cluster kind conf/config.yaml's defaults choose."""
+    from omegaconf import OmegaConf
+
+    for entry in OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml"))["defaults"]:
+        if isinstance(entry, dict) and "cluster" in entry:
+            return str(entry["cluster"])
+    return "local"
+
+
+def check_cluster_overrides(args: list[str]) -> None:
+    """A misspelt cluster key (``cluster.n_worker=2``) is refused with the kind's keys and the
+    closest one. Hydra refused it too, but its advice was to add it with ``+cluster.n_worker``
+    (which the cluster's own check then refused)."""
+    import difflib
+
+    from pipeline.engine.cluster import KINDS, cluster_keys
+
+    kinds = [a.split("=", 1)[1] for a in args if a.startswith("cluster=")]
+    kind = kinds[-1] if kinds else default_cluster()
+    if kind not in KINDS:  # a multirun over kinds (local,slurm): each job is validated
+        return
+    allowed = cluster_keys(kind)
+    for arg in args:
+        key, sep, _ = arg.partition("=")
+        parts = key.lstrip("+~").split(".")
+        if parts[0] != "cluster" or len(parts) < 2 or parts[1] in allowed:
+            continue
+        close = difflib.get_close_matches(parts[1], allowed, n=1)
+        raise ConfigError(f"unknown key 'cluster.{parts[1]}' for cluster={kind}"
+                          + (f" (did you mean 'cluster.{close[0]}'?)" if close else "")
+                          + "; allowed: " + ", ".join(allowed))
+
+
 def quote_non_ascii_paths(args: list[str]) -> list[str]:
     """Hydra's override grammar rejects non-ASCII characters outside quotes
     (``results_dir=/data/résultats``): quote such a ``results_dir`` value for it."""
@@ -225,6 +259,7 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         check_experiment_choice(args)
         check_cluster_choice(args)
+        check_cluster_overrides(args)
         check_top_level_overrides(args)
         args = quote_non_ascii_paths(args)
     except ConfigError as exc:

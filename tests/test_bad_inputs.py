@@ -79,6 +79,12 @@ CASES = [
       "batch_size,"]),
     (["experiment=calibration", "flush_row=10"],
      ["unknown top-level key 'flush_row' (did you mean 'flush_rows'?)"]),
+    # a misspelt cluster key: Hydra refused it, advising '+cluster.n_worker=2'
+    (["experiment=calibration", "cluster.n_worker=2"],
+     ["unknown key 'cluster.n_worker' for cluster=local (did you mean 'cluster.n_workers'?); "
+      "allowed: dashboard_address, kind, memory_limit, n_workers, threads_per_worker"]),
+    (["experiment=calibration", "cluster=slurm", "cluster.wallltime=1:00:00"],
+     ["unknown key 'cluster.wallltime' for cluster=slurm (did you mean 'cluster.walltime'?)"]),
     # a parameter fixed on the command line that is also a grid axis: the axis won, and
     # params.x=5 was silently ignored (the YAML's axis, one typed, a zip group's)
     (["experiment=calibration", "params.x=5"],

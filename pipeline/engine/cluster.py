@@ -292,6 +292,11 @@ def _schema(kind: str) -> dict[str, Callable[[str, Any], Any]]:
     return keys
 
 
+def cluster_keys(kind: str) -> list[str]:
+    """The keys ``cluster=KIND`` accepts."""
+    return sorted(_schema(kind))
+
+
 def validate(cfg: Mapping[str, Any]) -> None:
     """Reject a bad cluster config before anything starts: every key of the kind is checked
     (byte sizes, durations, walltimes, addresses, counts, lists), unknown keys are named."""
