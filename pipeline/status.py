@@ -140,10 +140,13 @@ def describe(path: Path) -> tuple[list[str], bool]:
         return lines, damaged
     run = runs[-1]
     state = run.get("status", "?")
-    when = run.get("finished_at") or run.get("started_at")
+    # a killed driver recorded no end: its start is shown as such ("killed (at START)" read
+    # as the time of the kill; the error line gives the last heartbeat)
+    when = (f"at {run['finished_at']}" if run.get("finished_at") else
+            f"{'since' if state == 'running' else 'started'} {run.get('started_at')}")
     shown = f"{state} ({run['signal']})" if run.get("signal") else state
-    lines.append(f"  last run {run.get('run_id')}: {shown} ({'since' if state == 'running' else 'at'} "
-                 f"{when}) on {run.get('host')}, pid {run.get('pid')}")
+    lines.append(f"  last run {run.get('run_id')}: {shown} ({when}) on {run.get('host')}, "
+                 f"pid {run.get('pid')}")
     if state == "running":
         prog = run.get("progress")
         if prog:

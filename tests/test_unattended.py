@@ -826,7 +826,8 @@ def test_kill_9_mid_sweep_is_reported_killed_and_the_next_sweep_marks_and_resume
     first = start_and_kill(2)
     out = status(tmp_path, "calibration")
     assert out.returncode == 0, out.stderr
-    assert f"last run {first}: killed" in out.stdout
+    started = next(r["started_at"] for r in read_manifest(folder)["runs"] if r["run_id"] == first)
+    assert f"last run {first}: killed (started {started}) on " in out.stdout  # not "at": no end
     assert "stopped without recording an end" in out.stdout
     assert last_run(folder)["status"] == "killed"  # status recorded its verdict
 
