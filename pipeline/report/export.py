@@ -154,6 +154,9 @@ def _strict_json(value):
     return value
 
 
+MACHINE_COLUMNS = ("worker",)
+
+
 def _public_run(run: dict) -> dict:
     out = {k: run[k] for k in RUN_KEYS if k in run}
     config = dict(run.get("config") or {})
@@ -188,6 +191,9 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
                           f"({selection.describe()})")
     # labelled with the version of its rows, not the first part's (as compaction labels files)
     table = _newest_version_metadata(deduplicate_table(table))
+    # Dask worker addresses (cluster hosts and ports) are machine details, not science: left
+    # out as the run records' host and cluster settings are
+    table = table.drop_columns([c for c in MACHINE_COLUMNS if c in table.column_names])
     try:
         experiment = get_experiment(name)
     except KeyError:
