@@ -177,10 +177,26 @@ def test_a_results_dir_that_cannot_be_written_exits_2_without_a_traceback(tmp_pa
     assert list(mount.iterdir()) == []
 
 
-@pytest.mark.parametrize("fix", [["grid.x=[5]"], ["~grid.x", "params.x=5"]])
-def test_the_suggested_fixes_for_a_fixed_axis_work(tmp_path, fix):
-    """Both ways that the params.x/grid.x message offers run x = 5, once."""
-    proc = run_cli("experiment=calibration", *fix, "dry_run=true", f"results_dir={tmp_path}",
-                   cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "tasks in grid: 1" in proc.stdout and "{'x': 5," in proc.stdout
+@pytest.mark.timeout(180)
+def test_the_suggested_fixes_for_a_fixed_axis_work(tmp_path):
+    """params.x=5 beside the YAML's axis grid.x is refused; each fix the message offers, taken
+    from the message itself, then runs x = 5 alone (one for real, stored)."""
+    import re
+
+    refused = run_cli("experiment=calibration", "params.x=5", "params.work_us=0",
+                      f"results_dir={tmp_path}", cwd=tmp_path)
+    assert refused.returncode == 2 and not (tmp_path / "calibration").exists()
+    offered = re.search(r"write (grid\.x=\[VALUE\]), or drop the axis with '(~grid\.x)'",
+                        refused.stderr)
+    assert offered, refused.stderr
+    as_axis = [offered.group(1).replace("VALUE", "5")]
+    dropped = [offered.group(2), "params.x=5"]
+    dry = run_cli("experiment=calibration", *dropped, "dry_run=true", f"results_dir={tmp_path}",
+                  cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert "tasks in grid: 1" in dry.stdout and "{'x': 5," in dry.stdout
+    ran = run_cli("experiment=calibration", *as_axis, "params.work_us=0",
+                  f"results_dir={tmp_path}", "cluster.n_workers=1", "progress=false",
+                  "cluster.dashboard_address=127.0.0.1:0", cwd=tmp_path, timeout=150)
+    assert ran.returncode == 0, ran.stderr
+    assert pd.read_parquet(tmp_path / "calibration").x.tolist() == [5]
