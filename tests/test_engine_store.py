@@ -83,6 +83,25 @@ def test_temp_files_of_killed_writers_are_ignored_and_cleaned(tmp_path, grid):
     assert clean_temp_files(tmp_path) == 1
 
 
+def test_manifest_temp_files_of_killed_writers_are_cleaned(tmp_path, grid):
+    """A kill -9 during a manifest write (the heartbeat, every 5 s) left
+    ._manifest.json.PID.tmp, one per kill under its own pid, as large as the manifest; the
+    next sweep (clean_temp_files) removed only part temp files, so they piled up for ever."""
+    import os
+    import time
+
+    update_manifest(tmp_path, {"run_id": "a", "status": "finished"})
+    dead = tmp_path / "._manifest.json.4242.tmp"
+    dead.write_text('{"runs": [')
+    old = time.time() - 3600
+    os.utime(dead, (old, old))
+    live = tmp_path / "._manifest.json.4243.tmp"  # a writer at work right now: not touched
+    live.write_text("{")
+    assert clean_temp_files(tmp_path) == 1
+    assert not dead.exists() and live.exists()
+    assert read_manifest(tmp_path)["runs"][0]["run_id"] == "a"
+
+
 def test_manifest_records_runs_by_id(tmp_path):
     update_manifest(tmp_path, {"run_id": "a", "status": "running"})
     update_manifest(tmp_path, {"run_id": "a", "status": "finished"})

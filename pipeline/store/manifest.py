@@ -44,7 +44,7 @@ def update_manifest(path: str | os.PathLike, run: dict, make_latest: bool = True
     if make_latest or "latest" not in manifest:
         manifest["latest"] = run["run_id"]
     # A per-process temp name: the driver's heartbeat and `status` may write at once.
-    tmp = path / f".{MANIFEST}.{os.getpid()}.tmp"
+    tmp = path / f".{MANIFEST}.{os.getpid()}.tmp"  # left by a kill: clean_manifest_temp_files
     try:
         with open(tmp, "w") as fh:
             fh.write(json.dumps(manifest, indent=2, default=str))
@@ -54,6 +54,26 @@ def update_manifest(path: str | os.PathLike, run: dict, make_latest: bool = True
     except BaseException:  # a full disk: no half-written temp file left beside the manifest
         tmp.unlink(missing_ok=True)
         raise
+
+
+MANIFEST_TEMP_MAX_AGE_S = 60.0  # a live writer holds its temp file for well under a second
+
+
+def clean_manifest_temp_files(path: str | os.PathLike, now: float | None = None) -> int:
+    """Remove the manifest temp files (``._manifest.json.PID.tmp``) of writers killed while
+    writing, older than ``MANIFEST_TEMP_MAX_AGE_S`` (a live writer's, e.g. `status` on another
+    node of a filesystem whose flock is node-local, is never touched); returns how many.
+    Each kill left one under its own pid, as large as the manifest, and none was ever removed."""
+    now = time.time() if now is None else now
+    removed = 0
+    for tmp in Path(path).glob(f".{MANIFEST}.*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > MANIFEST_TEMP_MAX_AGE_S:
+                tmp.unlink()
+                removed += 1
+        except FileNotFoundError:  # its writer renamed it meanwhile
+            pass
+    return removed
 
 
 class SweepLock:

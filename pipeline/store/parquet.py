@@ -270,12 +270,15 @@ class PartWriter:
 
 
 def clean_temp_files(path: str | os.PathLike) -> int:
-    """Remove temp files left by a killed writer; returns how many."""
+    """Remove temp files left by a killed writer (parts, and the run manifest's); returns how
+    many. Called with the folder's lock held."""
+    from pipeline.store.manifest import clean_manifest_temp_files
+
     removed = 0
     for tmp in Path(path).glob(".part-*.parquet.tmp"):
         tmp.unlink(missing_ok=True)
         removed += 1
-    return removed
+    return removed + clean_manifest_temp_files(path)
 
 
 _HEX = np.full(256, 255, dtype=np.uint8)
