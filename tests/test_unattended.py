@@ -1120,3 +1120,24 @@ def test_a_full_disk_at_the_start_is_a_message_and_exit_3(small_disk):
 
     with open(small_disk / "calibration" / ".lock") as fh:  # free again
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_status_of_a_copied_folder_points_at_the_copy(tmp_path):
+    """A results folder copied (cp -r) elsewhere: status of the copy printed the original
+    folder's log and a 'next:' command whose results_dir resumes the original, not the
+    copy. Now the copy's own log is shown and a note says how to resume the copy."""
+    args = ["experiment=calibration", "params.work_us=0", "params.fail_every=5",
+            "grid.x={range:[0,20]}", "cluster.n_workers=1", f"results_dir={tmp_path / 'orig'}",
+            *FAST]
+    assert run_cli(*args).returncode == 1  # finished, with failed tasks: a 'next:' line
+    run_id = last_run(tmp_path / "orig" / "calibration")["run_id"]
+    subprocess.run(["cp", "-r", str(tmp_path / "orig"), str(tmp_path / "copy")], check=True)
+    text = status(tmp_path / "copy").stdout
+    assert f"  log: {tmp_path / 'copy' / 'calibration' / '_logs' / run_id}.log\n" in text, text
+    assert (f"  note: this run wrote to {tmp_path / 'orig' / 'calibration'}; this folder is a "
+            "copy of it or was moved: the command below writes to "
+            f"{tmp_path / 'orig' / 'calibration'}; to resume this folder, give "
+            f"results_dir={tmp_path / 'copy'} instead\n") in text, text
+    original = status(tmp_path / "orig").stdout  # the original folder: no note
+    assert "note:" not in original
+    assert f"  log: {tmp_path / 'orig' / 'calibration' / '_logs' / run_id}.log\n" in original
