@@ -1141,3 +1141,27 @@ def test_status_of_a_copied_folder_points_at_the_copy(tmp_path):
     original = status(tmp_path / "orig").stdout  # the original folder: no note
     assert "note:" not in original
     assert f"  log: {tmp_path / 'orig' / 'calibration' / '_logs' / run_id}.log\n" in original
+
+
+def test_ctrl_c_to_the_process_group_prints_no_worker_tracebacks(tmp_path):
+    """Ctrl-C in a terminal signals the whole process group, the LocalCluster's worker
+    processes included: each died on its own SIGINT and printed Dask tracebacks
+    (CancelledError, CommClosedError) over the driver's 'interrupted' message. Workers now
+    ignore SIGINT and the driver shuts them down."""
+    proc = cli("experiment=calibration", "params.work_us=20000", "grid.x={range:[0,3000]}",
+               "cluster.n_workers=2", f"results_dir={tmp_path}", "flush_seconds=1", *FAST,
+               start_new_session=True)
+    try:
+        wait_for(lambda: parts(tmp_path / "calibration"), 120, "a first part file", proc)
+        time.sleep(3)  # the workers are busy with batches
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in out + err, err
+    assert "interrupted (SIGINT)" in out + err
+    assert last_run(tmp_path / "calibration")["status"] == "interrupted"
+    df = pipeline.load(tmp_path, "calibration")
+    assert df.task_id.is_unique and len(df) > 0
