@@ -1165,3 +1165,27 @@ def test_ctrl_c_to_the_process_group_prints_no_worker_tracebacks(tmp_path):
     assert last_run(tmp_path / "calibration")["status"] == "interrupted"
     df = pipeline.load(tmp_path, "calibration")
     assert df.task_id.is_unique and len(df) > 0
+
+
+def test_dry_run_during_a_sweep_says_a_sweep_is_writing(tmp_path):
+    """A dry run while a sweep writes the folder printed 'to run: N' as if the folder were
+    idle, though a real run is refused (exit 2) until the sweep ends. Now a note says so."""
+    args = ["experiment=calibration", "params.work_us=0", "grid.x={range:[0,10]}",
+            f"results_dir={tmp_path}"]
+    assert run_cli(*args, "grid.x={range:[0,4]}", "cluster.n_workers=1", *FAST).returncode == 0
+    folder = tmp_path / "calibration"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # a driver that is alive (this process, this host), as status judges it
+    update_manifest(folder, {"run_id": "live", "status": "running", "started_at": stamp,
+                             "host": socket.gethostname(), "pid": os.getpid()})
+    out = run_cli(*args, "dry_run=true")
+    assert out.returncode == 0, out.stderr
+    assert "to run:        6\n" in out.stdout
+    assert (f"note: a sweep is writing this folder now (run live, pid {os.getpid()} on "
+            f"{socket.gethostname()}, since {stamp}): these counts are a snapshot, and a real "
+            "run is refused (exit 2) until it ends\n") in out.stdout, out.stdout
+    update_manifest(folder, {"run_id": "live", "status": "running", "started_at": stamp,
+                             "host": socket.gethostname(), "pid": _dead_pid()})
+    out = run_cli(*args, "dry_run=true")
+    assert out.returncode == 0 and "to run:        6\n" in out.stdout
+    assert "note: a sweep is writing" not in out.stdout

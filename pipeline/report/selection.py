@@ -217,12 +217,11 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
         "warnings": [],
     }
     warnings = out["warnings"]
-    from pipeline.store.manifest import dead_run_state
+    from pipeline.store.manifest import live_runs
 
     # a sweep still writing the folder: what is read is a snapshot, and the points it has not
     # reached yet are "missing" only for now (the warning below said "run the sweep")
-    writing = [r for r in manifest.get("runs", [])
-               if r.get("status") == "running" and dead_run_state(r) is None]
+    writing = live_runs(manifest)
     for r in writing:
         # no host or pid: an exported package carries these warnings, and no host details
         warnings.append(f"a sweep is still writing to this folder (run {r.get('run_id')}, "
