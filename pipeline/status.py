@@ -246,6 +246,12 @@ def main(argv: list[str]) -> int:
             return 2
     else:
         folders = sorted(p for p in results.iterdir() if p.is_dir() and p.name[0] not in "._")
+        from pipeline.store.integrity import MANIFEST, PART_INDEX
+
+        if not folders and ((results / MANIFEST).exists() or (results / PART_INDEX).exists()):
+            # RESULTS_DIR/NAME, as verify, compact and export take it: said "no experiment
+            # folders under results/NAME", during a sweep too
+            folders = [results]
     from pipeline.store.redact import redact
 
     damaged = []

@@ -39,7 +39,9 @@ def main(argv: list[str]) -> int:
         print(f"error: {folder} is not a results folder (expected RESULTS_DIR/NAME, e.g. "
               f"results/composition)\n{USAGE}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    nested = _experiment_folders(folder)
+    from pipeline.store.integrity import experiment_folders
+
+    nested = experiment_folders(folder)
     if nested:  # RESULTS_DIR instead of RESULTS_DIR/NAME: --repair moved whole experiments
         print(f"error: {folder} holds experiment folders ({', '.join(nested)}), not result "
               f"parts: verify each of them, e.g. python -m pipeline verify {folder / nested[0]}"
@@ -92,23 +94,6 @@ def main(argv: list[str]) -> int:
     if len(parts) < len(moved):
         print("the damaged run manifest was quarantined; the next sweep starts a new one")
     return EXIT_OK
-
-
-def _experiment_folders(folder: Path) -> list[str]:
-    """Subfolders of ``folder`` that are experiment result folders (a run manifest, a part
-    index or part files in them): ``folder`` is then a RESULTS_DIR. verify would list each as
-    a foreign directory and ``--repair`` move it, a sweep writing it included, to
-    ``_quarantine/``."""
-    from pipeline.store.integrity import MANIFEST, PART_INDEX
-
-    found = []
-    for sub in sorted(folder.iterdir()):
-        if sub.name.startswith(("_", ".")) or not sub.is_dir():
-            continue
-        if ((sub / MANIFEST).exists() or (sub / PART_INDEX).exists()
-                or next(sub.glob("part-*.parquet"), None) is not None):
-            found.append(sub.name)
-    return found
 
 
 def _pending_compaction(folder: Path, repair: bool) -> int | None:

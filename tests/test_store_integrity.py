@@ -211,6 +211,24 @@ def test_verify_of_a_results_dir_is_refused_and_moves_nothing(tmp_path):
     assert proc.returncode == 0 and "good:    2" in proc.stdout
 
 
+def test_compact_and_status_one_level_off(tmp_path):
+    """compact RESULTS_DIR said 'no part files, nothing to compact' (exit 0) beside the
+    experiment folders it was meant for; status RESULTS_DIR/NAME (the level verify, compact
+    and export take) said 'no experiment folders under ...'. Now compact refuses (exit 2,
+    naming the folder to give) and status describes the experiment folder it was given."""
+    folder, parts = _store_of_two_parts(tmp_path)
+    before = files(tmp_path)
+    proc = run("-m", "pipeline", "compact", str(tmp_path))
+    assert proc.returncode == 2
+    assert (f"error: {tmp_path} holds experiment folders (calibration): compact each of them, "
+            f"e.g. python -m pipeline compact {folder}\n") == proc.stderr
+    assert files(tmp_path) == before and not (tmp_path / ".lock").exists()
+    proc = run("-m", "pipeline", "status", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("calibration: 20 ok, 0 failed stored (version 2)\n"), proc.stdout
+    assert proc.stdout == run("-m", "pipeline", "status", str(tmp_path)).stdout
+
+
 def files(root):
     """snapshot() of the files only: taking the lock creates .lock, which touches the folder."""
     return {p: v for p, v in snapshot(root).items() if p.is_file()}
