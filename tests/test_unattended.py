@@ -1189,3 +1189,19 @@ def test_dry_run_during_a_sweep_says_a_sweep_is_writing(tmp_path):
     out = run_cli(*args, "dry_run=true")
     assert out.returncode == 0 and "to run:        6\n" in out.stdout
     assert "note: a sweep is writing" not in out.stdout
+
+
+def test_status_piped_into_a_reader_that_leaves_prints_no_traceback(tmp_path):
+    """`python -m pipeline status | head -1` during a sweep: the reader went away after one
+    line and status died with a BrokenPipeError traceback. Now it ends quietly (141, as a
+    command ended by SIGPIPE), having done its work."""
+    for name in ("calibration", "composition"):
+        update_manifest(tmp_path / name, {"run_id": "r", "status": "finished",
+                                          "started_at": "2026-01-01T00:00:00Z"})
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    proc = subprocess.run([PY, "-m", "pipeline", "status", str(tmp_path)], cwd=ROOT,
+                          stdout=write, stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(write)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141
