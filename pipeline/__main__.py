@@ -101,7 +101,18 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main(sys.argv[1:]))
+        code = main(sys.argv[1:])
+        sys.stdout.flush()  # here, not at exit: a reader gone is handled below
+        sys.exit(code)
     except KeyboardInterrupt as exc:  # the commands write atomically (temp file, rename)
         print("\ninterrupted", file=sys.stderr)
         sys.exit(getattr(exc, "exit_code", 130))
+    except BrokenPipeError:
+        # `status | head`, a watch loop cut short: the reader went away. A traceback said the
+        # command failed; it exits as a command ended by SIGPIPE does, quietly. The rest of the
+        # output goes to /dev/null, so the flush at exit does not fail again.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(141)

@@ -40,6 +40,13 @@ def main(argv: list[str]) -> int:
         print(f"error: {folder} is not a folder (give RESULTS_DIR/NAME, e.g. results/composition)",
               file=sys.stderr)
         return 2
+    from pipeline.store.integrity import experiment_folders
+
+    nested = experiment_folders(folder)
+    if nested:  # RESULTS_DIR instead of RESULTS_DIR/NAME: "nothing to compact" misled
+        print(f"error: {folder} holds experiment folders ({', '.join(nested)}): compact each "
+              f"of them, e.g. python -m pipeline compact {folder / nested[0]}", file=sys.stderr)
+        return 2
     try:
         result = compact(folder, args.target_rows, args.target_mib)
     except StoreLocked as exc:

@@ -27,6 +27,10 @@ def dry_run(grid, options: dict) -> int:
     print(f"already done:  {done_ok:,} ok, {done_failed:,} failed ("
           f"{'re-run: retry_failed=true' if options['retry_failed'] else 'skipped'})")
     print(f"to run:        {to_run:,}")
+    for run in _writing(path):
+        print(f"note: a sweep is writing this folder now (run {run.get('run_id')}, pid "
+              f"{run.get('pid')} on {run.get('host')}, since {run.get('started_at')}): these "
+              "counts are a snapshot, and a real run is refused (exit 2) until it ends")
     if stale:
         fate = ("re-run: rerun_changed=true" if options["rerun_changed"]
                 else "kept; rerun_changed=true re-runs them")
@@ -44,3 +48,15 @@ def dry_run(grid, options: dict) -> int:
     if batch_jobs:
         print(batch_jobs)
     return EXIT_OK
+
+
+def _writing(path) -> list[dict]:
+    """The sweeps writing ``path`` now (by their run records), for the note above; a damaged
+    manifest is left to the commands that need it (a dry run reads only the parts)."""
+    from pipeline.store.integrity import BadPartFile
+    from pipeline.store.manifest import live_runs, read_manifest
+
+    try:
+        return live_runs(read_manifest(path))
+    except (BadPartFile, OSError):
+        return []

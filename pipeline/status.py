@@ -171,10 +171,33 @@ def describe(path: Path) -> tuple[list[str], bool]:
     if state != "running" and "ran" in counts:
         lines.append(f"  ran {counts['ran']:,} task(s): {counts.get('ok', 0):,} ok, "
                      f"{counts.get('failed', 0):,} failed in {counts.get('elapsed_s', 0):.1f} s")
+    origin = _written_from(path, run)
     if run.get("log"):
-        lines.append(f"  log: {run['log']}")
+        log = Path(run["log"])
+        if origin is not None and (path / "_logs" / log.name).is_file():
+            log = path / "_logs" / log.name  # the copy's own log, not the original folder's
+        lines.append(f"  log: {log}")
+    if origin is not None:
+        lines.append(f"  note: this run wrote to {origin}; this folder is a copy of it or was "
+                     f"moved: the command below writes to {origin}; to resume this folder, give "
+                     f"results_dir={path.parent} instead")
     lines += next_step(run, failed_stored)
     return lines, damaged
+
+
+def _written_from(path: Path, run: dict) -> Path | None:
+    """The folder ``run`` wrote to, if it is not ``path`` (a folder copied with ``cp -r`` or
+    moved since): the recorded log and command name the original folder. Judged only from an
+    absolute recorded log path (a relative one depends on the driver's working directory)."""
+    log = run.get("log")
+    if not log or not Path(log).is_absolute():
+        return None
+    origin = Path(log).parent.parent
+    try:
+        same = origin.resolve() == path.resolve()
+    except OSError:
+        return None
+    return None if same else origin
 
 
 def next_step(run: dict, failed_stored: int = 0) -> list[str]:
@@ -223,6 +246,12 @@ def main(argv: list[str]) -> int:
             return 2
     else:
         folders = sorted(p for p in results.iterdir() if p.is_dir() and p.name[0] not in "._")
+        from pipeline.store.integrity import MANIFEST, PART_INDEX
+
+        if not folders and ((results / MANIFEST).exists() or (results / PART_INDEX).exists()):
+            # RESULTS_DIR/NAME, as verify, compact and export take it: said "no experiment
+            # folders under results/NAME", during a sweep too
+            folders = [results]
     from pipeline.store.redact import redact
 
     damaged = []

@@ -39,6 +39,14 @@ def main(argv: list[str]) -> int:
         print(f"error: {folder} is not a results folder (expected RESULTS_DIR/NAME, e.g. "
               f"results/composition)\n{USAGE}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    from pipeline.store.integrity import experiment_folders
+
+    nested = experiment_folders(folder)
+    if nested:  # RESULTS_DIR instead of RESULTS_DIR/NAME: --repair moved whole experiments
+        print(f"error: {folder} holds experiment folders ({', '.join(nested)}), not result "
+              f"parts: verify each of them, e.g. python -m pipeline verify {folder / nested[0]}"
+              f"\n{USAGE}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     experiment = registry().get(folder.resolve().name)
     pending = _pending_compaction(folder, repair)
     if pending is not None:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -683,3 +684,44 @@ def test_a_recomputed_task_keeps_only_its_latest_rows(tmp_path):
     assert df.row_index.max() < 100
     assert df.groupby("task_id").row_index.apply(sorted).map(
         lambda r: r == list(range(len(r)))).all()
+
+
+def test_report_and_export_during_a_sweep_say_it_is_a_snapshot(tmp_path):
+    """report=true and export while a sweep writes the folder: the report warned that the
+    points not reached yet had 'no stored row (run the sweep to fill them in)', as if nothing
+    were running, and neither said the rows were a snapshot. Now both say a sweep is still
+    writing (run id and start; no host or pid, which an exported package must not carry)."""
+    grid_cfg = {"x": [0, 1, 2, 3]}
+    params = {"work_us": 0.0}
+    store(tmp_path, "calibration", {"x": [0, 1]}, params, "done")
+    folder = experiment_dir(tmp_path, "calibration")
+    words = ["experiment=calibration", "grid.x=[0,1,2,3]", "params.work_us=0",
+             f"results_dir={tmp_path}"]
+    snapshot = ("a sweep is still writing to this folder (run live, since "
+                "2026-01-02T00:00:00Z; python -m pipeline status shows it): this is a snapshot "
+                "of the rows stored so far; run it again when the sweep has finished")
+    # a driver that is alive: this process, on this host (as status judges it)
+    update_manifest(folder, {"run_id": "live", "experiment": "calibration", "status": "running",
+                             "started_at": "2026-01-02T00:00:00Z", "host": socket.gethostname(),
+                             "pid": os.getpid(), "config": {"grid": grid_cfg, "params": params}})
+    proc = run_cli(*words, "report=true")
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: {snapshot}\n" in proc.stderr
+    assert ("warning: 2 of 4 point(s) of the grid have no stored row yet (the sweep above is "
+            "still writing)\n") in proc.stderr
+    assert "run the sweep to fill them in" not in proc.stderr
+    index = (folder / "_report" / "index.md").read_text()
+    assert f"- **warning**: {snapshot}\n" in index
+    proc = export(folder, tmp_path / "pkg")
+    assert proc.returncode == 0, proc.stderr
+    package = (tmp_path / "pkg" / "datapackage.json").read_text()
+    assert snapshot in package
+    assert f"pid {os.getpid()}" not in package and f" on {socket.gethostname()}" not in package
+    # the driver gone (a dead pid): no snapshot warning; the missing points want a sweep
+    update_manifest(folder, {"run_id": "live", "experiment": "calibration", "status": "running",
+                             "started_at": "2026-01-02T00:00:00Z", "host": socket.gethostname(),
+                             "pid": 2**22 + 12345, "config": {"grid": grid_cfg, "params": params}})
+    proc = run_cli(*words, "report=true")
+    assert "still writing" not in proc.stderr
+    assert "2 of 4 point(s) of the grid have no stored row (run the sweep to fill them in)" \
+        in proc.stderr

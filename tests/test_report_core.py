@@ -404,3 +404,43 @@ def test_low_influence_examples_5_6_keeps_each_swept_parameter_apart(tmp_path):
     assert len(shown) == 6 and not shown[["eps", "delta", "eps_eval"]].duplicated().any()
     assert list(shown["eps_eval"]) == [0.0] * 3 + [1.0] * 3
     assert list(shown["eps"]) == [0.5, 1.0, 2.0] * 2
+
+
+_SLOW_REPORT = """
+import sys, time
+from pipeline.report.build import build_report
+from pipeline.report.core import report_for
+from pipeline.report.selection import Selection
+tag, pause = sys.argv[2], float(sys.argv[3])
+
+@report_for("calibration")
+def slow(df, out):  # a report plug-in of some seconds (figures of a big store take longer)
+    print("building", flush=True)
+    time.sleep(pause)
+    out.table("only_" + tag, df[["x"]], caption="rows of report " + tag)
+
+sys.exit(build_report(sys.argv[1], "calibration"))
+"""
+
+
+def test_two_reports_at_once_do_not_mix_their_files(tmp_path):
+    """Two report=true runs of one folder at once (two terminals, a report in a loop during a
+    sweep): the second deleted _report/ under the first and wrote its own; the first then
+    wrote its tables and index into it, so the folder held one report's index beside the
+    other's tables. Now the second waits for the first, and the folder is the second's."""
+    store(tmp_path, "calibration", {"x": [0, 1, 2]}, {"work_us": 0.0})
+    cmd = [sys.executable, "-c", _SLOW_REPORT, str(tmp_path)]
+    first = subprocess.Popen(cmd + ["a", "4"], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert first.stdout.readline() == "building\n"  # the first is inside its build
+    second = subprocess.run(cmd + ["b", "0"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, err + second.stderr
+    assert "waiting for another report of" in second.stderr
+    report = tmp_path / "calibration" / "_report"
+    tables = sorted(p.name for p in report.glob("only_*.csv"))
+    assert tables == ["only_b.csv"]  # the second report whole, nothing of the first
+    index = (report / "index.md").read_text()
+    assert "only_b" in index and "only_a" not in index
+    assert pd.read_csv(report / "only_b.csv")["x"].tolist() == [0, 1, 2]

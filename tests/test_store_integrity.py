@@ -192,6 +192,43 @@ def test_verify_command_usage_errors(tmp_path):
     assert proc.returncode == 2 and "not a results folder" in proc.stderr
 
 
+def test_verify_of_a_results_dir_is_refused_and_moves_nothing(tmp_path):
+    """`verify RESULTS_DIR --repair` (one level up: `status` takes RESULTS_DIR) listed each
+    experiment folder as a foreign directory and moved it whole to RESULTS_DIR/_quarantine/,
+    a folder a sweep was writing included (its later parts then landed in a new folder, the
+    results split in two). Now verify refuses a folder of experiment folders (exit 2) and
+    names the command for each."""
+    folder, parts = _store_of_two_parts(tmp_path)
+    before = files(tmp_path)
+    for args in ([], ["--repair"]):
+        proc = run("-m", "pipeline", "verify", str(tmp_path), *args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert (f"error: {tmp_path} holds experiment folders (calibration), not result parts: "
+                f"verify each of them, e.g. python -m pipeline verify {folder}\n") in proc.stderr
+    assert files(tmp_path) == before and not (tmp_path / "_quarantine").exists()
+    assert len(pipeline.load(tmp_path, "calibration")) == 20
+    proc = run("-m", "pipeline", "verify", str(folder))  # the experiment folder itself
+    assert proc.returncode == 0 and "good:    2" in proc.stdout
+
+
+def test_compact_and_status_one_level_off(tmp_path):
+    """compact RESULTS_DIR said 'no part files, nothing to compact' (exit 0) beside the
+    experiment folders it was meant for; status RESULTS_DIR/NAME (the level verify, compact
+    and export take) said 'no experiment folders under ...'. Now compact refuses (exit 2,
+    naming the folder to give) and status describes the experiment folder it was given."""
+    folder, parts = _store_of_two_parts(tmp_path)
+    before = files(tmp_path)
+    proc = run("-m", "pipeline", "compact", str(tmp_path))
+    assert proc.returncode == 2
+    assert (f"error: {tmp_path} holds experiment folders (calibration): compact each of them, "
+            f"e.g. python -m pipeline compact {folder}\n") == proc.stderr
+    assert files(tmp_path) == before and not (tmp_path / ".lock").exists()
+    proc = run("-m", "pipeline", "status", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("calibration: 20 ok, 0 failed stored (version 2)\n"), proc.stdout
+    assert proc.stdout == run("-m", "pipeline", "status", str(tmp_path)).stdout
+
+
 def files(root):
     """snapshot() of the files only: taking the lock creates .lock, which touches the folder."""
     return {p: v for p, v in snapshot(root).items() if p.is_file()}

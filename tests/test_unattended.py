@@ -1120,3 +1120,88 @@ def test_a_full_disk_at_the_start_is_a_message_and_exit_3(small_disk):
 
     with open(small_disk / "calibration" / ".lock") as fh:  # free again
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_status_of_a_copied_folder_points_at_the_copy(tmp_path):
+    """A results folder copied (cp -r) elsewhere: status of the copy printed the original
+    folder's log and a 'next:' command whose results_dir resumes the original, not the
+    copy. Now the copy's own log is shown and a note says how to resume the copy."""
+    args = ["experiment=calibration", "params.work_us=0", "params.fail_every=5",
+            "grid.x={range:[0,20]}", "cluster.n_workers=1", f"results_dir={tmp_path / 'orig'}",
+            *FAST]
+    assert run_cli(*args).returncode == 1  # finished, with failed tasks: a 'next:' line
+    run_id = last_run(tmp_path / "orig" / "calibration")["run_id"]
+    subprocess.run(["cp", "-r", str(tmp_path / "orig"), str(tmp_path / "copy")], check=True)
+    text = status(tmp_path / "copy").stdout
+    assert f"  log: {tmp_path / 'copy' / 'calibration' / '_logs' / run_id}.log\n" in text, text
+    assert (f"  note: this run wrote to {tmp_path / 'orig' / 'calibration'}; this folder is a "
+            "copy of it or was moved: the command below writes to "
+            f"{tmp_path / 'orig' / 'calibration'}; to resume this folder, give "
+            f"results_dir={tmp_path / 'copy'} instead\n") in text, text
+    original = status(tmp_path / "orig").stdout  # the original folder: no note
+    assert "note:" not in original
+    assert f"  log: {tmp_path / 'orig' / 'calibration' / '_logs' / run_id}.log\n" in original
+
+
+def test_ctrl_c_to_the_process_group_prints_no_worker_tracebacks(tmp_path):
+    """Ctrl-C in a terminal signals the whole process group, the LocalCluster's worker
+    processes included: each died on its own SIGINT and printed Dask tracebacks
+    (CancelledError, CommClosedError) over the driver's 'interrupted' message. Workers now
+    ignore SIGINT and the driver shuts them down."""
+    proc = cli("experiment=calibration", "params.work_us=20000", "grid.x={range:[0,3000]}",
+               "cluster.n_workers=2", f"results_dir={tmp_path}", "flush_seconds=1", *FAST,
+               start_new_session=True)
+    try:
+        wait_for(lambda: parts(tmp_path / "calibration"), 120, "a first part file", proc)
+        time.sleep(3)  # the workers are busy with batches
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in out + err, err
+    assert "interrupted (SIGINT)" in out + err
+    assert last_run(tmp_path / "calibration")["status"] == "interrupted"
+    df = pipeline.load(tmp_path, "calibration")
+    assert df.task_id.is_unique and len(df) > 0
+
+
+def test_dry_run_during_a_sweep_says_a_sweep_is_writing(tmp_path):
+    """A dry run while a sweep writes the folder printed 'to run: N' as if the folder were
+    idle, though a real run is refused (exit 2) until the sweep ends. Now a note says so."""
+    args = ["experiment=calibration", "params.work_us=0", "grid.x={range:[0,10]}",
+            f"results_dir={tmp_path}"]
+    assert run_cli(*args, "grid.x={range:[0,4]}", "cluster.n_workers=1", *FAST).returncode == 0
+    folder = tmp_path / "calibration"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # a driver that is alive (this process, this host), as status judges it
+    update_manifest(folder, {"run_id": "live", "status": "running", "started_at": stamp,
+                             "host": socket.gethostname(), "pid": os.getpid()})
+    out = run_cli(*args, "dry_run=true")
+    assert out.returncode == 0, out.stderr
+    assert "to run:        6\n" in out.stdout
+    assert (f"note: a sweep is writing this folder now (run live, pid {os.getpid()} on "
+            f"{socket.gethostname()}, since {stamp}): these counts are a snapshot, and a real "
+            "run is refused (exit 2) until it ends\n") in out.stdout, out.stdout
+    update_manifest(folder, {"run_id": "live", "status": "running", "started_at": stamp,
+                             "host": socket.gethostname(), "pid": _dead_pid()})
+    out = run_cli(*args, "dry_run=true")
+    assert out.returncode == 0 and "to run:        6\n" in out.stdout
+    assert "note: a sweep is writing" not in out.stdout
+
+
+def test_status_piped_into_a_reader_that_leaves_prints_no_traceback(tmp_path):
+    """`python -m pipeline status | head -1` during a sweep: the reader went away after one
+    line and status died with a BrokenPipeError traceback. Now it ends quietly (141, as a
+    command ended by SIGPIPE), having done its work."""
+    for name in ("calibration", "composition"):
+        update_manifest(tmp_path / name, {"run_id": "r", "status": "finished",
+                                          "started_at": "2026-01-01T00:00:00Z"})
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    proc = subprocess.run([PY, "-m", "pipeline", "status", str(tmp_path)], cwd=ROOT,
+                          stdout=write, stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(write)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141

@@ -778,6 +778,9 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
                 # scheduler on plain tcp:// 127.0.0.1 let any user of a shared login node
                 # connect a Client and run code as us (client.run); its port is in `ss -ltn`
                 security=True,
+                # Ctrl-C reaches the workers too (one process group): they leave the
+                # shutdown to the driver instead of dying with tracebacks on the terminal
+                preload=["pipeline.engine.worker_preload"],
             )
     try:
         client = Client(cluster)

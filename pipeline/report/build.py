@@ -9,6 +9,7 @@ keeps reading only the result parts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -56,6 +57,31 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
         return EXIT_NO_RESULTS
     for warning in df.attrs["coverage"]["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
+    with _report_lock(path):
+        return _build(results_dir, name, path, df, everything, stream, style, sig_digits)
+
+
+REPORT_LOCK = ".report.lock"  # hidden: Parquet readers and verify skip it
+
+
+@contextlib.contextmanager
+def _report_lock(path):
+    """One report at a time per folder: two report=true runs at once (two terminals, a report
+    in a loop during a sweep) deleted and rewrote ``_report/`` under each other, leaving one
+    report's index beside the other's tables and figures. The second waits for the first."""
+    import fcntl
+
+    with open(path / REPORT_LOCK, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another report of {path} to finish ({path / REPORT_LOCK})",
+                  file=sys.stderr)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield  # the kernel drops the lock when the file closes (or the process dies)
+
+
+def _build(results_dir, name, path, df, everything, stream, style, sig_digits) -> int:
     outdir = path / REPORT_DIR
     if outdir.exists():
         shutil.rmtree(outdir)  # a report is derived data: rebuild it whole

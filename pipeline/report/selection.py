@@ -217,6 +217,17 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
         "warnings": [],
     }
     warnings = out["warnings"]
+    from pipeline.store.manifest import live_runs
+
+    # a sweep still writing the folder: what is read is a snapshot, and the points it has not
+    # reached yet are "missing" only for now (the warning below said "run the sweep")
+    writing = live_runs(manifest)
+    for r in writing:
+        # no host or pid: an exported package carries these warnings, and no host details
+        warnings.append(f"a sweep is still writing to this folder (run {r.get('run_id')}, "
+                        f"since {r.get('started_at')}; python -m pipeline status shows it): "
+                        "this is a snapshot of the rows stored so far; run it again when the "
+                        "sweep has finished")
     # code_ids that differ within one version; across versions other code is expected (the
     # version was bumped for it), and calling it "the same version" misled the reader
     same_version = ({} if len(code_counts) < 2 else
@@ -244,7 +255,8 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
             first = np.nonzero(~contains(stored, prefixes))[0][:MISSING_SHOWN]
             out["grid"]["missing_examples"] = [grid.point(int(i)) for i in first]
             warnings.append(f"{missing:,} of {grid.total:,} point(s) of the grid have no stored "
-                            "row (run the sweep to fill them in)")
+                            + ("row yet (the sweep above is still writing)" if writing else
+                               "row (run the sweep to fill them in)"))
     return out
 
 

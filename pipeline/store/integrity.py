@@ -198,6 +198,22 @@ def read_schemas(files: Sequence[Path], on_error: str = "raise"):
     return schemas, bad
 
 
+def experiment_folders(folder: str | os.PathLike) -> list[str]:
+    """Names of the subfolders of ``folder`` that are experiment result folders (a run
+    manifest, a part index or part files in them): ``folder`` is then a RESULTS_DIR, given
+    where a command wants RESULTS_DIR/NAME. verify listed each as a foreign directory (and
+    ``--repair`` moved it, a sweep writing it included, to ``_quarantine/``); compact said
+    "no part files, nothing to compact"."""
+    found = []
+    for sub in sorted(Path(folder).iterdir()):
+        if sub.name.startswith(("_", ".")) or not sub.is_dir():
+            continue
+        if ((sub / MANIFEST).exists() or (sub / PART_INDEX).exists()
+                or next(sub.glob("part-*.parquet"), None) is not None):
+            found.append(sub.name)
+    return found
+
+
 def folder_experiment(folder: str | os.PathLike):
     """The registered experiment a result folder belongs to (by its name), or None."""
     from pipeline.experiments.base import registry

@@ -176,6 +176,13 @@ def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False,
     return "stale" if age > STALE_HEARTBEAT_S else None
 
 
+def live_runs(manifest: dict) -> list[dict]:
+    """The run records of ``manifest`` said ``running`` whose driver is alive as far as
+    :func:`dead_run_state` can tell: the sweeps writing the folder now."""
+    return [r for r in manifest.get("runs", [])
+            if r.get("status") == "running" and dead_run_state(r) is None]
+
+
 def _parse_utc(stamp: str) -> float:
     import calendar
 
