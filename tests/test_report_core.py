@@ -444,3 +444,27 @@ def test_two_reports_at_once_do_not_mix_their_files(tmp_path):
     index = (report / "index.md").read_text()
     assert "only_b" in index and "only_a" not in index
     assert pd.read_csv(report / "only_b.csv")["x"].tolist() == [0, 1, 2]
+
+
+def test_a_report_waits_for_another_a_bounded_time(tmp_path):
+    """The wait for a report already running has a bound: a hung one (a stuck LaTeX, a
+    frozen process) holding the lock does not keep the next report waiting for ever."""
+    import time
+
+    from pipeline.report.build import REPORT_LOCK, _report_lock
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; fh = open(sys.argv[1], 'a'); "
+         "fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+         str(tmp_path / REPORT_LOCK)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        start = time.monotonic()
+        with _report_lock(tmp_path, wait_s=1.0) as got:
+            assert got is False
+        assert 1.0 <= time.monotonic() - start < 5.0
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    with _report_lock(tmp_path, wait_s=1.0) as got:  # free again once its holder is gone
+        assert got is True

@@ -57,28 +57,45 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
         return EXIT_NO_RESULTS
     for warning in df.attrs["coverage"]["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
-    with _report_lock(path):
+    with _report_lock(path) as got:
+        if not got:
+            print(f"error: another report of {path} has held {path / REPORT_LOCK} for over "
+                  f"{REPORT_LOCK_WAIT_S / 60:g} min; let it finish (or stop it), then run "
+                  "this one again", file=sys.stderr)
+            return EXIT_NO_RESULTS
         return _build(results_dir, name, path, df, everything, stream, style, sig_digits)
 
 
 REPORT_LOCK = ".report.lock"  # hidden: Parquet readers and verify skip it
+REPORT_LOCK_WAIT_S = 1800.0  # a report with its PDFs takes minutes; a hung one is not waited for
 
 
 @contextlib.contextmanager
-def _report_lock(path):
+def _report_lock(path, wait_s: float | None = None):
     """One report at a time per folder: two report=true runs at once (two terminals, a report
     in a loop during a sweep) deleted and rewrote ``_report/`` under each other, leaving one
-    report's index beside the other's tables and figures. The second waits for the first."""
+    report's index beside the other's tables and figures. The second waits for the first, at
+    most ``wait_s`` (default :data:`REPORT_LOCK_WAIT_S`); yields whether it got the lock."""
     import fcntl
+    import time
 
+    deadline = time.monotonic() + (REPORT_LOCK_WAIT_S if wait_s is None else wait_s)
     with open(path / REPORT_LOCK, "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             print(f"waiting for another report of {path} to finish ({path / REPORT_LOCK})",
                   file=sys.stderr)
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        yield  # the kernel drops the lock when the file closes (or the process dies)
+            while True:
+                time.sleep(0.2)
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        yield False
+                        return
+        yield True  # the kernel drops the lock when the file closes (or the process dies)
 
 
 def _build(results_dir, name, path, df, everything, stream, style, sig_digits) -> int:
