@@ -111,8 +111,7 @@ if __name__ == "__main__":
         # `status | head`, a watch loop cut short: the reader went away. A traceback said the
         # command failed; it exits as a command ended by SIGPIPE does, quietly. The rest of the
         # output goes to /dev/null, so the flush at exit does not fail again.
-        import os
+        from pipeline.store.redact import to_devnull
 
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        to_devnull(sys.stdout)
         sys.exit(141)

@@ -70,12 +70,7 @@ class RedactingStream:
         terminal, `| head`): the next progress line raised BrokenPipeError and crashed the
         sweep (exit 1, 'crashed'). The sweep goes on, its run log has every line; the rest of
         the output goes to /dev/null, so neither later writes nor the flush at exit fail."""
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, AttributeError):  # no file descriptor (a test's StringIO)
-            pass
+        to_devnull(self._stream)
 
     def writelines(self, lines) -> None:
         for line in lines:
@@ -83,3 +78,14 @@ class RedactingStream:
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
+
+
+def to_devnull(stream) -> None:
+    """Send the rest of ``stream``'s output to /dev/null (its reader went away), so that
+    neither later writes nor the flush at exit raise BrokenPipeError again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's StringIO)
+        pass
