@@ -19,7 +19,8 @@ def parse_selection_args(name: str, args: Sequence[str]) -> Selection:
     ``grid.*``/``params.*``/``~grid.*`` overrides (on top of that YAML, as for a sweep; any of
     them implies the YAML grid), and ``run_id=``, ``code_id=``, ``version=`` (comma lists).
     Raises SelectionError naming the bad word."""
-    from pipeline.cli import ConfigError, split_node_overrides
+    from pipeline.overrides import split_node_overrides
+    from pipeline.validation import ConfigError
 
     rest, actions = [], []
     try:
@@ -54,7 +55,8 @@ def compose_grid(name: str, node_actions) -> Any:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from pipeline.cli import CONF_DIR, ConfigError, apply_node_overrides, available_experiments
+    from pipeline.overrides import apply_node_overrides, available_experiments
+    from pipeline.validation import CONF_DIR, ConfigError
     from pipeline.engine.grid import Grid
     from pipeline.experiments.base import ParamError, get_experiment
 

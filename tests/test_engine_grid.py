@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.cli import ConfigError, apply_node_overrides, split_node_overrides
+from pipeline.overrides import apply_node_overrides, split_node_overrides
+from pipeline.validation import ConfigError
 from pipeline.engine.grid import LAZY_AXIS, Grid, expand_value, seed_of, task_id_of
 from pipeline.experiments.base import (Choice, Experiment, Interval, Param, ParamError,
                                        PointCheck, REQUIRED)

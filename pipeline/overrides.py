@@ -1,0 +1,177 @@
+"""The command line's overrides before Hydra sees them: ``grid.X``/``params.X`` taken out of
+Hydra's hands (replace semantics), and the checks whose Hydra messages misled (an unknown
+experiment or cluster kind, a misspelt key with Hydra's advice to add it with ``+``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pipeline.validation import CONF_DIR, ConfigError, top_level_keys
+
+
+_NODE_OVERRIDE = re.compile(r"^(~|\+\+|\+)?(grid|params)\.([A-Za-z_]\w*)(=(.*))?$", re.S)
+
+
+def split_node_overrides(args: list[str]) -> tuple[list[str], list[tuple[str, str, Any]]]:
+    """Take ``grid.X=...`` / ``params.X=...`` (and ``~grid.X``) out of Hydra's hands.
+
+    They are parsed with Hydra's own value grammar but applied after composition with
+    *replace* semantics: Hydra would merge a mapping into a mapping and refuse a list over a
+    mapping, and would refuse keys the YAML does not list. Returns (other args, actions).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    rest, actions = [], []
+    for arg in args:
+        m = _NODE_OVERRIDE.match(arg)
+        if not m:
+            rest.append(arg)
+            continue
+        prefix, node, key, _, raw = m.groups()
+        if prefix == "~":
+            actions.append(("delete", f"{node}.{key}", None))
+            continue
+        if raw is None:
+            raise ConfigError(f"'{arg}' needs a value: {node}.{key}=VALUE")
+        try:
+            override = parser.parse_overrides([f"{node}.{key}={raw}"])[0]
+        except Exception as exc:
+            raise ConfigError(f"cannot parse '{arg}': {exc}") from None
+        if override.is_sweep_override():
+            raise ConfigError(f"'{arg}': write grid axes as a list, {node}.{key}=[a,b,c], or a "
+                              "range helper such as '{range:[0,10]}' (a,b,c is Hydra multirun)")
+        actions.append(("set", f"{node}.{key}", override.value()))
+    return rest, actions
+
+
+def apply_node_overrides(conf: dict, actions: list[tuple[str, str, Any]]) -> None:
+    for action, dotted, value in actions:
+        node, key = dotted.split(".", 1)
+        target = conf.get(node)
+        if not isinstance(target, dict):
+            target = conf[node] = {}
+        if action == "delete":
+            target.pop(key, None)
+        else:
+            target[key] = _plain(value)
+
+
+def params_typed(actions: list[tuple[str, str, Any]]) -> set[str]:
+    """The parameters fixed on the command line (``params.X=...``)."""
+    return {dotted.split(".", 1)[1] for action, dotted, _ in actions
+            if action == "set" and dotted.startswith("params.")}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def available_experiments() -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+
+
+def available_clusters() -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / "cluster").glob("*.yaml"))
+
+
+def check_cluster_choice(args: list[str]) -> None:
+    """``cluster=KIND`` must name a conf/cluster/KIND.yaml (Hydra would print a traceback)."""
+    known = available_clusters()
+    for arg in args:
+        if arg.startswith("cluster="):
+            for kind in arg.split("=", 1)[1].split(","):
+                if kind.strip() not in known:
+                    raise ConfigError(f"unknown cluster '{kind.strip()}'; available kinds: "
+                                      + ", ".join(known) + f" (the files of {CONF_DIR / 'cluster'})")
+
+
+def default_cluster() -> str:
+    """The cluster kind conf/config.yaml's defaults choose."""
+    from omegaconf import OmegaConf
+
+    for entry in OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml"))["defaults"]:
+        if isinstance(entry, dict) and "cluster" in entry:
+            return str(entry["cluster"])
+    return "local"
+
+
+def check_cluster_overrides(args: list[str]) -> None:
+    """A misspelt cluster key (``cluster.n_worker=2``) is refused with the kind's keys and the
+    closest one. Hydra refused it too, but its advice was to add it with ``+cluster.n_worker``
+    (which the cluster's own check then refused)."""
+    import difflib
+
+    from pipeline.engine.cluster import KINDS, cluster_keys
+
+    kinds = [a.split("=", 1)[1] for a in args if a.startswith("cluster=")]
+    kind = kinds[-1] if kinds else default_cluster()
+    if kind not in KINDS:  # a multirun over kinds (local,slurm): each job is validated
+        return
+    allowed = cluster_keys(kind)
+    for arg in args:
+        key, sep, _ = arg.partition("=")
+        parts = key.lstrip("+~").split(".")
+        if parts[0] != "cluster" or len(parts) < 2 or parts[1] in allowed:
+            continue
+        close = difflib.get_close_matches(parts[1], allowed, n=1)
+        raise ConfigError(f"unknown key 'cluster.{parts[1]}' for cluster={kind}"
+                          + (f" (did you mean 'cluster.{close[0]}'?)" if close else "")
+                          + "; allowed: " + ", ".join(allowed))
+
+
+def quote_non_ascii_paths(args: list[str]) -> list[str]:
+    """Hydra's override grammar rejects non-ASCII characters outside quotes
+    (``results_dir=/data/résultats``): quote such a ``results_dir`` value for it."""
+    out = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if (sep and key.lstrip("+") == "results_dir" and not value.isascii()
+                and not value.startswith(("'", '"'))):
+            if "'" in value:
+                raise ConfigError(f"results_dir={value}: a path with non-ASCII characters and "
+                                  "a ' cannot be passed through Hydra; rename or symlink it")
+            arg = f"{key}='{value}'"
+        out.append(arg)
+    return out
+
+
+def check_experiment_choice(args: list[str]) -> None:
+    from pipeline.experiments.base import registry
+
+    known = available_experiments()
+    registered = registry()
+    for arg in args:
+        if arg.startswith("experiment="):
+            for name in arg.split("=", 1)[1].split(","):
+                name = name.strip()
+                if name not in known or name not in registered:
+                    from pipeline.experiments import BROKEN
+
+                    broken = "".join(f"\n  module {m!r} failed to import: {e}"
+                                     for m, e in BROKEN.items())
+                    raise ConfigError(f"unknown experiment '{name}'; available experiments: "
+                                      + ", ".join(n for n in known if n in registered) + broken)
+
+
+def check_top_level_overrides(args: list[str]) -> None:
+    """A misspelt top-level key (``retry_faild=true``) is refused with the allowed keys.
+    Hydra refused it too, but its advice was to add it with ``+retry_faild=true``."""
+    import difflib
+
+    allowed = top_level_keys()
+    for arg in args:
+        key, sep, _ = arg.partition("=")
+        if not sep or arg.startswith(("-", "+", "~")):  # ``+key`` adds on purpose: validate()
+            continue
+        head = re.split(r"[./@]", key, maxsplit=1)[0]  # hydra/launcher=..., cluster.x=...
+        if head not in allowed and head not in ("experiment", "hydra"):
+            close = difflib.get_close_matches(head, sorted(allowed | {"experiment"}), n=1)
+            raise ConfigError(f"unknown top-level key '{head}'"
+                              + (f" (did you mean '{close[0]}'?)" if close else "")
+                              + "; allowed: experiment, " + ", ".join(sorted(allowed)))

@@ -1,0 +1,145 @@
+"""Checks of a composed config before anything runs: every one raises :class:`ConfigError`
+(exit 2) with the parameter and its allowed values, before a task runs or a file is written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = Path(os.environ.get("PIPELINE_CONF_DIR", REPO_ROOT / "conf"))
+DEFAULT_MAX_TASKS = 10**9  # a real run above this is refused (max_tasks=N raises it)
+
+
+class ConfigError(ValueError):
+    """Bad input: reported with exit code 2, before anything runs or is written."""
+
+
+def top_level_keys() -> set[str]:
+    """The keys a composed config may hold at its top level (``experiment`` is Hydra's)."""
+    return {"results_dir", "dry_run", "retry_failed", "batch_size", "progress", "report",
+            "report_style", "report_sig_digits", "grid", "params", "cluster",
+            "rerun_changed", "report_scope", "run_id", "code_id", "version", "max_tasks",
+            "task_timeout", "watchdog", *ENGINE_KEYS}
+
+
+def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tuple[Any, dict]:
+    """Every check that can fail before work starts; raises ConfigError with a clear message.
+    ``params_typed``: the parameters fixed on the command line (none may be a grid axis)."""
+    from pipeline.engine.cluster import ClusterConfigError, check_batch_commands, check_scheduler
+    from pipeline.engine.cluster import validate as validate_cluster
+    from pipeline.engine.grid import Grid
+    from pipeline.experiments.base import ParamError, get_experiment
+
+    try:
+        experiment = get_experiment(name)
+    except KeyError:
+        raise ConfigError(f"unknown experiment '{name}'") from None
+    allowed_top = top_level_keys()
+    unknown = set(conf) - allowed_top
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
+                          + ", ".join(sorted(allowed_top)))
+    for key in ("dry_run", "retry_failed", "progress", "report", "rerun_changed"):
+        if not isinstance(conf.get(key, False), bool):
+            raise ConfigError(f"{key} must be true or false, got {conf.get(key)!r}")
+    batch_size = conf.get("batch_size", "auto")
+    if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
+                                     and batch_size >= 1):
+        raise ConfigError(f"batch_size must be 'auto' or an integer >= 1, got {batch_size!r}")
+    from pipeline.report.options import ReportOptionError, check_report_options
+
+    try:
+        check_report_options(conf.get("report_style", "paper"), conf.get("report_sig_digits", 6))
+    except ReportOptionError as exc:
+        raise ConfigError(str(exc)) from None
+    if not conf.get("results_dir"):
+        raise ConfigError("results_dir must be a directory path")
+    from pipeline.report.selection import SelectionError, check_selection_keys
+
+    try:
+        check_selection_keys(conf)
+    except SelectionError as exc:
+        raise ConfigError(str(exc)) from None
+    check_results_dir(Path(str(conf["results_dir"])), name)
+    max_tasks = conf.get("max_tasks", DEFAULT_MAX_TASKS)
+    if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
+        raise ConfigError(f"max_tasks must be an integer >= 1, got {max_tasks!r}")
+    from pipeline.engine.watchdog import validate_options as validate_watchdog
+
+    try:
+        validate_watchdog(conf)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    check_engine_keys(conf)
+    try:
+        validate_cluster(conf.get("cluster") or {})
+        if not conf.get("dry_run") and not conf.get("report"):
+            check_batch_commands(conf.get("cluster") or {})  # sbatch & co. on PATH
+    except ClusterConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    for node in ("grid", "params"):
+        if conf.get(node) is not None and not isinstance(conf[node], dict):
+            raise ConfigError(f"{node} must be a mapping of parameter names to values")
+    try:
+        grid = Grid(experiment, conf.get("grid") or {}, conf.get("params") or {})
+    except ParamError as exc:
+        raise ConfigError(str(exc)) from None
+    axes = {n for axis in grid.axes for n in axis.names}
+    for key in sorted(params_typed & axes):  # the grid's axis won, and params.x=5 was ignored
+        raise ConfigError(f"params.{key} is set, but {key} is also a grid axis (grid.{key}, from "
+                          f"the command line or the experiment's config), which would win: to "
+                          f"fix {key}, write grid.{key}=[VALUE], or drop the axis with "
+                          f"'~grid.{key}'")
+    if grid.total > max_tasks and not conf.get("dry_run") and not conf.get("report"):
+        raise ConfigError(f"the grid has {grid.total:,} tasks, more than max_tasks = "
+                          f"{max_tasks:,}; shrink the grid, or raise the limit with "
+                          f"max_tasks={grid.total} (dry_run=true shows the grid at any size)")
+    if grid.total >= 2**63 and not conf.get("dry_run") and not conf.get("report"):
+        # with max_tasks raised, such a sweep took the lock, wrote its manifest and started
+        # the cluster, then crashed (exit 3) on its first int64 grid index
+        raise ConfigError(f"the grid has {grid.total:,} tasks; a sweep numbers its points with "
+                          f"64-bit integers, so it runs at most {2**63 - 1:,} (shrink the grid; "
+                          "dry_run=true shows it at any size)")
+    if not conf.get("dry_run") and not conf.get("report"):
+        try:  # last, as it may wait cluster.timeout: the peer of cluster.address answers as a
+            check_scheduler(conf.get("cluster") or {})  # Dask scheduler (TLS included)
+        except ClusterConfigError as exc:
+            raise ConfigError(str(exc)) from None
+    options = {k: conf.get(k) for k in allowed_top - {"grid", "params"}}
+    options.update({k: conf.get(k, default) for k, (_, default, _) in ENGINE_KEYS.items()})
+    options["results_dir"] = str(options["results_dir"])
+    return grid, options
+
+
+def check_results_dir(results_dir: Path, name: str) -> None:
+    """``results_dir`` (and ``results_dir/NAME``) must be a directory or creatable as one."""
+    for path in (results_dir / name, results_dir, *results_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise ConfigError(f"results_dir={results_dir}: {path} is a file, not a directory "
+                                  f"(results go to results_dir/{name}/, created if missing)")
+            return
+
+
+# Engine tuning keys (top level): name -> (type, default, what it means). Defaults are
+# measured (BENCHMARKS.md, engine at cluster scale).
+ENGINE_KEYS = {
+    "max_tasks_per_second": (float, 50.0, "cap on Dask tasks per second for the whole cluster"),
+    "max_batch_seconds": (float, 60.0, "bound on each batch's predicted duration, seconds"),
+    "flush_rows": (int, 1_000_000, "buffered result rows that trigger a part file"),
+    "flush_mib": (float, 64.0, "buffered MiB (in memory) that trigger a part file"),
+    "flush_seconds": (float, 60.0, "age of the oldest buffered result that triggers a part file"),
+}
+
+
+def check_engine_keys(conf: dict) -> None:
+    """Each engine key is a positive number (an integer for flush_rows)."""
+    for key, (typ, default, meaning) in ENGINE_KEYS.items():
+        value = conf.get(key, default)
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and value > 0 and value != float("inf") and (typ is float or isinstance(value, int)))
+        if not ok:
+            kind = "an integer >= 1" if typ is int else "a number > 0"
+            raise ConfigError(f"{key} ({meaning}) must be {kind}, got {value!r}")
