@@ -569,6 +569,93 @@ def test_an_interrupted_sweep_is_recorded_before_its_cluster_closes(tmp_path):
 
 
 @pytest.mark.timeout(240)
+def _run_log_text(folder) -> str:
+    logs = sorted((Path(folder) / "_logs").glob("*.log"))
+    return logs[-1].read_text() if logs else ""
+
+
+def _log_time(text: str, needle: str) -> float:
+    line = next(line for line in text.splitlines() if needle in line)
+    stamp = line.split()[0]  # 2026-11-27T06:35:11.114Z
+    return time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + float(stamp[19:-1])
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_keeps_the_points_that_batches_in_flight_ran(tmp_path, sig, code):
+    """A batch carries up to a minute of work. On Ctrl-C or SIGTERM the batches in flight were
+    dropped and a rerun recomputed all of them; now each is asked to stop after its current
+    point, and the points it ran are stored. Here no batch can end before the signal: each
+    holds 100 points of 100 ms (10 s), and the signal comes about 3 s in."""
+    folder = tmp_path / "calibration"
+    args = ["experiment=calibration", "grid.x={range:[0,400]}", "params.work_mode=sleep",
+            "params.work_us=100000", "batch_size=100", "cluster.n_workers=2",
+            "cluster.threads_per_worker=2", f"results_dir={tmp_path}", *FAST]
+    driver = cli(*args, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        wait_for(lambda: _run_log_text(folder).count("worker joined") >= 2, 120,
+                 "the workers", driver)
+        time.sleep(3)
+        driver.send_signal(sig)
+        _, err = driver.communicate(timeout=90)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == code, err
+    assert "Traceback" not in err
+    assert "4 batches in flight asked to stop after their current point" in err, err
+    stored = pd.read_parquet(folder)
+    # every batch ran at least one point (one not started yet runs one, then stops), none all
+    assert 4 <= len(stored) < 400 and stored.task_id.is_unique, err
+    assert f"kept {len(stored)} points that 4 stopped batches ran" in err, err
+    assert set(stored.status) == {"ok"}
+    run = last_run(folder)
+    assert run["status"] == "interrupted" and run["written"]["rows"] == len(stored)
+    assert run["written"]["flushed"] is True
+
+    proc = run_cli(*args)  # the rerun runs only the rest
+    assert proc.returncode == 0, proc.stderr
+    assert f"{len(stored)} already done, {400 - len(stored)} to run" in proc.stderr, proc.stderr
+    df = pd.read_parquet(folder)
+    assert len(df) == 400 and df.task_id.is_unique and set(df.status) == {"ok"}
+    assert sorted(df.value) == list(range(400))
+
+
+@pytest.mark.timeout(240)
+def test_a_second_signal_stops_waiting_for_the_batches_in_flight(tmp_path):
+    """Points of 30 s: the batches cannot come back within the wait (10 s). A second SIGTERM a
+    second after the first ends the wait at once; the flush and the record still happen."""
+    folder = tmp_path / "calibration"
+    args = ["experiment=calibration", "grid.x={range:[0,40]}", "params.work_mode=sleep",
+            "params.work_us=30000000", "batch_size=10", "cluster.n_workers=2",
+            "cluster.threads_per_worker=2", f"results_dir={tmp_path}", *FAST]
+    driver = cli(*args)
+    try:
+        wait_for(lambda: _run_log_text(folder).count("worker joined") >= 2, 120,
+                 "the workers", driver)
+        time.sleep(2)
+        driver.send_signal(signal.SIGTERM)
+        wait_for(lambda: "asked to stop after their current point" in _run_log_text(folder), 30,
+                 "the stop request", driver)
+        time.sleep(1)
+        driver.send_signal(signal.SIGTERM)
+        _, err = driver.communicate(timeout=90)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 143, err
+    assert "still saving results" in err and "Traceback" not in err
+    text = _run_log_text(folder)
+    assert "4 batches not back in time: a rerun runs their points" in text, text
+    waited = _log_time(text, "kept 0 points") - _log_time(text, "asked to stop after")
+    assert waited < 5, text  # not the 10 s of the whole wait
+    run = last_run(folder)
+    assert run["status"] == "interrupted" and run["written"] == {"rows": 0, "parts": 0,
+                                                                 "flushed": True}
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_while_planning_writes_nothing_and_frees_the_lock(tmp_path, sig, code):
     """Ctrl-C (or SIGTERM) while the store is read for planning, the lock already taken:

@@ -27,7 +27,8 @@ from pipeline.engine.provenance import code_id, other_code_message
 from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
-from pipeline.engine.watchdog import SweepAborted, shutdown_started, signals_held
+from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_started,
+                                      signals_held)
 from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
                                           connected_threads, fetch_result,
                                           scheduler_silent_for, thread_counts, total_threads)
@@ -43,6 +44,10 @@ LOST_ATTEMPTS = 2  # a single point lost with its workers is tried this often be
 WAKE_SECONDS = 1.0  # the driver loop wakes at least this often, whatever the cluster does
 GATHER_TIMEOUT_S = 30.0  # bound on fetching one wake's finished results in one go
 SILENT_GATHER_TIMEOUT_S = 5.0  # the same while the scheduler has left a call unanswered
+# On Ctrl-C/SIGTERM, the batches in flight are asked to stop after their current point and
+# what they ran is kept; waited for this long at most (SLURM's SIGKILL comes 30 s after its
+# SIGTERM, and the flush, the record and the cluster's close come after this wait).
+INTERRUPT_KEEP_SECONDS = 10.0
 
 
 @dataclass
@@ -334,71 +339,117 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                      "over the idle threads", len(keys))
             ask_to_stop(client, keys)
 
-    tail_flushed = False
-    submit_more()
-    while in_flight or suspects or not plan.exhausted or sizer.has_returned:
-        for check in checks:
-            check()
-        handle_timeouts()
-        writer.poll()
-        wait = min(WAKE_SECONDS,
-                   max(0.005, min(sizer.wait_time(), sizer.tail_wait_time(threads()))))
-        done = []
-        try:
-            done.append(finished.get(timeout=wait))
-            while True:
-                done.append(finished.get_nowait())
-        except queue.Empty:
-            pass
-        # Results lost with their worker come back when Dask has recomputed them; their
-        # futures are looked at again at each wake (a done-callback on a lost future fires
-        # at once: re-adding it spun the loop at full speed until the recomputation ended).
-        done += [f for f in recomputing.values() if f.status != "lost"]
-        done = [f for f in {f.key: f for f in done}.values() if f.key in in_flight]
-        ok = [f for f in done if f.status == "finished"]
-        # One gather for everything that finished: a round trip per worker, not per batch
-        # (1,024 probes fetched one by one took 10 s on a loaded driver).
-        # Bounded: a result lost with its worker since is recomputed, and no worker may be
-        # left to do it (the unbounded fetch hung the driver: issue 15).
-        try:
-            # while the scheduler is not answering, a short bound: the loop (and its checks)
-            # came back only every 30 s, retrying results it could not fetch
-            bound = GATHER_TIMEOUT_S if scheduler_silent_for(client) is None else \
-                SILENT_GATHER_TIMEOUT_S
-            results = dict(zip([f.key for f in ok], ask_scheduler(
-                client, client._gather, ok, direct=direct, timeout=bound))) if ok else {}
-        except Exception:  # fetch one by one, each bounded
-            results = {}
-        # Results taken from the cluster are stored before a Ctrl-C or SIGTERM is raised:
-        # raised between, they were lost (a rerun recomputed them), however many this wake took.
-        with signals_held():
+    def keep_what_batches_in_flight_ran() -> None:
+        # A batch carries up to max_batch_seconds of work (a minute on each of 1,024 threads):
+        # dropped on Ctrl-C or SIGTERM, a rerun recomputed all of it. Asked to stop after its
+        # current point, a batch returns the points it ran, stored like any result. Bounded;
+        # a repeated signal cuts the wait short. Batches not back by then are recomputed.
+        if not in_flight or shutdown_hurried() or scheduler_silent_for(client) is not None:
+            return  # (a scheduler not answering would not return them either)
+        n_batches, n_stored = len(in_flight), stats.ran
+        log.info("interrupted: %d batches in flight asked to stop after their current point; "
+                 "keeping the points they ran (waiting at most %g s; interrupt again to skip)",
+                 n_batches, INTERRUPT_KEEP_SECONDS)
+        deadline = time.monotonic() + INTERRUPT_KEEP_SECONDS
+        ask_to_stop(client, list(in_flight))
+        while in_flight and not shutdown_hurried():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:  # a wake-up; the futures themselves say which are done (the interrupt
+                finished.get(timeout=min(0.25, left))  # may have come after their callbacks)
+            except queue.Empty:
+                pass
+            done = [fut for fut, _ in in_flight.values() if fut.status != "pending"]
             for fut in done:
-                if fut.key in results:
-                    handle(fut, results[fut.key])
-            # A worker's timeout report comes on the one ordered stream before its batch's
-            # result or its loss with the worker, so it is here by now: drained before the
-            # losses, a hung batch is stored as timed out, not lost; after the results, a late
-            # point that finished gets its warning. The wake alone missed them when they came
-            # in one wait (the last batch had no wake after it).
-            handle_timeouts()
-        for fut in done:
-            if fut.key in results or fut.key not in in_flight:  # handled, or cancelled just now
+                if fut.status != "finished":  # lost with its worker, cancelled: not waited for
+                    in_flight.pop(fut.key)
+            ok = [f for f in done if f.status == "finished"]
+            if not ok:
                 continue
-            result, lost = fetch_result(fut)
-            if result is NOT_YET:  # being recomputed: wait for it to finish again
-                if fut.status == "pending":
-                    recomputing.pop(fut.key, None)
-                    fut.add_done_callback(finished.put)
-                else:  # "lost": its callback would fire at once; looked at each wake
-                    recomputing[fut.key] = fut
-                continue
-            with signals_held():
-                handle(fut, result, lost)
+            try:
+                results = ask_scheduler(client, client._gather, ok, direct=direct,
+                                        timeout=max(0.5, deadline - time.monotonic()))
+            except Exception as exc:
+                log.warning("could not fetch the points of the stopped batches: %s", exc)
+                break
+            for fut, result in zip(ok, results):
+                handle(fut, result)
+        back = n_batches - len(in_flight)
+        log.info("kept %d points that %d stopped batches ran%s", stats.ran - n_stored, back,
+                 f"; {len(in_flight)} batches not back in time: a rerun runs their points"
+                 if in_flight else "")
+
+    tail_flushed = False
+    try:
         submit_more()
-        stop_long_batches_in_tail()
-        if not tail_flushed and plan.exhausted and not sizer.has_returned:
-            # the last points are out: write the buffer while the tail runs, not after it
-            writer.flush_soon()
-            tail_flushed = True
-        stats.parts = writer.seq
-        bar.update(stats)
+        while in_flight or suspects or not plan.exhausted or sizer.has_returned:
+            for check in checks:
+                check()
+            handle_timeouts()
+            writer.poll()
+            wait = min(WAKE_SECONDS,
+                       max(0.005, min(sizer.wait_time(), sizer.tail_wait_time(threads()))))
+            done = []
+            try:
+                done.append(finished.get(timeout=wait))
+                while True:
+                    done.append(finished.get_nowait())
+            except queue.Empty:
+                pass
+            # Results lost with their worker come back when Dask has recomputed them; their
+            # futures are looked at again at each wake (a done-callback on a lost future fires
+            # at once: re-adding it spun the loop at full speed until the recomputation ended).
+            done += [f for f in recomputing.values() if f.status != "lost"]
+            done = [f for f in {f.key: f for f in done}.values() if f.key in in_flight]
+            ok = [f for f in done if f.status == "finished"]
+            # One gather for everything that finished: a round trip per worker, not per batch
+            # (1,024 probes fetched one by one took 10 s on a loaded driver).
+            # Bounded: a result lost with its worker since is recomputed, and no worker may be
+            # left to do it (the unbounded fetch hung the driver: issue 15).
+            try:
+                # while the scheduler is not answering, a short bound: the loop (and its checks)
+                # came back only every 30 s, retrying results it could not fetch
+                bound = GATHER_TIMEOUT_S if scheduler_silent_for(client) is None else \
+                    SILENT_GATHER_TIMEOUT_S
+                results = dict(zip([f.key for f in ok], ask_scheduler(
+                    client, client._gather, ok, direct=direct, timeout=bound))) if ok else {}
+            except Exception:  # fetch one by one, each bounded
+                results = {}
+            # Results taken from the cluster are stored before a Ctrl-C or SIGTERM is raised:
+            # raised between, they were lost (a rerun recomputed them), however many this wake took.
+            with signals_held():
+                for fut in done:
+                    if fut.key in results:
+                        handle(fut, results[fut.key])
+                # A worker's timeout report comes on the one ordered stream before its batch's
+                # result or its loss with the worker, so it is here by now: drained before the
+                # losses, a hung batch is stored as timed out, not lost; after the results, a late
+                # point that finished gets its warning. The wake alone missed them when they came
+                # in one wait (the last batch had no wake after it).
+                handle_timeouts()
+            for fut in done:
+                if fut.key in results or fut.key not in in_flight:  # handled, or cancelled just now
+                    continue
+                result, lost = fetch_result(fut)
+                if result is NOT_YET:  # being recomputed: wait for it to finish again
+                    if fut.status == "pending":
+                        recomputing.pop(fut.key, None)
+                        fut.add_done_callback(finished.put)
+                    else:  # "lost": its callback would fire at once; looked at each wake
+                        recomputing[fut.key] = fut
+                    continue
+                with signals_held():
+                    handle(fut, result, lost)
+            submit_more()
+            stop_long_batches_in_tail()
+            if not tail_flushed and plan.exhausted and not sizer.has_returned:
+                # the last points are out: write the buffer while the tail runs, not after it
+                writer.flush_soon()
+                tail_flushed = True
+            stats.parts = writer.seq
+            bar.update(stats)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP
+        shutdown_started()  # a repeated signal now waits, or cuts the wait below short
+        keep_what_batches_in_flight_ran()
+        raise

@@ -299,12 +299,19 @@ class Terminated(KeyboardInterrupt):
 LEAVE_NOW_MESSAGE = ("\nleaving now, without waiting for the shutdown: part files already "
                      "written are safe; a rerun resumes (and recomputes what was not flushed)")
 _SHUTTING_DOWN = threading.Event()
+_HURRIED = threading.Event()  # a signal came again during the shutdown
 
 
 def shutdown_started() -> None:
     """The sweep is handling an interrupt (flushing, closing its cluster): from now on, within
     :func:`termination_signals`, a repeated signal is patient."""
     _SHUTTING_DOWN.set()
+
+
+def shutdown_hurried() -> bool:
+    """A signal came again while the shutdown ran: optional waits (the batches in flight
+    returning what they ran) are cut short; the flush and the record still happen."""
+    return _HURRIED.is_set()
 
 
 def _interrupt(signum: int) -> KeyboardInterrupt:
@@ -362,6 +369,7 @@ def termination_signals() -> Iterator[None]:
                 return
             raise _interrupt(signum)
         repeats += 1
+        _HURRIED.set()
         if repeats == 1:
             print("\nstill saving results and shutting down (each step is bounded); send it "
                   "again to leave at once", file=sys.stderr, flush=True)
@@ -378,6 +386,7 @@ def termination_signals() -> Iterator[None]:
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         wanted.append(signal.SIGINT)
     _SHUTTING_DOWN.clear()
+    _HURRIED.clear()
     saved = {s: signal.signal(s, handle) for s in wanted}
     try:
         yield
@@ -385,3 +394,4 @@ def termination_signals() -> Iterator[None]:
         for s, handler in saved.items():
             signal.signal(s, handler)
         _SHUTTING_DOWN.clear()
+        _HURRIED.clear()
