@@ -340,3 +340,21 @@ def test_main_in_process_leaves_the_logging_of_the_process_alone(tmp_path, capsy
         assert "tasks in grid: 2" in capsys.readouterr().out
     finally:
         other.removeHandler(handler)
+
+
+def test_a_sweep_and_a_small_resume_write_one_part_file_each(tmp_path):
+    """The buffer was written ahead of the tail however small it was: every run with work left
+    two part files, and a folder resumed night after night needed compacting. Under 4 MiB it
+    now waits for the final write."""
+    from pipeline.store.manifest import read_manifest
+
+    common = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=2000",
+              "cluster.n_workers=2", f"results_dir={tmp_path}", *FAST]
+    for stop, ran in ((3000, 3000), (3300, 300)):
+        proc = run_cli(*common, f"grid.x={{range:[0,{stop}]}}")
+        assert proc.returncode == 0, proc.stderr
+        out = proc.stdout + proc.stderr
+        assert f"ran {ran:,} tasks" in out and "1 part file(s)" in out, out
+        assert read_manifest(tmp_path / "calibration")["runs"][-1]["counts"]["parts"] == 1
+    assert len(list((tmp_path / "calibration").glob("part-*.parquet"))) == 2
+    assert len(pd.read_parquet(tmp_path / "calibration")) == 3300

@@ -814,6 +814,21 @@ def test_flush_soon_hands_the_buffer_to_the_background_writer(tmp_path):
     assert direct.seq == 0
 
 
+def test_a_small_buffer_is_not_written_ahead_of_the_tail(tmp_path):
+    """Under ``min_bytes`` the buffer stays for the final write: a resume of a few points wrote
+    two part files, one of them for the rows done before its tail."""
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 1000]}}, {"work_us": 0.0})
+    writer = PartWriter(tmp_path, "r", flush_rows=10_000)
+    table = run_batch(grid, range(0, 300))[0]
+    writer.write(table)
+    writer.flush_soon(min_bytes=table.nbytes + 1)
+    assert writer.buffered_rows == 300 and writer.seq == 0
+    writer.flush_soon(min_bytes=table.nbytes)  # from that size on, handed to the writer
+    assert writer.buffered_rows == 0
+    writer.close()
+    assert [pq.read_metadata(f).num_rows for f in sorted(tmp_path.glob("part-*.parquet"))] == [300]
+
+
 def test_buffered_writer_reports_a_failing_disk(tmp_path):
     from pipeline.store.parquet import WriterFailed
 

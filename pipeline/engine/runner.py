@@ -48,6 +48,10 @@ SILENT_GATHER_TIMEOUT_S = 5.0  # the same while the scheduler has left a call un
 # what they ran is kept; waited for this long at most (SLURM's SIGKILL comes 30 s after its
 # SIGTERM, and the flush, the record and the cluster's close come after this wait).
 INTERRUPT_KEEP_SECONDS = 10.0
+# The buffer is written ahead of the tail only from this size: a smaller one is written at the
+# end in well under 0.1 s (BENCHMARKS.md: ~12 ms a file plus 1.2-3 us a row), and every run
+# that resumes a few points wrote two part files (compaction then had more to do).
+TAIL_FLUSH_MIN_BYTES = 4 << 20
 
 
 @dataclass
@@ -445,7 +449,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             stop_long_batches_in_tail()
             if not tail_flushed and plan.exhausted and not sizer.has_returned:
                 # the last points are out: write the buffer while the tail runs, not after it
-                writer.flush_soon()
+                writer.flush_soon(min_bytes=TAIL_FLUSH_MIN_BYTES)
                 tail_flushed = True
             stats.parts = writer.seq
             bar.update(stats)

@@ -177,12 +177,14 @@ class PartWriter:
         if self._oldest is not None and self.clock() - self._oldest >= self.flush_seconds:
             self._hand_off()
 
-    def flush_soon(self) -> None:
+    def flush_soon(self, min_bytes: int = 0) -> None:
         """Hand what is buffered to the background writer now, without waiting for it (the
         driver does so when the sweep's last points are out: the final flush is then only the
-        tail's rows, not a whole buffer written after the last batch)."""
+        tail's rows, not a whole buffer written after the last batch). A buffer under
+        ``min_bytes`` is kept: written at the end it costs milliseconds, written ahead it
+        costs a part file more."""
         self._raise_if_failed()
-        if self.buffered:
+        if self.buffered and self._buffer_bytes >= min_bytes:
             self._hand_off()
 
     def _raise_if_failed(self) -> None:
