@@ -20,6 +20,9 @@ from pipeline.exit_codes import (EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED,
                                  EXIT_FAILED_TASKS, EXIT_INTERRUPTED, EXIT_OK)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# A folder locked by a command that holds it briefly (status recording a dead run) is waited
+# for this long; one locked by another sweep, a compaction or a repair is refused after it.
+LOCK_WAIT_S = 3.0
 PACKAGES = ("pipeline", "numpy", "scipy", "pandas", "pyarrow", "dask", "distributed",
             "hydra-core", "omegaconf", "networkx", "dask-jobqueue")
 log = logging.getLogger("pipeline")
@@ -49,7 +52,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         "packages": _versions(), "git": _git_info(), "argv": argv, "config": conf,
     }
     try:
-        lock = SweepLock(path, run_id).__enter__()
+        lock = SweepLock(path, run_id, wait_s=LOCK_WAIT_S).__enter__()
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG

@@ -52,6 +52,51 @@ def last_run(path):
 
 
 # --------------------------------------------------------------------------- lock and dead runs
+HOLD_LOCK = """
+import sys, time
+from pipeline.store.manifest import SweepLock
+with SweepLock(sys.argv[1], "brief-holder"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_lock_held_for_a_moment_is_waited_for(tmp_path):
+    """status takes a folder's lock for milliseconds while it records a dead run: a sweep
+    starting then was refused ("another sweep is writing"). Its lock now waits a little."""
+    holder = subprocess.Popen([PY, "-c", HOLD_LOCK, str(tmp_path), "1.5"], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(StoreLocked, match="run brief-holder"):  # not waiting: refused
+            SweepLock(tmp_path, "no-wait").__enter__()
+        t0 = time.monotonic()
+        with SweepLock(tmp_path, "waits", wait_s=30):
+            waited = time.monotonic() - t0
+            assert json.loads((tmp_path / ".lock").read_text())["run_id"] == "waits"
+        assert holder.wait(timeout=30) == 0
+    finally:
+        holder.kill()
+    assert 0.5 < waited < 25  # it waited for the holder's release, not for its own bound
+
+
+def test_a_sweep_waits_for_a_lock_held_for_a_moment(tmp_path):
+    """The same through the CLI: the holder lets go 2.5 s after the sweep is launched (the
+    sweep reaches its lock after about 1.5 s here, and would have been refused)."""
+    folder = tmp_path / "calibration"
+    holder = subprocess.Popen([PY, "-c", HOLD_LOCK, str(folder), "2.5"], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        proc = run_cli("experiment=calibration", "grid.x=[1,2]", "params.work_us=0",
+                       "cluster.n_workers=1", f"results_dir={tmp_path}", *FAST)
+        assert holder.wait(timeout=30) == 0
+    finally:
+        holder.kill()
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_parquet(folder)) == 2
+
+
 def test_lock_file_names_its_holder(tmp_path):
     with SweepLock(tmp_path, "RUN1"):
         with pytest.raises(StoreLocked) as err:

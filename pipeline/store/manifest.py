@@ -82,17 +82,29 @@ class SweepLock:
     The lock file says who holds it (host, pid, start time, run id) so that the "another sweep
     is writing" error can name the holder."""
 
-    def __init__(self, path: str | os.PathLike, run_id: str | None = None):
+    def __init__(self, path: str | os.PathLike, run_id: str | None = None, wait_s: float = 0.0):
+        """``wait_s``: how long a lock held by someone else is waited for before
+        :class:`StoreLocked` (``status`` holds it for milliseconds while it records a dead
+        run; a sweep starting then was refused)."""
         self.path = Path(path)
         self.run_id = run_id
+        self.wait_s = wait_s
         self.fh = None
 
     def __enter__(self) -> "SweepLock":
         self.path.mkdir(parents=True, exist_ok=True)
         # "a+", not "w": opening must not truncate the holder's record before flock decides.
         self.fh = open(self.path / ".lock", "a+")
+        deadline = time.monotonic() + self.wait_s
         try:
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            while True:
+                try:
+                    fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.05)
         except BlockingIOError:
             self.fh.seek(0)
             holder = _describe_holder(self.fh.read())
