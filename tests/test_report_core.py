@@ -112,6 +112,31 @@ def test_writer_formats():
     assert _latex_escape(r"a_b\c {x} 50%") == r"a\_b\textbackslash{}c \{x\} 50\%"
 
 
+def test_a_character_without_a_pdflatex_glyph_is_reported(tmp_path, caplog):
+    """'?' in a LaTeX table used to appear silently; the other formats keep the character."""
+    import logging
+
+    from pipeline.report.latex import _warn_no_glyph
+
+    _warn_no_glyph.cache_clear()  # once per character and process
+    out = ReportWriter(tmp_path)
+    df = pd.DataFrame({"graph": ["4-8-8 \u2b21 lattice", "cycle ε"], "v": [1.5, 2.5]})
+    log = logging.getLogger("pipeline")  # the CLI's set-up stops it propagating to caplog's
+    log.addHandler(caplog.handler)
+    try:
+        out.table("t", df, caption="cap")
+    finally:
+        log.removeHandler(caplog.handler)
+    tex = (tmp_path / "t.tex").read_text()
+    assert "4-8-8 ? lattice" in tex and r"$\varepsilon$" in tex  # Greek goes to maths
+    records = {id(r): r.getMessage() for r in caplog.records  # (seen twice if it propagates)
+               if "no pdflatex glyph" in r.getMessage()}
+    warnings = list(records.values())
+    assert len(warnings) == 1 and "U+2B21" in warnings[0], warnings
+    assert "\u2b21" in (tmp_path / "t.md").read_text()
+    assert "\u2b21" in pd.read_csv(tmp_path / "t.csv").graph[0]
+
+
 def test_writer_table_round_trip(tmp_path):
     out = ReportWriter(tmp_path)
     df = pd.DataFrame({"n": [1, 2], "v": [0.1, 1 / 3], "s": ["a_b", None]})

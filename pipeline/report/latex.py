@@ -23,6 +23,8 @@ without graphicx it is set at its natural width.
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 from dataclasses import dataclass, field
 
@@ -104,6 +106,14 @@ _LATEX_TEXT_UNICODE = {"—": "---", "–": "--", "…": r"\dots{}", "‘": "`",
                        "”": "''", "\u00a0": "~"}
 
 
+@functools.lru_cache(maxsize=None)
+def _warn_no_glyph(ch: str) -> None:
+    """Once per character: a '?' in a paper's table must not go unnoticed."""
+    logging.getLogger("pipeline").warning(
+        "LaTeX tables: %r (U+%04X) has no pdflatex glyph and is written as '?' (the Markdown, "
+        "HTML and CSV tables keep it)", ch, ord(ch))
+
+
 def _latex_escape(text: str) -> str:
     """Escape LaTeX specials in one pass (so an inserted brace is never escaped again); Greek
     letters and maths symbols become math (pdflatex has no glyphs for them as text); a caret
@@ -127,6 +137,7 @@ def _latex_escape_plain(text: str) -> str:
         elif ch in _LATEX_TEXT_UNICODE:
             out.append(_LATEX_TEXT_UNICODE[ch])
         elif ord(ch) > 0x24F:  # beyond Latin-1/Latin Extended: no pdflatex glyph
+            _warn_no_glyph(ch)
             out.append("?")
         else:
             out.append(ch)
