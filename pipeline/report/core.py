@@ -120,11 +120,13 @@ class ReportWriter:
 
     def table(self, name: str, df, caption: str = "", float_format: str = "%.12g",
               sig_digits: int | None = None) -> None:
-        """CSV and Markdown (``float_format``, 12 significant digits by default), and a LaTeX table
-        (booktabs, siunitx ``S`` columns) with ``sig_digits`` (default: the report's setting)
-        significant digits."""
+        """CSV with every float exact (shortest round-trip form: it is read back by programs,
+        and ``%.12g`` had turned 1234567890123457.0 into 1.23456789012e+15), Markdown with
+        ``float_format`` (12 significant digits by default), and a LaTeX table (booktabs,
+        siunitx ``S`` columns) with ``sig_digits`` (default: the report's setting) significant
+        digits."""
         digits = check_sig_digits(sig_digits or self.sig_digits)
-        df.to_csv(self.outdir / f"{name}.csv", index=False, float_format=float_format)
+        df.to_csv(self.outdir / f"{name}.csv", index=False)
         (self.outdir / f"{name}.md").write_text(_markdown(df, float_format) + "\n")
         latex = latex_table(df, caption, name, digits, self.experiment)
         (self.outdir / f"{name}.tex").write_text(latex)
