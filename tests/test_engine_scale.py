@@ -12,6 +12,7 @@ import time
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
@@ -21,8 +22,8 @@ import pytest
 
 from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
-from pipeline.engine.planning import (MAX_PROBES, BatchSizer, CostModel, PendingPlan, TokenBucket,
-                                      probe_block)
+from pipeline.engine.planning import (MAX_PROBES, BatchSizer, CostModel, InFlightWork,
+                                      PendingPlan, TokenBucket, probe_block)
 from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
 from pipeline.store.parquet import PartWriter
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # --------------------------------------------------------------------------- simulated cluster
 def simulate(threads, n, cost, cap=50.0, max_s=60.0, join_at=None, measured=None, sizes=None,
-             split_tail=True, stragglers=None):
+             split_tail=True, stragglers=None, etas=None):
     """A discrete-event cluster: ``threads`` slots take queued batches in submission order
     (Dask's FIFO priority) and take exactly ``cost(indices).sum()`` seconds. The driver reacts
     to every completion, and otherwise wakes when the token bucket allows the next batch, when
@@ -42,7 +43,8 @@ def simulate(threads, n, cost, cap=50.0, max_s=60.0, join_at=None, measured=None
     probes; one axis if None. ``split_tail``: the driver asks long batches to stop in the tail
     (``BatchSizer.tail_to_stop``), as run_sweep does; a batch asked stops after the point it
     is running, and its other points go back to the sizer. ``stragglers(k)``: the slowdown of
-    the k-th batch dispatched (a slow node), on top of ``cost``.
+    the k-th batch dispatched (a slow node), on top of ``cost``. ``etas``: a list that gets
+    (time, points done, the sizer's ETA) at every wake (as run_sweep's progress line asks).
     Returns (wall / ideal, submission times, batches with their start and duration)."""
     clock = [0.0]
     plan = PendingPlan(None, n, sizes=sizes)
@@ -52,6 +54,7 @@ def simulate(threads, n, cost, cap=50.0, max_s=60.0, join_at=None, measured=None
     running = {}  # batch id -> [end, batch, start, index in batches, per-point costs]
     stop_first = set()  # queued batches asked to stop: they run one point
     free, in_flight, ids = threads, 0, 0
+    done_points = [0]
 
     def dispatch():
         nonlocal free
@@ -74,13 +77,19 @@ def simulate(threads, n, cost, cap=50.0, max_s=60.0, join_at=None, measured=None
             running[bid] = [start + c[:done].sum(), b, start, k, c[:done]]
             batches[k] = (start, c[:done].sum(), b[:done])
 
+    in_flight_work = InFlightWork(sizer.model)
+
     def drive():
         nonlocal in_flight, ids
         for b in sizer.next_batches(threads, in_flight):
             queue.append((ids, np.asarray(b)))
+            in_flight_work.add(b)
             ids += 1
             in_flight += 1
             submits.append(clock[0])
+        if etas is not None:
+            etas.append((clock[0], done_points[0], sizer.eta_seconds(threads,
+                                                                  in_flight_work.seconds())))
         if split_tail:
             flying = {bid: b for bid, b in queue} | {bid: r[1] for bid, r in running.items()}
             for bid in sizer.tail_to_stop(threads, in_flight, lambda: {
@@ -104,9 +113,11 @@ def simulate(threads, n, cost, cap=50.0, max_s=60.0, join_at=None, measured=None
             clock[0] = t_done
             for bid in [bid for bid, r in running.items() if r[0] <= clock[0]]:
                 _, b, _, _, c = running.pop(bid)
+                in_flight_work.remove(b)
                 free += 1
                 in_flight -= 1
                 ran = b[:len(c)]
+                done_points[0] += len(ran)
                 seen = c if measured is None else measured(ran)
                 sizer.observe(ran, seen, float(seen.sum()))
                 sizer.give_back(b[len(c):])
@@ -146,6 +157,54 @@ def test_uneven_costs_are_sized_from_the_grid_and_bounded():
     # one global average (the mean cost) would put ~9,000 s into the last batches instead
     late = [d for start, d, b in batches if b[0] > 0.9 * costs.size]
     assert late and max(late) < 61.0
+
+
+def test_the_eta_follows_the_cost_along_the_grid_not_the_task_count():
+    """Costs rising 1,000x along the grid (the uneven benchmark's shape): on 64 threads, 65% of
+    the points are done after 11% of the wall. Counting tasks, the ETA then said 6 s for 81 s
+    left. The cost model's ETA is within 20% (and 2 s, for the tail) of the time actually
+    left from the moment the probes are back (5% of the wall), on 64 and 1,024 threads, and
+    an even grid's ETA is as good."""
+    uneven = np.logspace(-3, 0, 40_000)
+    wide = np.logspace(-3, 0, 286_720)
+    for n, cost, threads in ((uneven.size, lambda b: uneven[b], 64),
+                             (wide.size, lambda b: wide[b], 1024),
+                             (128_000, lambda b: np.full(len(b), 0.01), 64)):
+        etas = []
+        simulate(threads, n, cost, cap=50.0, max_s=60.0, etas=etas)
+        end = etas[-1][0]
+        known = [(t, eta) for t, _, eta in etas if eta is not None]  # once the probes are back
+        assert len(known) > 20 and known[0][0] < 0.05 * end
+        wrong = [(t, eta) for t, eta in known if abs(eta - (end - t)) > 0.2 * (end - t) + 2.0]
+        assert not wrong, (threads, end, wrong[:5])
+        if threads == 64 and n == uneven.size:
+            t, done, eta = next(e for e in etas if e[0] >= 0.25 * end)
+            by_count = t * (n - done) / done  # remaining / rate since the start
+            assert by_count < 0.2 * (end - t)  # the count's ETA: many times too short
+            assert abs(eta - (end - t)) <= 0.1 * (end - t)
+
+
+def test_the_progress_line_takes_its_eta_from_the_cost_model():
+    from pipeline.engine.progress import Progress
+    from pipeline.engine.runner import SweepStats
+
+    clock = [100.0]
+    bar = Progress("g", 100, enabled=False)
+    stats = SweepStats(ok=1)
+    with patch("pipeline.engine.progress.time.perf_counter", lambda: clock[0]):
+        bar.snapshot(stats)  # the first result
+        clock[0] += 10.0
+        stats.ok = 51
+        assert bar.snapshot(stats)["eta_s"] == 9.8  # by count: 50 in 10 s, 49 left
+        bar.eta_source = lambda: 123.4
+        assert bar.snapshot(stats)["eta_s"] == 123.4
+        bar.eta_source = lambda: None  # the probes are still out
+        assert bar.snapshot(stats)["eta_s"] == 9.8
+        bar.eta_source = lambda: 1 / 0  # never ends the sweep
+        assert bar.snapshot(stats)["eta_s"] == 9.8
+        bar.eta_source = lambda: 123.4
+        stats.ok = 100
+        assert bar.snapshot(stats)["eta_s"] == 0.0
 
 
 def test_sizing_follows_threads_when_workers_join():

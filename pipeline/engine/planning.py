@@ -385,6 +385,30 @@ class CostModel:
         return int(min(self.total, max(0, round((b + 1) * self.width - into))))
 
 
+class InFlightWork:
+    """The points of the batches in flight, counted per cost bucket, so that their predicted
+    cost follows the model as it learns (the predictions made when the first wave was cut,
+    from probes, ran 10% low on the uneven benchmark grid)."""
+
+    def __init__(self, model: CostModel):
+        self.model = model
+        self.counts = np.zeros(model.buckets)
+
+    def add(self, chunk, sign: int = 1) -> None:
+        indices = np.asarray(chunk, dtype=np.int64)
+        if indices.size:
+            self.counts += sign * np.bincount(self.model.bucket_of(indices),
+                                              minlength=self.model.buckets)
+
+    def remove(self, chunk) -> None:
+        self.add(chunk, -1)
+
+    def seconds(self) -> float:
+        if not self.model.measured:
+            return 0.0
+        return float(np.maximum(self.counts, 0) @ self.model.bucket_costs())
+
+
 RECENT_FLOOR = 0.5  # a point not yet measured by batches costs at least this x the latest ones
 PROBE_CALIBRATION_BUCKETS = 5  # batch-measured probe buckets nearest the frontier
 WEAK_BUCKET_POINTS = 8  # a bucket measured on fewer batch points is checked against its neighbours
@@ -486,6 +510,9 @@ class BatchSizer:
         self._again: deque = deque()
         self._idle_since: float | None = None  # nothing left to hand out, threads idle
         self._asked_to_stop: set = set()
+        # for eta_seconds: thread-seconds the cluster has had, and those finished batches took
+        self._capacity, self._finished_work = 0.0, 0.0
+        self._capacity_at: tuple[float, int] | None = None  # (when, threads) of the last count
 
     def burst(self, threads: int) -> int:
         return 2 * threads + 2
@@ -507,6 +534,29 @@ class BatchSizer:
         at once, the pieces of a batch lost with its worker (up to 64) overran
         ``max_tasks_per_second`` and the in-flight bound."""
         self._again.extend(c for c in chunks if len(c))
+
+    def eta_seconds(self, threads: int, in_flight_s: float = 0.0) -> float | None:
+        """Predicted wall seconds to the end of the sweep, for the progress line and
+        ``status``: the work still to do spread over ``threads``. The work is the predicted
+        cost of the points not handed out yet, plus ``in_flight_s`` (the batches in flight,
+        as predicted when cut) less what they have run so far: the thread-seconds the cluster
+        has had (counted at each call) beyond those the finished batches took. None while the
+        probes are out (before they have measured the grid), or with no thread. An ETA from the task count assumes every
+        point costs the same: on a grid whose dear points come last (costs rising 1,000x along
+        an axis) it was off many times over."""
+        now = self.clock()
+        if self._capacity_at is not None:
+            self._capacity += self._capacity_at[1] * max(0.0, now - self._capacity_at[0])
+        self._capacity_at = (now, max(0, threads))
+        if threads <= 0 or not self.model.measured or not self._probes_settled():
+            return None  # (the first probes back are the grid's cheap start, say)
+        work = 0.0 if self.plan.exhausted else \
+            self.model.remaining(self.plan.next_index(), self.plan.density())
+        for chunk in (*self._returned, *self._again):
+            work += float(self.model.predict(np.asarray(chunk)).sum())
+        in_flight_s = max(0.0, in_flight_s)
+        running = min(in_flight_s, max(0.0, self._capacity - self._finished_work))
+        return (work + in_flight_s - running) / threads
 
     def take_token(self) -> bool:
         """One task's worth of the cap, for a task submitted outside :meth:`next_batches` (a
@@ -728,6 +778,8 @@ class BatchSizer:
     def observe(self, indices: np.ndarray, costs: np.ndarray, batch_seconds: float | None) -> None:
         """A finished batch: its points' measured costs (seconds each) feed the cost model."""
         first = int(indices[0]) if len(indices) else -1
+        self._finished_work += float(batch_seconds if batch_seconds is not None
+                                     else np.sum(costs))
         entry = self._probes.get(first)
         probe = entry is not None and entry[0] == len(indices)
         self.model.observe(indices, costs, batch_seconds, probe=probe,

@@ -52,6 +52,9 @@ class Progress:
         self.last_beat = float("-inf")
         self.log_every, self.last_log = log_every, time.perf_counter()
         self.failed_logged = 0
+        # predicted seconds to the end from the cost model (None: not known yet); the ETA
+        # falls back on the task count without it
+        self.eta_source: Callable[[], float | None] | None = None
 
     def snapshot(self, stats, final: bool = False) -> dict:
         """done/total, failed, rate (tasks/s since the first result), ETA (s) and first error."""
@@ -65,6 +68,13 @@ class Progress:
             rate = done / max(now - self.t0, 1e-9)
         remaining = self.todo - done
         eta = 0.0 if remaining == 0 else (remaining / rate if rate > 0 else None)
+        if remaining and not final and self.eta_source is not None:
+            try:
+                predicted = self.eta_source()
+            except Exception:  # the progress line never ends a sweep
+                predicted = None
+            if predicted is not None:
+                eta = predicted
         # significant digits below 1 task/s: rounded to 3 decimals, points of an hour read 0.0
         rate_out = round(rate, 3) if rate >= 1 else float(f"{rate:.3g}")
         return {"done": done, "total": self.todo, "failed": stats.failed, "remaining": remaining,

@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table, points_table
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, other_code_message
-from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
+from pipeline.engine.planning import (MAX_BATCH, BatchSizer, InFlightWork,  # noqa: F401
+                                      PendingPlan)
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
 from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_started,
@@ -147,6 +148,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 events) -> None:
     finished: queue.SimpleQueue = queue.SimpleQueue()  # filled by Dask's callback thread
     in_flight: dict = {}  # key -> (future, chunk)
+    in_flight_work = InFlightWork(sizer.model)  # their points per cost bucket (the ETA)
     predicted_s: dict = {}  # key -> predicted seconds of the batch (tail splitting)
     lost_attempts: dict[int, int] = {}  # grid index -> times lost alone with a dead worker
     # Single points lost with a worker are retried one at a time: retried together, a point
@@ -211,6 +213,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                               {"task_timeout": float(task_timeout)} if task_timeout else {})
         for fut, chunk in zip(futures, chunks):
             in_flight[fut.key] = (fut, chunk)
+            in_flight_work.add(chunk)
             predicted_s[fut.key] = float(sizer.model.predict(np.asarray(chunk)).sum()) \
                 if sizer.model.measured else 0.0
             fut.add_done_callback(finished.put)
@@ -264,6 +267,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                                 f"{event.get('worker')} recycled)")
             if key in in_flight and index in set(int(i) for i in in_flight[key][1]):
                 fut, chunk = in_flight.pop(key)
+                in_flight_work.remove(chunk)
                 predicted_s.pop(key, None)
                 recomputing.pop(key, None)
                 cancelled_keys.add(key)
@@ -279,6 +283,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     def handle(fut, result, lost=None) -> None:
         nonlocal suspect_key
         fut, chunk = in_flight.pop(fut.key)
+        in_flight_work.remove(chunk)
         recomputing.pop(fut.key, None)
         if result is not None:
             if len(handled_keys) == handled_keys.maxlen:
@@ -384,6 +389,10 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                  f"; {len(in_flight)} batches not back in time: a rerun runs their points"
                  if in_flight else "")
 
+    def eta_s() -> float | None:
+        return sizer.eta_seconds(threads(), in_flight_work.seconds())
+
+    bar.eta_source = eta_s
     tail_flushed = False
     try:
         submit_more()
