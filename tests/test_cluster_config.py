@@ -136,7 +136,24 @@ def test_dry_run_prints_job_script_and_submits_nothing(tmp_path):
     assert "workers retire after --lifetime 50m ± --lifetime-stagger 1m" in proc.stdout
     assert "#PBS -l walltime=01:00:00" in proc.stdout
     assert f"#PBS -o {tmp_path / 'logs'}/" in proc.stdout
+    # TLS by default: the workers' credentials come from the shared folder (~)
+    assert "dask_worker tls://SCHEDULER-ADDRESS:8786" in proc.stdout
+    assert "--tls-key ~/.dask-jobqueue.worker.key.XXXX" in proc.stdout
     assert snapshot(tmp_path) == before
+
+
+def test_batch_clusters_use_tls_unless_told_not_to(tmp_path):
+    """On plain tcp:// anyone who can reach the login node's scheduler port could connect a
+    Client and run code as the researcher; the local kind was already on TLS."""
+    assert cl.tls_kwargs(conf("slurm")) == {"security": True, "shared_temp_directory": "~"}
+    shared = {**conf("slurm"), "shared_temp_directory": str(tmp_path)}
+    assert cl.tls_kwargs(shared)["shared_temp_directory"] == str(tmp_path)
+    assert cl.tls_kwargs({**conf("slurm"), "tls": False}) == {}
+    plain = cl.job_script({**conf("slurm"), "tls": False})
+    assert "dask_worker tcp://SCHEDULER-ADDRESS:8786" in plain and "--tls" not in plain
+    script = cl.job_script(shared)
+    for key in ("ca-file", "cert", "key"):
+        assert f"--tls-{key} {tmp_path}/.dask-jobqueue.worker." in script
 
 
 # ---------------------------------------------------------------------------- bad keys
@@ -165,6 +182,10 @@ BAD_KEYS = [
     ({"kind": "htcondor"}, "cluster=htcondor needs cluster.disk"),
     ({"kind": "htcondor", "disk": "1GB", "job_extra_directives": ["a"]}, "must be a mapping"),
     ({"kind": "lsf", "use_stdin": "yes"}, "cluster.use_stdin must be true or false"),
+    ({"kind": "slurm", "tls": "yes"}, "cluster.tls must be true or false"),
+    ({"kind": "pbs", "shared_temp_directory": "/nonexistent/shared"},
+     "cluster.shared_temp_directory must be an existing folder you can write"),
+    ({"kind": "local", "tls": False}, "unknown key(s) for cluster=local: cluster.tls"),
 ]
 
 

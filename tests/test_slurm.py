@@ -110,14 +110,22 @@ def job_name(request):
 @pytest.mark.timeout(240)
 def test_adaptive_sweep_completes_with_every_row(tmp_path, job_name):
     results = tmp_path / "results"
+    shared = tmp_path / "shared"  # where the workers' TLS credentials go
+    shared.mkdir()
     proc = run_cli(f"results_dir={results}", "grid.x={range:[0,300]}", "params.work_us=20000",
                    *JOBS, "cluster.maximum_jobs=2", f"cluster.job_name={job_name}",
-                   f"cluster.log_directory={tmp_path / 'logs'}", timeout=200)
+                   f"cluster.log_directory={tmp_path / 'logs'}",
+                   f"cluster.shared_temp_directory={shared}", timeout=200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     df = assert_complete(results, 300, 20000.0)
     assert re.search(r"SLURM job \d+ submitted", proc.stderr)
-    assert list((tmp_path / "logs").glob(f"{job_name}-*.err"))  # the job's own log
-    assert df.worker.str.startswith("tcp://").all()
+    logs = list((tmp_path / "logs").glob(f"{job_name}-*.err"))  # the job's own log
+    assert logs
+    # TLS with throwaway credentials: the workers read them from the shared folder, which
+    # holds nothing once the sweep has ended
+    assert df.worker.str.startswith("tls://").all()
+    assert "Registered to:      tls://" in logs[0].read_text()
+    assert list(shared.iterdir()) == []
     assert manifest_runs(results)[-1]["status"] == "finished"
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import shutil
 import threading
@@ -84,6 +85,7 @@ DEFAULTS = {
     "job_script_prologue": [], "worker_extra_args": [], "death_timeout": "60s",
     "dashboard_address": "127.0.0.1:8787", "lifetime_margin": "5m", "lifetime_stagger": "1m",
     "worker_start_timeout": "10m", "max_submit_failures": 3,
+    "tls": True, "shared_temp_directory": "~",
 }
 
 
@@ -220,6 +222,18 @@ def _text(key: str, value: Any) -> str:
     return value
 
 
+def _shared_directory(key: str, value: Any) -> str:
+    """A folder the jobs must also see (``~`` and ``$VAR`` expanded here as in a job script):
+    it must exist and be writable here, or the cluster fails to start after the lock is taken."""
+    value = _text(key, value)
+    path = os.path.expanduser(os.path.expandvars(value))
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ClusterConfigError(f"cluster.{key} must be an existing folder you can write, "
+                                 f"shared with the compute nodes (default ~); got {value!r}"
+                                 f"{'' if path == value else f' ({path})'}")
+    return value
+
+
 def _text_list(key: str, value: Any) -> list:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ClusterConfigError(f"cluster.{key} must be a list of strings, e.g. "
@@ -281,6 +295,7 @@ def _schema(kind: str) -> dict[str, Callable[[str, Any], Any]]:
         "lifetime_margin": _duration, "lifetime_stagger": _duration,
         "worker_start_timeout": _duration, "max_submit_failures": _int(1),
         "disk": _bytes, "resource_spec": _text, "use_stdin": _flag, "worker_profile": _flag,
+        "tls": _flag, "shared_temp_directory": _shared_directory,
     }
     if kind == "htcondor":
         del keys["queue"]
@@ -466,9 +481,20 @@ def job_script(cfg: Mapping[str, Any]) -> str | None:
         while not path.exists():
             created.append(path)
             path = path.parent
+    scheme = "tcp"
+    tls = tls_kwargs(cfg)
+    if tls:  # the files dask-jobqueue writes when the cluster starts (XXXX: a random suffix)
+        from distributed.security import Security
+
+        scheme = "tls"
+        shared = tls["shared_temp_directory"]
+        kwargs["security"] = Security(**{
+            f"tls_{'' if key == 'ca_file' else 'worker_'}{key}":
+                f"{shared.rstrip('/')}/.dask-jobqueue.worker.{key}.XXXX"
+            for key in ("ca_file", "cert", "key")})
     try:
-        job = _cluster_class(kind).job_cls("tcp://SCHEDULER-ADDRESS:8786", name="pipeline-worker",
-                                           **kwargs)
+        job = _cluster_class(kind).job_cls(f"{scheme}://SCHEDULER-ADDRESS:8786",
+                                           name="pipeline-worker", **kwargs)
         return job.job_script()
     finally:
         for path in created:
@@ -584,6 +610,21 @@ def _queue_adaptive():
     return QueueAdaptive
 
 
+def tls_kwargs(cfg: Mapping[str, Any]) -> dict:
+    """TLS between the scheduler, its workers and the driver, with throwaway credentials
+    (``cluster.tls``, default true). On plain tcp:// any user who can reach the login node's
+    scheduler port can connect a Client and run code as the researcher (``client.run``).
+    dask-jobqueue writes the workers' key and certificate (mode 0600) into
+    ``shared_temp_directory``, which the jobs must see at the same path (default ``~``: a
+    home directory is shared on every cluster we know; ``$VAR`` and ``~`` are expanded in the
+    job script); they are removed when the cluster closes."""
+    if not _get(cfg, "tls", DEFAULTS["tls"]):
+        return {}
+    return {"security": True,
+            "shared_temp_directory": str(_get(cfg, "shared_temp_directory",
+                                              DEFAULTS["shared_temp_directory"]))}
+
+
 def make_batch_cluster(cfg: Mapping[str, Any]):
     """Start a dask-jobqueue cluster (its scheduler runs in this process) that scales
     adaptively between ``minimum_jobs`` and ``maximum_jobs``; its job submissions report to a
@@ -634,7 +675,7 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
             return link
 
     cluster = WatchedCluster(scheduler_options={"dashboard_address": dashboard},
-                             **job_kwargs(cfg))
+                             **job_kwargs(cfg), **tls_kwargs(cfg))
     cluster.pipeline_watch = watch
     watch.cluster = cluster
     minimum, maximum = _get(cfg, "minimum_jobs", 0), _get(cfg, "maximum_jobs", 10)
