@@ -182,7 +182,32 @@ def describe(path: Path) -> tuple[list[str], bool]:
                      f"moved: the command below writes to {origin}; to resume this folder, give "
                      f"results_dir={path.parent} instead")
     lines += next_step(run, failed_stored)
+    if state != "running":  # compaction takes the folder's lock: not during a sweep
+        lines += compaction_hint(path)
     return lines, damaged
+
+
+COMPACT_HINT_PARTS = 64  # from this many part files, if compaction would leave a quarter
+
+
+def compaction_hint(path: Path) -> list[str]:
+    """A line suggesting ``compact`` where many small part files have piled up (every run
+    with work adds at least one, and ``load``, resume and ``report`` open them all)."""
+    from pipeline.store.compaction import TARGET_MIB
+
+    parts = list(path.glob("part-*.parquet"))
+    if len(parts) < COMPACT_HINT_PARTS:
+        return []
+    try:
+        total = sum(p.stat().st_size for p in parts)
+    except OSError:  # a part moved away meanwhile (a repair, a compaction)
+        return []
+    after = max(1, -(-total // (TARGET_MIB << 20)))
+    if after > len(parts) // 4:
+        return []
+    return [f"  tip: {len(parts):,} part files ({total / 2**20:,.1f} MiB); python -m pipeline "
+            f"compact {path} rewrites them as about {after:,} (load, resume and reports read "
+            "every file)"]
 
 
 def _written_from(path: Path, run: dict) -> Path | None:

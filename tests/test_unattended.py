@@ -209,6 +209,28 @@ def test_status_says_what_to_do_next(tmp_path):
             f"results_dir={tmp_path / 'real'} {' '.join(FAST)} retry_failed=true") in text, text
 
 
+def test_status_suggests_compacting_many_small_part_files(tmp_path):
+    """Every run with work adds a part file, and load, resume and reports open them all:
+    from 64 small ones, status says how to merge them, and says nothing once merged."""
+    folder = tmp_path / "calibration"
+    args = ["experiment=calibration", "params.work_us=0", "grid.x={range:[0,70]}",
+            "batch_size=1", "flush_rows=1", "cluster.n_workers=1", f"results_dir={tmp_path}",
+            *FAST]
+    assert run_cli(*args).returncode == 0
+    assert len(parts(folder)) == 70
+    text = status(tmp_path, "calibration").stdout
+    assert "  tip: 70 part files (" in text and \
+        f"python -m pipeline compact {folder} rewrites them as about 1 (" in text, text
+    before = pd.read_parquet(folder).sort_values("task_id").reset_index(drop=True)
+    proc = subprocess.run([PY, "-m", "pipeline", "compact", str(folder)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(parts(folder)) == 1
+    assert "tip:" not in status(tmp_path, "calibration").stdout
+    after = pd.read_parquet(folder).sort_values("task_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(before, after)
+
+
 def test_status_shows_the_rate_of_slow_points(tmp_path):
     """Points of an hour each on one worker: status printed the heartbeat's rate with one
     decimal, '0.0 tasks/s', as the driver's own line did before (rate_text)."""
