@@ -52,7 +52,9 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         "packages": _versions(), "git": _git_info(), "argv": argv, "config": conf,
     }
     try:
-        lock = SweepLock(path, run_id, wait_s=LOCK_WAIT_S).__enter__()
+        lock = SweepLock(path, run_id, wait_s=LOCK_WAIT_S, on_wait=lambda: print(
+            f"{path} is locked; waiting up to {LOCK_WAIT_S:g} s for it", file=sys.stderr,
+            flush=True)).__enter__()
     except StoreLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG

@@ -149,9 +149,12 @@ def test_batch_clusters_use_tls_unless_told_not_to(tmp_path):
     shared = {**conf("slurm"), "shared_temp_directory": str(tmp_path)}
     assert cl.tls_kwargs(shared)["shared_temp_directory"] == str(tmp_path)
     assert cl.tls_kwargs({**conf("slurm"), "tls": False}) == {}
+    # the folder matters only with TLS
+    cl.validate({**conf("slurm"), "tls": False, "shared_temp_directory": "/nonexistent/x"})
     plain = cl.job_script({**conf("slurm"), "tls": False})
     assert "dask_worker tcp://SCHEDULER-ADDRESS:8786" in plain and "--tls" not in plain
     script = cl.job_script(shared)
+    assert "--protocol tls://" in script  # as the real cluster's script (dask-jobqueue) has it
     for key in ("ca-file", "cert", "key"):
         assert f"--tls-{key} {tmp_path}/.dask-jobqueue.worker." in script
 
@@ -185,6 +188,7 @@ BAD_KEYS = [
     ({"kind": "slurm", "tls": "yes"}, "cluster.tls must be true or false"),
     ({"kind": "pbs", "shared_temp_directory": "/nonexistent/shared"},
      "cluster.shared_temp_directory must be an existing folder you can write"),
+    ({"kind": "pbs", "shared_temp_directory": ""}, "cluster.shared_temp_directory must be a "),
     ({"kind": "local", "tls": False}, "unknown key(s) for cluster=local: cluster.tls"),
 ]
 

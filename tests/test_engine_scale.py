@@ -88,8 +88,8 @@ def simulate(threads, n, cost, cap=50.0, max_s=60.0, join_at=None, measured=None
             in_flight += 1
             submits.append(clock[0])
         if etas is not None:
-            etas.append((clock[0], done_points[0], sizer.eta_seconds(threads,
-                                                                  in_flight_work.seconds())))
+            etas.append((clock[0], done_points[0], sizer.eta_seconds(
+                threads, in_flight_work.seconds(), in_flight)))
         if split_tail:
             flying = {bid: b for bid, b in queue} | {bid: r[1] for bid, r in running.items()}
             for bid in sizer.tail_to_stop(threads, in_flight, lambda: {
@@ -182,6 +182,25 @@ def test_the_eta_follows_the_cost_along_the_grid_not_the_task_count():
             by_count = t * (n - done) / done  # remaining / rate since the start
             assert by_count < 0.2 * (end - t)  # the count's ETA: many times too short
             assert abs(eta - (end - t)) <= 0.1 * (end - t)
+
+
+def test_idle_threads_do_not_count_as_work_done_on_the_batches_in_flight():
+    """The ETA takes the thread-seconds the cluster has had, beyond what finished batches
+    took, off the batches in flight. Threads with no batch (an adaptive cluster's planned
+    ones, a sweep waiting for tokens) count for nothing: counted, the whole in-flight work
+    soon read as done, for good."""
+    clock = [0.0]
+    plan = PendingPlan(None, 1000)
+    sizer = BatchSizer(plan, clock=lambda: clock[0])
+    sizer.plan.take(1000)  # every point handed out: the ETA is the in-flight work alone
+    sizer.model.observe(np.arange(1000), np.full(1000, 1.0), 1000.0)  # 1 s a point
+    assert sizer.eta_seconds(10, 1000.0, busy=1) == 100.0
+    clock[0] += 50.0  # one thread busy: 50 thread-seconds of the in-flight work are done
+    assert sizer.eta_seconds(10, 1000.0, busy=0) == 95.0
+    clock[0] += 500.0  # nobody busy: nothing more done
+    assert sizer.eta_seconds(10, 1000.0, busy=10) == 95.0
+    clock[0] += 10.0  # ten threads busy
+    assert sizer.eta_seconds(10, 1000.0, busy=10) == 85.0
 
 
 def test_the_progress_line_takes_its_eta_from_the_cost_model():

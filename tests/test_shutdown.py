@@ -154,7 +154,7 @@ def test_a_signal_while_results_are_stored_loses_none_of_them(tmp_path, monkeypa
 def test_a_second_signal_is_not_held(tmp_path):
     """signals_held() holds a first signal to the end of its block; the second, on a step
     stuck (a hung disk, say), is raised at once: Ctrl-C still works."""
-    from pipeline.engine.watchdog import signals_held
+    from pipeline.engine.watchdog import shutdown_hurried, signals_held
 
     steps = []
     with termination_signals():
@@ -164,6 +164,7 @@ def test_a_second_signal_is_not_held(tmp_path):
                 time.sleep(0.05)
                 steps.append("held")  # the block went on
             steps.append("not reached")
+        assert not shutdown_hurried()  # one signal: the shutdown may wait for batches
         with pytest.raises(Terminated) as raised:
             with signals_held():
                 os.kill(os.getpid(), signal.SIGINT)
@@ -171,7 +172,10 @@ def test_a_second_signal_is_not_held(tmp_path):
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.05)
                 steps.append("not reached either")
+        # the second signal was the user's "again": the shutdown does not wait for batches
+        assert shutdown_hurried()
     assert steps == ["held"] and raised.value.signame == "SIGTERM"
+    assert not shutdown_hurried()  # reset for the next sweep in this process
 
 
 # --------------------------------------------------------------------------- a hung scheduler

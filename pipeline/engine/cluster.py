@@ -295,7 +295,7 @@ def _schema(kind: str) -> dict[str, Callable[[str, Any], Any]]:
         "lifetime_margin": _duration, "lifetime_stagger": _duration,
         "worker_start_timeout": _duration, "max_submit_failures": _int(1),
         "disk": _bytes, "resource_spec": _text, "use_stdin": _flag, "worker_profile": _flag,
-        "tls": _flag, "shared_temp_directory": _shared_directory,
+        "tls": _flag, "shared_temp_directory": _text,
     }
     if kind == "htcondor":
         del keys["queue"]
@@ -358,6 +358,9 @@ def _validate_batch(kind: str, cfg: Mapping[str, Any]) -> None:
         raise ClusterConfigError("cluster=htcondor needs cluster.disk (scratch disk per job, "
                                  "e.g. 1GB)")
     lifetime(cfg)  # walltime vs margin and stagger
+    if _get(cfg, "tls", DEFAULTS["tls"]):  # where the workers' TLS files go (not without TLS)
+        _shared_directory("shared_temp_directory",
+                          _get(cfg, "shared_temp_directory", DEFAULTS["shared_temp_directory"]))
 
 
 def lifetime(cfg: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -487,6 +490,7 @@ def job_script(cfg: Mapping[str, Any]) -> str | None:
         from distributed.security import Security
 
         scheme = "tls"
+        kwargs["protocol"] = "tls://"  # as the cluster passes it: --protocol tls://
         shared = tls["shared_temp_directory"]
         kwargs["security"] = Security(**{
             f"tls_{'' if key == 'ca_file' else 'worker_'}{key}":

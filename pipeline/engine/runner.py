@@ -21,11 +21,12 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow.compute as pc
 
-from pipeline.engine.batch import TIMEOUT_TOPIC, failed_batch_table, points_table
+from pipeline.engine.batch import (TIMEOUT_TOPIC, PointsRun, failed_batch_table,
+                                   points_table)
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, other_code_message
 from pipeline.engine.planning import (MAX_BATCH, BatchSizer, InFlightWork,  # noqa: F401
-                                      PendingPlan)
+                                      PendingPlan, as_indices)
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
 from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_started,
@@ -214,7 +215,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         for fut, chunk in zip(futures, chunks):
             in_flight[fut.key] = (fut, chunk)
             in_flight_work.add(chunk)
-            predicted_s[fut.key] = float(sizer.model.predict(np.asarray(chunk)).sum()) \
+            predicted_s[fut.key] = float(sizer.model.predict(as_indices(chunk)).sum()) \
                 if sizer.model.measured else 0.0
             fut.add_done_callback(finished.put)
         return [f.key for f in futures]
@@ -353,44 +354,47 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # dropped on Ctrl-C or SIGTERM, a rerun recomputed all of it. Asked to stop after its
         # current point, a batch returns the points it ran, stored like any result. Bounded;
         # a repeated signal cuts the wait short. Batches not back by then are recomputed.
+        # Best effort: whatever fails here is logged, and the interrupt goes on as it came.
         if not in_flight or shutdown_hurried() or scheduler_silent_for(client) is not None:
             return  # (a scheduler not answering would not return them either)
-        n_batches, n_stored = len(in_flight), stats.ran
+        n_batches, n_stored, kept = len(in_flight), stats.ran, 0
         log.info("interrupted: %d batches in flight asked to stop after their current point; "
                  "keeping the points they ran (waiting at most %g s; interrupt again to skip)",
                  n_batches, INTERRUPT_KEEP_SECONDS)
         deadline = time.monotonic() + INTERRUPT_KEEP_SECONDS
-        ask_to_stop(client, list(in_flight))
-        while in_flight and not shutdown_hurried():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:  # a wake-up; the futures themselves say which are done (the interrupt
-                finished.get(timeout=min(0.25, left))  # may have come after their callbacks)
-            except queue.Empty:
-                pass
-            done = [fut for fut, _ in in_flight.values() if fut.status != "pending"]
-            for fut in done:
-                if fut.status != "finished":  # lost with its worker, cancelled: not waited for
-                    in_flight.pop(fut.key)
-            ok = [f for f in done if f.status == "finished"]
-            if not ok:
-                continue
-            try:
+        try:
+            ask_to_stop(client, list(in_flight))
+            while in_flight and not shutdown_hurried():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:  # a wake-up; the futures themselves say which are done (the interrupt
+                    finished.get(timeout=min(0.25, left))  # may come after their callbacks)
+                except queue.Empty:
+                    pass
+                done = [fut for fut, _ in in_flight.values() if fut.status != "pending"]
+                for fut in done:
+                    if fut.status != "finished":  # lost with its worker, cancelled: not waited
+                        in_flight.pop(fut.key)
+                ok = [f for f in done if f.status == "finished"]
+                if not ok:
+                    continue
                 results = ask_scheduler(client, client._gather, ok, direct=direct,
                                         timeout=max(0.5, deadline - time.monotonic()))
-            except Exception as exc:
-                log.warning("could not fetch the points of the stopped batches: %s", exc)
-                break
-            for fut, result in zip(ok, results):
-                handle(fut, result)
-        back = n_batches - len(in_flight)
-        log.info("kept %d points that %d stopped batches ran%s", stats.ran - n_stored, back,
-                 f"; {len(in_flight)} batches not back in time: a rerun runs their points"
-                 if in_flight else "")
+                for fut, result in zip(ok, results):
+                    if isinstance(result, PointsRun):  # else left to the rerun
+                        handle(fut, result)
+                        kept += 1
+        except Exception as exc:  # the store failing, a fetch cut short: the rerun runs them
+            log.warning("stopped keeping the points of the batches in flight: %s: %s",
+                        type(exc).__name__, exc)
+        log.info("kept %d points that %d stopped batches ran%s", stats.ran - n_stored, kept,
+                 f"; {n_batches - kept} batches not kept: a rerun runs their points"
+                 if kept < n_batches else "")
 
     def eta_s() -> float | None:
-        return sizer.eta_seconds(threads(), in_flight_work.seconds())
+        # the threads that have joined, not an adaptive cluster's planned ones (queued jobs)
+        return sizer.eta_seconds(joined_threads(), in_flight_work.seconds(), len(in_flight))
 
     bar.eta_source = eta_s
     tail_flushed = False

@@ -367,6 +367,8 @@ def termination_signals() -> Iterator[None]:
             if _HELD is not None and not _HELD:  # inside signals_held(): the first waits
                 _HELD.append(signum)
                 return
+            if _HELD:  # the second, raised at once: it is also the shutdown's "again"
+                _HURRIED.set()
             raise _interrupt(signum)
         repeats += 1
         _HURRIED.set()

@@ -80,7 +80,7 @@ class ReportWriter:
     remembers them for ``index.md`` and ``index.html``.
 
     ``style`` is ``report_style`` (:mod:`pipeline.report.style`); ``sig_digits`` the significant
-    digits of floats in the LaTeX and HTML tables (CSV and Markdown: ``float_format``);
+    digits of floats in the LaTeX and HTML tables (Markdown: ``float_format``; CSV: every digit);
     ``experiment`` names the experiment whose column declarations give the table headers."""
 
     def __init__(self, outdir, results_dir=None, style: str = "paper", sig_digits: int = 6,

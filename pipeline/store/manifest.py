@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import time
+from typing import Callable
 from pathlib import Path
 
 from pipeline.store.integrity import MANIFEST, parse_manifest
@@ -82,13 +83,15 @@ class SweepLock:
     The lock file says who holds it (host, pid, start time, run id) so that the "another sweep
     is writing" error can name the holder."""
 
-    def __init__(self, path: str | os.PathLike, run_id: str | None = None, wait_s: float = 0.0):
+    def __init__(self, path: str | os.PathLike, run_id: str | None = None, wait_s: float = 0.0,
+                 on_wait: Callable[[], None] | None = None):
         """``wait_s``: how long a lock held by someone else is waited for before
         :class:`StoreLocked` (``status`` holds it for milliseconds while it records a dead
-        run; a sweep starting then was refused)."""
+        run; a sweep starting then was refused). ``on_wait``: called once if it waits."""
         self.path = Path(path)
         self.run_id = run_id
         self.wait_s = wait_s
+        self.on_wait = on_wait
         self.fh = None
 
     def __enter__(self) -> "SweepLock":
@@ -96,6 +99,7 @@ class SweepLock:
         # "a+", not "w": opening must not truncate the holder's record before flock decides.
         self.fh = open(self.path / ".lock", "a+")
         deadline = time.monotonic() + self.wait_s
+        announced = False
         try:
             while True:
                 try:
@@ -104,8 +108,15 @@ class SweepLock:
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
                         raise
+                    if not announced and self.on_wait is not None:
+                        self.on_wait()
+                        announced = True
                     time.sleep(0.05)
-        except BlockingIOError:
+        except BaseException as exc:  # Ctrl-C while waiting too: the file is not left open
+            if not isinstance(exc, BlockingIOError):
+                self.fh.close()
+                self.fh = None
+                raise
             self.fh.seek(0)
             holder = _describe_holder(self.fh.read())
             self.fh.close()
