@@ -399,6 +399,78 @@ def test_exported_parquet_is_labelled_with_the_version_of_its_rows(mixed_store, 
         assert pq.read_schema(data).metadata[b"version"] == str(version).encode()
 
 
+def _package_files_check(out):
+    """Every file of the package is listed in SHA256SUMS with its digest, and nothing else."""
+    import hashlib
+
+    listed = {}
+    for line in (out / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        listed[name] = digest
+    present = {p.relative_to(out).as_posix() for p in out.rglob("*")
+               if p.is_file() and p.name != "SHA256SUMS"}
+    assert set(listed) == present
+    for name, digest in listed.items():
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_an_export_that_fails_half_way_leaves_the_earlier_package_whole(mixed_store, tmp_path,
+                                                                        monkeypatch):
+    """An export killed or failing half-way (a full disk, Ctrl-C) had removed the earlier
+    package and left half a new one without datapackage.json, which the next export then
+    refused to replace. Now it is built beside the target and swapped in whole."""
+    import pipeline.report.export as export_module
+    from pipeline.report.export import export_package, remove_stale_staging
+
+    out = tmp_path / "pkg"
+    export_package(mixed_store, "independent_sets", out, "both")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def disk_full(table, file):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export_module, "write_csv", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        export_package(mixed_store, "independent_sets", out, "both")
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # the earlier package, untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["independent_sets", "pkg"]
+    monkeypatch.undo()
+
+    # what an export killed with kill -9 leaves (its pid gone) is removed by the next one
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".pkg.exporting-{dead.pid}-0a1b2c3d"
+    (stale / "data").mkdir(parents=True)
+    mine = tmp_path / f".pkg.exporting-{os.getpid()}-0a1b2c3d"  # a live export's: kept
+    mine.mkdir()
+    remove_stale_staging(out)
+    assert not stale.exists() and mine.exists()
+    mine.rmdir()
+    export_package(mixed_store, "independent_sets", out, "csv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["independent_sets", "pkg"]
+    assert not (out / "data" / "independent_sets.parquet").exists()  # replaced whole
+    _package_files_check(out)
+
+
+def test_exports_to_one_folder_at_once_do_not_mix_their_files(mixed_store, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipeline.report.export import export_package
+
+    out = tmp_path / "pkg"
+    formats = ["parquet", "csv", "both", "parquet", "csv", "both"]
+    with ThreadPoolExecutor(len(formats)) as pool:
+        for future in [pool.submit(export_package, mixed_store, "independent_sets", out, fmt)
+                       for fmt in formats]:
+            future.result()
+    _package_files_check(out)  # one export's files, whole
+    data = {p.name for p in (out / "data").iterdir()}
+    assert data in ({"independent_sets.parquet"}, {"independent_sets.csv"},
+                    {"independent_sets.parquet", "independent_sets.csv"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["independent_sets", "pkg"]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_report_and_export_take_run_code_and_version_selections(mixed_store, tmp_path):

@@ -21,10 +21,13 @@ the cluster settings (machine details, not science); nothing is added.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
+import os
 import re
+import secrets
 import shutil
 import time
 from pathlib import Path
@@ -209,12 +212,75 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     frame.attrs["experiment"] = name
     cov = coverage(frame, selection, manifest, prefixes)
 
-    out = Path(to)
-    if out.exists() and any(out.iterdir()):
-        if not (out / "datapackage.json").is_file():
-            raise ExportError(f"{out} exists and is not an earlier data package: give an empty "
-                              "or new folder")
-        shutil.rmtree(out)  # an export is derived data: rewrite it whole
+    target = Path(to)
+    if target.exists() and (not target.is_dir() or (any(target.iterdir()) and
+                                                  not (target / "datapackage.json").is_file())):
+        raise ExportError(f"{target} exists and is not an earlier data package: give an empty "
+                          "or new folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(target)
+    # Built beside the target and swapped in whole: an export killed or failing half-way left
+    # a package without its datapackage.json, which the next export then refused to replace,
+    # and two exports to one folder mixed their files.
+    out = target.parent / f".{target.name}.exporting-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        _write_package(out, table, name, fmt, experiment, manifest, cov, selection, license,
+                       authors)
+        _swap_into_place(out, target)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return cov
+
+
+STAGING_MARKS = (".exporting-", ".replaced-")
+
+
+def remove_stale_staging(target: Path) -> None:
+    """Remove what exports killed on this host left beside ``target`` (their pid is gone)."""
+    for path in target.parent.glob(f".{target.name}.*-*-*"):
+        rest = path.name[len(target.name) + 1:]
+        mark = next((m for m in STAGING_MARKS if rest.startswith(m)), None)
+        if mark is None:
+            continue
+        try:
+            pid = int(rest[len(mark):].split("-")[0])
+            os.kill(pid, 0)
+        except ValueError:
+            continue
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:  # someone else's live process
+            continue
+
+
+def _swap_into_place(staging: Path, target: Path, attempts: int = 5) -> None:
+    """Rename ``staging`` to ``target``; an earlier package there is moved aside first and
+    removed after. Another export swapping at the same moment: the last one in wins whole."""
+    for _ in range(attempts):
+        old = None
+        if target.exists():
+            old = target.parent / f".{target.name}.replaced-{os.getpid()}-{secrets.token_hex(4)}"
+            try:
+                target.rename(old)
+            except FileNotFoundError:  # another export moved it first
+                old = None
+        try:
+            staging.rename(target)
+        except OSError as exc:  # another export put its package there meanwhile
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            continue
+        finally:
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        return
+    raise ExportError(f"could not put the package in place at {target}: other exports keep "
+                      "replacing it")
+
+
+def _write_package(out: Path, table, name, fmt, experiment, manifest, cov, selection, license,
+                   authors) -> None:
     (out / "data").mkdir(parents=True, exist_ok=True)
     resources = []
     if fmt in ("parquet", "both"):
@@ -275,7 +341,6 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     files = sorted(p for p in out.rglob("*") if p.is_file() and p.name != "SHA256SUMS")
     (out / "SHA256SUMS").write_text("".join(f"{sha256_of(p)}  {p.relative_to(out).as_posix()}\n"
                                             for p in files))
-    return cov
 
 
 def _readme(name, experiment, schema, descriptor, cov, docs, resources) -> str:
