@@ -28,8 +28,17 @@ PY = sys.executable
 
 
 def cli(*args, **kw):
+    # SIGHUP as a terminal gives it: under `nohup make test` the sweep inherits SIG_IGN, which
+    # it rightly keeps (a nohup'd sweep outlives the terminal), and the SIGHUP tests failed
+    preexec = kw.pop("preexec_fn", None)
+
+    def reset_signals():
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        if preexec is not None:
+            preexec()
+
     return subprocess.Popen([PY, str(ROOT / "run.py"), *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=reset_signals, **kw)
 
 
 def run_cli(*args, timeout=180):
