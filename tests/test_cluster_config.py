@@ -223,6 +223,8 @@ def test_shipped_cluster_configs_validate():
     (["cluster=sge"], "cluster=sge needs the SGE command(s) qsub, qdel on PATH"),
     (["cluster=oar"], "cluster=oar needs the OAR command(s) oarsub, oardel on PATH"),
     (["cluster=moab"], "cluster=moab needs the Moab command(s) msub, canceljob on PATH"),
+    (["cluster=slurm", "cluster.shared_temp_directory=/nonexistent/shared"],
+     "cluster.shared_temp_directory must be an existing folder you can write"),
 ])
 def test_bad_cluster_input_exits_2_and_writes_nothing(tmp_path, args, message):
     results = tmp_path / "results"

@@ -740,7 +740,7 @@ def test_a_second_signal_stops_waiting_for_the_batches_in_flight(tmp_path):
     text = _run_log_text(folder)
     assert "4 batches not kept: a rerun runs their points" in text, text
     waited = _log_time(text, "kept 0 points") - _log_time(text, "asked to stop after")
-    assert waited < 5, text  # not the 10 s of the whole wait
+    assert waited < 8, text  # not the 10 s of the whole wait
     run = last_run(folder)
     assert run["status"] == "interrupted" and run["written"] == {"rows": 0, "parts": 0,
                                                                  "flushed": True}

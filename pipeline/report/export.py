@@ -238,20 +238,14 @@ STAGING_MARKS = (".exporting-", ".replaced-")
 
 def remove_stale_staging(target: Path) -> None:
     """Remove what exports killed on this host left beside ``target`` (their pid is gone)."""
+    from pipeline.store.manifest import pid_alive
+
     for path in target.parent.glob(f".{target.name}.*-*-*"):
         rest = path.name[len(target.name) + 1:]
         mark = next((m for m in STAGING_MARKS if rest.startswith(m)), None)
-        if mark is None:
-            continue
-        try:
-            pid = int(rest[len(mark):].split("-")[0])
-            os.kill(pid, 0)
-        except ValueError:
-            continue
-        except ProcessLookupError:
+        pid = rest[len(mark):].split("-")[0] if mark else ""
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
-        except PermissionError:  # someone else's live process
-            continue
 
 
 def _swap_into_place(staging: Path, target: Path, attempts: int = 5) -> None:

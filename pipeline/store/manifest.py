@@ -159,7 +159,7 @@ def _describe_holder(text: str) -> str:
 STALE_HEARTBEAT_S = 600.0  # a live driver rewrites its record every few seconds
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -190,7 +190,7 @@ def dead_run_state(run: dict, now: float | None = None, lock_held: bool = False,
             return "killed"
         # on this host the pid decides (a live driver may be silent a while, e.g. waiting for
         # its first batch jobs)
-        return None if _pid_alive(int(run["pid"])) else "killed"
+        return None if pid_alive(int(run["pid"])) else "killed"
     beat = run.get("heartbeat_at") or run.get("started_at")
     try:
         age = (time.time() if now is None else now) - _parse_utc(beat)
