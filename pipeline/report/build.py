@@ -76,26 +76,13 @@ def _report_lock(path, wait_s: float | None = None):
     in a loop during a sweep) deleted and rewrote ``_report/`` under each other, leaving one
     report's index beside the other's tables and figures. The second waits for the first, at
     most ``wait_s`` (default :data:`REPORT_LOCK_WAIT_S`); yields whether it got the lock."""
-    import fcntl
-    import time
+    from pipeline.store.manifest import flock_within
 
-    deadline = time.monotonic() + (REPORT_LOCK_WAIT_S if wait_s is None else wait_s)
     with open(path / REPORT_LOCK, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another report of {path} to finish ({path / REPORT_LOCK})",
-                  file=sys.stderr)
-            while True:
-                time.sleep(0.2)
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        yield False
-                        return
-        yield True  # the kernel drops the lock when the file closes (or the process dies)
+        # the kernel drops the lock when the file closes (or the process dies)
+        yield flock_within(fh, REPORT_LOCK_WAIT_S if wait_s is None else wait_s, lambda: print(
+            f"waiting for another report of {path} to finish ({path / REPORT_LOCK})",
+            file=sys.stderr), poll_s=0.2)
 
 
 def _build(results_dir, name, path, df, everything, stream, style, sig_digits) -> int:

@@ -77,6 +77,25 @@ def clean_manifest_temp_files(path: str | os.PathLike, now: float | None = None)
     return removed
 
 
+def flock_within(fh, wait_s: float, on_wait: Callable[[], None] | None = None,
+                 poll_s: float = 0.05) -> bool:
+    """Take an exclusive ``flock`` on the open file ``fh``, waiting at most ``wait_s`` for its
+    holder (``on_wait`` is called once if it waits); False if it is still held then."""
+    deadline = time.monotonic() + wait_s
+    announced = False
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            if not announced and on_wait is not None:
+                on_wait()
+                announced = True
+            time.sleep(poll_s)
+
+
 class SweepLock:
     """An exclusive lock on an experiment folder; the kernel drops it if the driver dies.
 
@@ -98,28 +117,17 @@ class SweepLock:
         self.path.mkdir(parents=True, exist_ok=True)
         # "a+", not "w": opening must not truncate the holder's record before flock decides.
         self.fh = open(self.path / ".lock", "a+")
-        deadline = time.monotonic() + self.wait_s
-        announced = False
         try:
-            while True:
-                try:
-                    fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise
-                    if not announced and self.on_wait is not None:
-                        self.on_wait()
-                        announced = True
-                    time.sleep(0.05)
-        except BaseException as exc:  # Ctrl-C while waiting too: the file is not left open
-            if not isinstance(exc, BlockingIOError):
-                self.fh.close()
-                self.fh = None
-                raise
+            got = flock_within(self.fh, self.wait_s, self.on_wait)
+        except BaseException:  # Ctrl-C while waiting: the file is not left open
+            self.fh.close()
+            self.fh = None
+            raise
+        if not got:
             self.fh.seek(0)
             holder = _describe_holder(self.fh.read())
             self.fh.close()
+            self.fh = None
             raise StoreLocked(f"another sweep is writing to {self.path}{holder} "
                               f"(lock {self.path / '.lock'})")
         try:
