@@ -177,17 +177,18 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
 
 
 PAUSE_ENV = "PIPELINE_SWEEP_PAUSE_AT"  # tests: sleep at a step of the sweep's start-up
+PAUSE_SECONDS_ENV = "PIPELINE_SWEEP_PAUSE_SECONDS"  # how long (default 120 s)
 
 
 def _pause_at(step: str) -> None:
     """Test hook: with PIPELINE_SWEEP_PAUSE_AT=step, announce the step and sleep (so that a
-    signal lands there). Steps: ``planning`` (the lock taken, the store being read),
-    ``code_check`` (before the code-change check, nothing in the manifest yet),
-    ``first_manifest`` (just after the first ``running`` record), ``cluster_close`` (a sweep
-    interrupted and recorded, its cluster not yet closed)."""
+    signal lands there; PIPELINE_SWEEP_PAUSE_SECONDS, default 120). Steps: ``planning`` (the
+    lock taken, the store being read), ``code_check`` (before the code-change check, nothing
+    in the manifest yet), ``first_manifest`` (just after the first ``running`` record),
+    ``cluster_close`` (a sweep interrupted and recorded, its cluster not yet closed)."""
     if os.environ.get(PAUSE_ENV) == step:
         print(f"sweep paused at {step}", file=sys.stderr, flush=True)
-        time.sleep(120)
+        time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, 120)))
 
 
 def _record_end(path, record: dict) -> None:

@@ -7,6 +7,7 @@ SIGHUP and SIGINT sent to the real CLI.
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -894,34 +895,53 @@ def test_a_sweep_whose_output_reader_goes_away_finishes(tmp_path):
 
 
 def _signals_mid_sweep(tmp_path, count):
-    """A sleeping sweep of 120,000 points on 16 threads (~8 s); ``count`` SIGINTs 50 ms apart
-    once its first part file is written (a fixed 2 s after the cluster came up could fall in
-    a slow warm-up on a loaded machine, with nothing finished yet). Returns (args, driver's
-    exit code, its stderr)."""
+    """A sleeping sweep of 120,000 points on 16 threads (~8 s), sent ``count`` SIGINTs: the
+    first once its first part file is written, the others during its shutdown, held at the
+    cluster's close (PIPELINE_SWEEP_PAUSE_AT: 3 s, or 120 s that a third signal must not wait
+    for). Sent blindly 50 ms apart, they could come after a shutdown of under 100 ms had
+    ended, and the process died of the default SIGINT on its way out (exit -2, seen in CI).
+    Returns (args, exit code, its stderr, seconds from the last signal to its end)."""
     args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=1000",
             "grid.x={range:[0,120000]}", "cluster.n_workers=2", "cluster.threads_per_worker=8",
             "flush_rows=20000", f"results_dir={tmp_path}", *FAST]
-    driver = cli(*args, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    env = {**os.environ, "PIPELINE_SWEEP_PAUSE_AT": "cluster_close",
+           "PIPELINE_SWEEP_PAUSE_SECONDS": "3" if count < 3 else "120"}
+    driver = cli(*args, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     wait_for(lambda: list((tmp_path / "calibration").glob("part-*.parquet")), 120,
              "the first part file", driver)
-    for _ in range(count):
+    seen = []
+
+    def read_until(text):
+        while not any(text in line for line in seen):
+            line = driver.stderr.readline()  # bounded by the test's timeout
+            assert line, f"driver ended ({driver.wait()}) before {text!r}: {''.join(seen)}"
+            seen.append(line)
+
+    driver.send_signal(signal.SIGINT)
+    read_until("sweep paused at cluster_close")
+    if count >= 2:
         driver.send_signal(signal.SIGINT)
-        time.sleep(0.05)
+        read_until("still saving results and shutting down")
+    started = time.monotonic()
+    if count >= 3:
+        driver.send_signal(signal.SIGINT)
     _, err = driver.communicate(timeout=90)
-    return args, driver.returncode, err
+    return args, driver.returncode, "".join(seen) + err, time.monotonic() - started
 
 
 @pytest.mark.timeout(300)
 def test_a_second_ctrl_c_during_the_shutdown_does_not_cut_it_short(tmp_path):
-    """Users press Ctrl-C twice. The second one, during the flush and the cluster's close,
-    only says the shutdown is under way: everything is flushed, the run is recorded
-    interrupted, no traceback (a raised second interrupt left Dask's exit handler one)."""
-    args, code, err = _signals_mid_sweep(tmp_path, 2)
+    """Users press Ctrl-C twice. The second one, during the shutdown (here just before the
+    cluster's close), only says the shutdown is under way: everything is flushed, the run is
+    recorded interrupted, the cluster closes, no traceback (a raised second interrupt left
+    Dask's exit handler one)."""
+    args, code, err, _ = _signals_mid_sweep(tmp_path, 2)
     assert code == 130, err
-    assert "Traceback" not in err and "still saving results and shutting down" in err, err
+    assert "Traceback" not in err and "leaving now" not in err, err
+    assert re.search(r"interrupted \(SIGINT\): \d+ part file\(s\) kept", err), err  # closed
     run = last_run(tmp_path / "calibration")
     assert run["status"] == "interrupted" and run["written"]["flushed"] is True
-    assert 0 < run["written"]["rows"] < 120_000
+    assert 0 < run["written"]["rows"] == len(pd.read_parquet(tmp_path / "calibration")) < 120_000
     proc = run_cli(*args, timeout=200)
     assert proc.returncode == 0, proc.stderr
     df = pd.read_parquet(tmp_path / "calibration")
@@ -955,15 +975,17 @@ def test_a_worker_does_not_print_a_traceback_for_a_requester_gone_mid_transfer()
 
 @pytest.mark.timeout(300)
 def test_a_third_ctrl_c_leaves_at_once_and_the_rerun_resumes(tmp_path):
-    """The third signal leaves without waiting (os._exit): the part files written are intact,
-    the run left 'running' is marked dead by the rerun, which completes without duplicates."""
-    args, code, err = _signals_mid_sweep(tmp_path, 3)
+    """The third signal, during the shutdown (held at the cluster's close), leaves without
+    waiting (os._exit): the run is already recorded interrupted, the part files written are
+    intact, and the rerun completes without duplicates."""
+    args, code, err, waited = _signals_mid_sweep(tmp_path, 3)
     assert code == 130, err
-    assert "leaving now" in err, err
+    assert "leaving now" in err and "part file(s) kept" not in err, err
+    assert waited < 30, f"{waited:.1f} s: it waited for the 120 s pause"
     proc = run_cli(*args, timeout=200)
     assert proc.returncode == 0, proc.stderr
     runs = read_manifest(tmp_path / "calibration")["runs"]
-    assert runs[-2]["status"] in ("interrupted", "killed")  # "killed" if it left mid-flush
+    assert runs[-2]["status"] == "interrupted"  # recorded before the cluster's close
     df = pd.read_parquet(tmp_path / "calibration")
     assert len(df) == 120_000 and df.task_id.is_unique
 
