@@ -7,7 +7,7 @@ from pipeline.exit_codes import EXIT_OK
 
 
 def dry_run(grid, options: dict) -> int:
-    from pipeline.engine.cluster import dry_run_text
+    from pipeline.engine.batch_cluster import dry_run_text
     from pipeline.engine.grid import describe_axes, fixed_summary
     from pipeline.engine.resume import count_done
     from pipeline.engine.provenance import code_id, stale_points

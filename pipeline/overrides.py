@@ -107,7 +107,7 @@ def check_cluster_overrides(args: list[str]) -> None:
     (which the cluster's own check then refused)."""
     import difflib
 
-    from pipeline.engine.cluster import KINDS, cluster_keys
+    from pipeline.engine.cluster_config import KINDS, cluster_keys
 
     kinds = [a.split("=", 1)[1] for a in args if a.startswith("cluster=")]
     kind = kinds[-1] if kinds else default_cluster()

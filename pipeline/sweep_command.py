@@ -31,7 +31,8 @@ log = logging.getLogger("pipeline")
 def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     """Run a validated sweep: lock, plan, run log and manifest, cluster, the driver loop;
     every way out (finished, interrupted, crashed) recorded in the manifest."""
-    from pipeline.engine.cluster import cluster_checks, connect
+    from pipeline.engine.batch_cluster import cluster_checks
+    from pipeline.engine.cluster import connect
     from pipeline.engine.progress import Progress, run_log, runlog
     from pipeline.engine.provenance import check_code_changes, code_id, provenance_stamp
     from pipeline.engine.resume import plan_sweep

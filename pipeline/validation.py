@@ -27,8 +27,10 @@ def top_level_keys() -> set[str]:
 def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tuple[Any, dict]:
     """Every check that can fail before work starts; raises ConfigError with a clear message.
     ``params_typed``: the parameters fixed on the command line (none may be a grid axis)."""
-    from pipeline.engine.cluster import ClusterConfigError, check_batch_commands, check_scheduler
-    from pipeline.engine.cluster import validate as validate_cluster
+    from pipeline.engine.batch_cluster import check_batch_commands
+    from pipeline.engine.cluster import check_scheduler
+    from pipeline.engine.cluster_config import ClusterConfigError
+    from pipeline.engine.cluster_config import validate as validate_cluster
     from pipeline.engine.grid import Grid
     from pipeline.experiments.base import ParamError, get_experiment
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.engine import cluster as cl
+from pipeline.engine import batch_cluster as bc
+from pipeline.engine import cluster_config as cc
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf" / "cluster"
@@ -80,8 +81,8 @@ SCRIPTS = {
 def test_job_script_of_every_batch_system(kind, tmp_path):
     overrides, lines = SCRIPTS[kind]
     cfg = conf(kind, **COMMON, **overrides)
-    cl.validate(cfg)
-    script = cl.job_script(cfg)
+    cc.validate(cfg)
+    script = bc.job_script(cfg)
     for line in lines:
         assert line in script.splitlines() or line in script, (line, script)
     # 2 h walltime - 5 min margin, ± 1 min; what `dask worker` runs in the job
@@ -91,36 +92,36 @@ def test_job_script_of_every_batch_system(kind, tmp_path):
     assert "--death-timeout 60" in script
     assert "module load python/3.11" in script
     # workers run without Dask's profiler, set before the user's prologue can override it
-    assert script.index(cl.NO_PROFILER) < script.index("module load python/3.11")
-    assert cl.NO_PROFILER not in cl.job_script(conf(kind, **COMMON, **overrides,
+    assert script.index(cc.NO_PROFILER) < script.index("module load python/3.11")
+    assert cc.NO_PROFILER not in bc.job_script(conf(kind, **COMMON, **overrides,
                                                     worker_profile=True))
     assert not Path(LOGS).exists()  # building the script created no directory
 
 
 def test_walltime_forms_and_lifetime_arithmetic():
-    assert cl.parse_walltime("04:00:00") == 4 * 3600
-    assert cl.parse_walltime("1-12:30:00") == 36 * 3600 + 1800
-    assert cl.parse_walltime("90m") == 5400 and cl.parse_walltime("2h") == 7200
+    assert cc.parse_walltime("04:00:00") == 4 * 3600
+    assert cc.parse_walltime("1-12:30:00") == 36 * 3600 + 1800
+    assert cc.parse_walltime("90m") == 5400 and cc.parse_walltime("2h") == 7200
     for bad in ("forever", "10", "01:61:00", "00:00:00", "-1"):
-        with pytest.raises(cl.ClusterConfigError, match="cluster.walltime"):
-            cl.parse_walltime(bad)
-    assert cl.format_walltime(36 * 3600 + 1800, "hms") == "36:30:00"
-    assert cl.format_walltime(36 * 3600 + 1800, "hm") == "36:30"  # LSF's -W
+        with pytest.raises(cc.ClusterConfigError, match="cluster.walltime"):
+            cc.parse_walltime(bad)
+    assert cc.format_walltime(36 * 3600 + 1800, "hms") == "36:30:00"
+    assert cc.format_walltime(36 * 3600 + 1800, "hm") == "36:30"  # LSF's -W
     base = conf("slurm")
-    assert cl.lifetime(base) == (4 * 3600 - 300, 60)
-    assert cl.lifetime({**base, "walltime": "00:02:00", "lifetime_margin": "50s",
+    assert cc.lifetime(base) == (4 * 3600 - 300, 60)
+    assert cc.lifetime({**base, "walltime": "00:02:00", "lifetime_margin": "50s",
                         "lifetime_stagger": "10s"}) == (70, 10)
-    assert cl.lifetime({**base, "walltime": None}) is None
-    with pytest.raises(cl.ClusterConfigError, match="lifetime_margin .* shorter than cluster.walltime"):
-        cl.validate({**base, "walltime": "00:04:00"})
-    with pytest.raises(cl.ClusterConfigError, match="lifetime_stagger .* shorter than"):
-        cl.validate({**base, "lifetime_stagger": "5m"})
+    assert cc.lifetime({**base, "walltime": None}) is None
+    with pytest.raises(cc.ClusterConfigError, match="lifetime_margin .* shorter than cluster.walltime"):
+        cc.validate({**base, "walltime": "00:04:00"})
+    with pytest.raises(cc.ClusterConfigError, match="lifetime_stagger .* shorter than"):
+        cc.validate({**base, "lifetime_stagger": "5m"})
     # a --lifetime the user gives wins; ours is not added beside it
-    own = cl.job_kwargs({**base, "worker_extra_args": ["--lifetime", "1h"]})
+    own = bc.job_kwargs({**base, "worker_extra_args": ["--lifetime", "1h"]})
     assert own["worker_extra_args"] == ["--lifetime", "1h"]
     # LSF takes HH:MM; HTCondor has no walltime directive, but still gets the lifetime
-    assert cl.job_kwargs(conf("lsf"))["walltime"] == "04:00"
-    condor = cl.job_kwargs(conf("htcondor", walltime="12:00:00"))
+    assert bc.job_kwargs(conf("lsf"))["walltime"] == "04:00"
+    condor = bc.job_kwargs(conf("htcondor", walltime="12:00:00"))
     assert "walltime" not in condor and "--lifetime" in condor["worker_extra_args"]
 
 
@@ -145,15 +146,15 @@ def test_dry_run_prints_job_script_and_submits_nothing(tmp_path):
 def test_batch_clusters_use_tls_unless_told_not_to(tmp_path):
     """On plain tcp:// anyone who can reach the login node's scheduler port could connect a
     Client and run code as the researcher; the local kind was already on TLS."""
-    assert cl.tls_kwargs(conf("slurm")) == {"security": True, "shared_temp_directory": "~"}
+    assert bc.tls_kwargs(conf("slurm")) == {"security": True, "shared_temp_directory": "~"}
     shared = {**conf("slurm"), "shared_temp_directory": str(tmp_path)}
-    assert cl.tls_kwargs(shared)["shared_temp_directory"] == str(tmp_path)
-    assert cl.tls_kwargs({**conf("slurm"), "tls": False}) == {}
+    assert bc.tls_kwargs(shared)["shared_temp_directory"] == str(tmp_path)
+    assert bc.tls_kwargs({**conf("slurm"), "tls": False}) == {}
     # the folder matters only with TLS
-    cl.validate({**conf("slurm"), "tls": False, "shared_temp_directory": "/nonexistent/x"})
-    plain = cl.job_script({**conf("slurm"), "tls": False})
+    cc.validate({**conf("slurm"), "tls": False, "shared_temp_directory": "/nonexistent/x"})
+    plain = bc.job_script({**conf("slurm"), "tls": False})
     assert "dask_worker tcp://SCHEDULER-ADDRESS:8786" in plain and "--tls" not in plain
-    script = cl.job_script(shared)
+    script = bc.job_script(shared)
     assert "--protocol tls://" in script  # as the real cluster's script (dask-jobqueue) has it
     for key in ("ca-file", "cert", "key"):
         assert f"--tls-{key} {tmp_path}/.dask-jobqueue.worker." in script
@@ -195,8 +196,8 @@ BAD_KEYS = [
 
 @pytest.mark.parametrize("cfg,message", BAD_KEYS)
 def test_every_cluster_key_is_validated(cfg, message):
-    with pytest.raises(cl.ClusterConfigError) as info:
-        cl.validate(cfg)
+    with pytest.raises(cc.ClusterConfigError) as info:
+        cc.validate(cfg)
     assert message in str(info.value)
 
 
@@ -205,8 +206,8 @@ def test_shipped_cluster_configs_validate():
         cfg = conf(path.stem)
         if cfg["kind"] == "address":
             cfg["address"] = "tcp://127.0.0.1:8786"
-        cl.validate(cfg)
-    assert {p.stem for p in CONF.glob("*.yaml")} == set(cl.KINDS)
+        cc.validate(cfg)
+    assert {p.stem for p in CONF.glob("*.yaml")} == set(cc.KINDS)
 
 
 @pytest.mark.parametrize("args,message", [
@@ -317,7 +318,7 @@ def test_ctrl_c_while_waiting_for_batch_workers_records_interrupted(tmp_path):
 def test_batch_cluster_dashboard_link_is_where_it_listens():
     import urllib.request
 
-    cluster = cl.make_batch_cluster(conf("slurm", dashboard_address="127.0.0.1:0", cores=1,
+    cluster = bc.make_batch_cluster(conf("slurm", dashboard_address="127.0.0.1:0", cores=1,
                                          processes=1, memory="1GB"))
     try:
         assert cluster.dashboard_link.startswith("http://127.0.0.1:")

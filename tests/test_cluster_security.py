@@ -24,8 +24,9 @@ import pytest
 
 from pipeline.engine.address import (NotADaskScheduler, TLSHandshakeFailed, make_security,
                                      probe_scheduler)
-from pipeline.engine.cluster import ClusterConfigError, connect
-from pipeline.engine.cluster import validate as validate_cluster
+from pipeline.engine.cluster import connect
+from pipeline.engine.cluster_config import ClusterConfigError
+from pipeline.engine.cluster_config import validate as validate_cluster
 from pipeline.store.manifest import read_manifest, update_manifest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -252,10 +252,10 @@ def test_same_table_on_one_and_two_workers(tmp_path):
 
 def test_slurm_cluster_is_constructible():
     # dask-jobqueue is a dependency; importing it directly here would replace this process's
-    # SIGINT handler with sys.exit() (the pipeline imports it through cluster._import_jobqueue)
+    # SIGINT handler with sys.exit() (the pipeline imports it through batch_cluster._import_jobqueue)
     import signal
 
-    from pipeline.engine.cluster import make_slurm_cluster
+    from pipeline.engine.batch_cluster import make_slurm_cluster
 
     handler = signal.getsignal(signal.SIGINT)
     cluster = make_slurm_cluster({"queue": "compute", "account": "proj42", "cores": 4,

@@ -1,0 +1,361 @@
+"""Batch-system clusters over dask-jobqueue: ``cluster.kind`` slurm, pbs, sge, lsf, htcondor,
+oar or moab, one code path.
+
+The scheduler runs inside the driver; each batch job runs ``processes`` single-threaded
+workers and the cluster scales adaptively between ``minimum_jobs`` and ``maximum_jobs`` jobs.
+With a ``walltime``, workers get ``--lifetime`` and ``--lifetime-stagger``
+(:func:`pipeline.engine.cluster_config.lifetime`): they retire (their work moves to other
+workers) before the batch system kills the job, and adaptive scaling submits replacements.
+:func:`cluster_checks` gives the driver loop a check that stops the sweep (exit 3) after
+``max_submit_failures`` consecutive failed submissions, quoting the batch system's stderr, or
+when no worker has joined within ``worker_start_timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from pipeline.engine.cluster_config import (BATCH_SYSTEMS, DEFAULTS, KINDS, LOCAL_DASHBOARD,
+                                            NO_PROFILER, ClusterConfigError, format_duration,
+                                            format_walltime, lifetime, parse_duration,
+                                            parse_walltime, setting)
+
+log = logging.getLogger("pipeline")
+
+
+class ClusterStartError(RuntimeError):
+    """The batch system refused our worker jobs, or none started in time: the sweep stops
+    (exit 3, manifest ``crashed``; finished batches are kept and a rerun resumes)."""
+
+
+# --------------------------------------------------------------------------- batch commands
+def batch_commands(kind: str) -> tuple[str, ...]:
+    """The batch-system commands a cluster kind runs (submit, cancel), from dask-jobqueue."""
+    if kind not in BATCH_SYSTEMS:
+        return ()
+    job_cls = _cluster_class(kind).job_cls
+    return tuple(cmd.split()[0] for cmd in (job_cls.submit_command, job_cls.cancel_command))
+
+
+def check_batch_commands(cfg: Mapping[str, Any]) -> None:
+    """Missing ``sbatch``/``qsub``/``bsub``/``condor_submit``...: a clear error (exit 2)
+    before anything is written, rather than a traceback every few seconds all night."""
+    kind = setting(cfg or {}, "kind", "local")
+    missing = [cmd for cmd in batch_commands(kind) if shutil.which(cmd) is None]
+    if missing:
+        label = BATCH_SYSTEMS[kind].label
+        raise ClusterConfigError(
+            f"cluster={kind} needs the {label} command(s) {', '.join(missing)} on PATH, and "
+            f"{'it is' if len(missing) == 1 else 'they are'} not found here: run the sweep on a "
+            f"{label} login node (or load its module), or choose another cluster kind "
+            f"({', '.join(KINDS)})")
+
+
+# --------------------------------------------------------------------------- batch clusters
+def _import_jobqueue():
+    """``import dask_jobqueue``, keeping our Ctrl-C: its ``runner`` module replaces the SIGINT
+    handler with ``sys.exit()`` at import, which would end a sweep with exit 0, silently,
+    and leave its run record ``running``."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    import dask_jobqueue
+
+    if (previous is not None and signal.getsignal(signal.SIGINT) is not previous
+            and threading.current_thread() is threading.main_thread()):
+        signal.signal(signal.SIGINT, previous)
+    return dask_jobqueue
+
+
+def _cluster_class(kind: str):
+    return getattr(_import_jobqueue(), BATCH_SYSTEMS[kind].cluster_class)
+
+
+def cancel_command(kind: str) -> str:
+    """The batch system's command that cancels a job: ``scancel``, ``qdel``, ``bkill``..."""
+    return _cluster_class(kind).job_cls.cancel_command.split()[0]
+
+
+def job_kwargs(cfg: Mapping[str, Any]) -> dict:
+    """dask-jobqueue's job keywords from a validated batch-cluster config, ``--lifetime`` and
+    ``--lifetime-stagger`` included when a walltime is set."""
+    kind = cfg["kind"]
+    system = BATCH_SYSTEMS[kind]
+    extra_args = list(setting(cfg, "worker_extra_args", []))
+    retire = lifetime(cfg)
+    if retire and not any(a.split("=")[0] == "--lifetime" for a in extra_args):
+        extra_args += ["--lifetime", format_duration(retire[0]),
+                       "--lifetime-stagger", format_duration(retire[1])]
+    kwargs = dict(
+        cores=setting(cfg, "cores", DEFAULTS["cores"]),
+        processes=setting(cfg, "processes", DEFAULTS["processes"]),
+        memory=str(setting(cfg, "memory", DEFAULTS["memory"])),
+        job_name=cfg.get("job_name"),
+        interface=cfg.get("interface"),
+        worker_extra_args=extra_args,
+        job_extra_directives=(setting(cfg, "job_extra_directives", {} if kind == "htcondor" else [])),
+        job_directives_skip=list(setting(cfg, "job_directives_skip", [])),
+        job_script_prologue=[*([] if setting(cfg, "worker_profile", False) else [NO_PROFILER]),
+                             *setting(cfg, "job_script_prologue", [])],
+        local_directory=cfg.get("local_directory"),
+        log_directory=(str(Path(cfg["log_directory"]).expanduser().absolute())
+                       if cfg.get("log_directory") else None),
+        python=cfg.get("python"),
+        death_timeout=int(parse_duration("death_timeout",
+                                    setting(cfg, "death_timeout", DEFAULTS["death_timeout"]))),
+    )
+    if kind == "htcondor":
+        kwargs["job_extra_directives"] = dict(kwargs["job_extra_directives"])
+    else:
+        kwargs["queue"] = cfg.get("queue")
+        if cfg.get("walltime") is not None:
+            kwargs["walltime"] = format_walltime(parse_walltime(cfg["walltime"]),
+                                                 system.walltime_format)
+    if system.account_key:
+        kwargs[system.account_key] = cfg.get(system.account_key)
+    for key in system.extra_keys:
+        kwargs[key] = cfg.get(key)
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def job_script(cfg: Mapping[str, Any]) -> str | None:
+    """The job script a batch-system cluster would submit (dask-jobqueue's ``job_script()``),
+    or None for local/address. Submits nothing and leaves no directory behind."""
+    cfg = dict(cfg or {})
+    kind = setting(cfg, "kind", "local")
+    if kind not in BATCH_SYSTEMS:
+        return None
+    kwargs = job_kwargs(cfg)
+    created = []  # dask-jobqueue creates log_directory when it builds a job; a dry run must not
+    if kwargs.get("log_directory"):
+        path = Path(kwargs["log_directory"])
+        while not path.exists():
+            created.append(path)
+            path = path.parent
+    scheme = "tcp"
+    tls = tls_kwargs(cfg)
+    if tls:  # the files dask-jobqueue writes when the cluster starts (XXXX: a random suffix)
+        from distributed.security import Security
+
+        scheme = "tls"
+        kwargs["protocol"] = "tls://"  # as the cluster passes it: --protocol tls://
+        shared = tls["shared_temp_directory"]
+        kwargs["security"] = Security(**{
+            f"tls_{'' if key == 'ca_file' else 'worker_'}{key}":
+                f"{shared.rstrip('/')}/.dask-jobqueue.worker.{key}.XXXX"
+            for key in ("ca_file", "cert", "key")})
+    try:
+        job = _cluster_class(kind).job_cls(f"{scheme}://SCHEDULER-ADDRESS:8786",
+                                           name="pipeline-worker", **kwargs)
+        return job.job_script()
+    finally:
+        for path in created:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+
+
+def dry_run_text(cfg: Mapping[str, Any]) -> str | None:
+    """What a dry run prints for a batch-system cluster: the derived worker lifetime and the
+    job script; None for local/address."""
+    script = job_script(cfg)
+    if script is None:
+        return None
+    kind = cfg["kind"]
+    retire = lifetime(cfg)
+    head = f"job script (cluster={kind}; one per job, up to {setting(cfg, 'maximum_jobs', 10)} jobs; nothing submitted):"
+    if retire:
+        head = (f"workers retire after --lifetime {format_duration(retire[0])} "
+                f"± --lifetime-stagger {format_duration(retire[1])} (walltime {cfg['walltime']} "
+                f"- lifetime_margin {setting(cfg, 'lifetime_margin', DEFAULTS['lifetime_margin'])})\n"
+                + head)
+    return f"{head}\n{script}"
+
+
+SUBMIT_BACKOFF_S = 2.0  # first pause before resubmitting a refused job; doubles each time
+
+
+class SubmissionWatch:
+    """Counts job submissions; :meth:`check` raises ClusterStartError when the batch system
+    refuses ``max_failures`` submissions in a row, or when no worker has joined within
+    ``start_timeout`` of the cluster's start."""
+
+    def __init__(self, kind: str, max_failures: int, start_timeout: float):
+        self.kind, self.max_failures, self.start_timeout = kind, max_failures, start_timeout
+        self.consecutive_failures = 0
+        self.last_error: str | None = None
+        self.job_ids: list[str] = []
+        self.cluster = None
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._first_worker_at: float | None = None
+
+    def submitted(self, job_id: str) -> None:
+        with self._lock:
+            self.consecutive_failures = 0
+            self.job_ids.append(str(job_id))
+        log.info("%s job %s submitted", BATCH_SYSTEMS[self.kind].label, job_id)
+
+    def failed(self, exc: BaseException) -> None:
+        error = batch_error_text(exc)
+        with self._lock:
+            self.consecutive_failures += 1
+            self.last_error = error
+        log.warning("%s job submission failed (%d in a row): %s", BATCH_SYSTEMS[self.kind].label,
+                    self.consecutive_failures, error)
+
+    def workers(self) -> int:
+        with contextlib.suppress(Exception):
+            return len(self.cluster.scheduler_info.get("workers", {}))
+        return 0
+
+    def check(self) -> None:
+        label = BATCH_SYSTEMS[self.kind].label
+        if self.consecutive_failures >= self.max_failures:
+            raise ClusterStartError(
+                f"{label} refused {self.consecutive_failures} job submissions in a row; the "
+                f"last said: {self.last_error}")
+        if self._first_worker_at is not None:
+            return  # later gaps (jobs retiring at walltime) are the watchdog's, not a start-up failure
+        if self.workers():
+            self._first_worker_at = time.monotonic()
+            return
+        waited = time.monotonic() - self._started
+        if waited > self.start_timeout:
+            why = (f"; the last submission error: {self.last_error}" if self.last_error else
+                   f"; jobs submitted: {', '.join(self.job_ids[-5:]) or 'none'} (still queued? "
+                   f"raise cluster.worker_start_timeout to wait longer)")
+            raise ClusterStartError(
+                f"no Dask worker joined within cluster.worker_start_timeout="
+                f"{format_duration(self.start_timeout)}{why}")
+
+
+def batch_error_text(exc: BaseException) -> str:
+    """The batch system's own words from a failed dask-jobqueue submission (its stderr)."""
+    text = str(exc)
+    m = re.search(r"stderr:\n(.*)", text, re.S)
+    if m and m.group(1).strip():
+        text = m.group(1)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " / ".join(lines)[:1000] or type(exc).__name__
+
+
+def _queue_adaptive():
+    from distributed.deploy.adaptive import Adaptive
+
+    class QueueAdaptive(Adaptive):
+        """Asks for one worker per task queued or running (within minimum..maximum).
+
+        Dask's default target, occupancy / 5 s, suits long task graphs; the sweep driver
+        keeps only about two ~0.2 s batches per thread in flight, which that rule reads as
+        work for one worker, so the cluster would never grow past its first job."""
+
+        async def target(self):
+            scheduler = getattr(self.cluster, "scheduler", None)
+            try:
+                ready = (len(scheduler.queued) + len(scheduler.unrunnable)
+                         + sum(len(ws.processing) for ws in scheduler.workers.values()))
+                threads = max(1, int(self.cluster._dummy_job.worker_process_threads))
+            except AttributeError:  # not an in-process scheduler: Dask's own rule
+                return await super().target()
+            return -(-ready // threads)
+
+    return QueueAdaptive
+
+
+def tls_kwargs(cfg: Mapping[str, Any]) -> dict:
+    """TLS between the scheduler, its workers and the driver, with throwaway credentials
+    (``cluster.tls``, default true). On plain tcp:// any user who can reach the login node's
+    scheduler port can connect a Client and run code as the researcher (``client.run``).
+    dask-jobqueue writes the workers' key and certificate (mode 0600) into
+    ``shared_temp_directory``, which the jobs must see at the same path (default ``~``: a
+    home directory is shared on every cluster we know; ``$VAR`` and ``~`` are expanded in the
+    job script); they are removed when the cluster closes."""
+    if not setting(cfg, "tls", DEFAULTS["tls"]):
+        return {}
+    return {"security": True,
+            "shared_temp_directory": str(setting(cfg, "shared_temp_directory",
+                                              DEFAULTS["shared_temp_directory"]))}
+
+
+def make_batch_cluster(cfg: Mapping[str, Any]):
+    """Start a dask-jobqueue cluster (its scheduler runs in this process) that scales
+    adaptively between ``minimum_jobs`` and ``maximum_jobs``; its job submissions report to a
+    :class:`SubmissionWatch` at ``cluster.pipeline_watch``."""
+    kind = cfg["kind"]
+    base = _cluster_class(kind)
+    watch = SubmissionWatch(
+        kind, setting(cfg, "max_submit_failures", DEFAULTS["max_submit_failures"]),
+        parse_duration("worker_start_timeout",
+                  setting(cfg, "worker_start_timeout", DEFAULTS["worker_start_timeout"])))
+
+    class WatchedJob(base.job_cls):
+        async def start(self):
+            # Retried here, with back-off: a busy controller refuses the odd submission, and
+            # SpecCluster does not resubmit a job whose start failed.
+            for attempt in range(watch.max_failures):
+                try:
+                    await super().start()
+                except Exception as exc:
+                    watch.failed(exc)
+                    if watch.consecutive_failures >= watch.max_failures:
+                        # The watch now stops the sweep with the batch system's words; raising
+                        # here would only add a tornado traceback to the terminal. (SpecCluster
+                        # asserts a started worker is running; it holds no job to cancel.)
+                        from distributed.core import Status
+
+                        self.status = Status.running
+                        return
+                    await asyncio.sleep(min(SUBMIT_BACKOFF_S * 2 ** attempt, 60))
+                else:
+                    watch.submitted(self.job_id)
+                    return
+
+    WatchedJob.__name__ = base.job_cls.__name__  # dask-jobqueue derives messages from it
+
+    dashboard = str(setting(cfg, "dashboard_address", LOCAL_DASHBOARD))
+    dashboard_host = dashboard.rpartition(":")[0]
+
+    class WatchedCluster(base):
+        job_cls = WatchedJob
+
+        @property
+        def dashboard_link(self):
+            link = super().dashboard_link
+            if dashboard_host not in ("", "0.0.0.0", "[::]"):  # else Dask names the scheduler host
+                port = link.rsplit(":", 1)[1].split("/", 1)[0]
+                link = f"http://{dashboard_host}:{port}/status"
+            return link
+
+    cluster = WatchedCluster(scheduler_options={"dashboard_address": dashboard},
+                             **job_kwargs(cfg), **tls_kwargs(cfg))
+    cluster.pipeline_watch = watch
+    watch.cluster = cluster
+    minimum, maximum = setting(cfg, "minimum_jobs", 0), setting(cfg, "maximum_jobs", 10)
+    processes = setting(cfg, "processes", 1)
+    threads = max(1, setting(cfg, "cores", 1) // processes)
+    cluster.pipeline_max_threads = maximum * processes * threads  # the driver keeps this busy
+    cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum, Adaptive=_queue_adaptive())
+    retire = lifetime(cfg)
+    log.info("%s cluster: up to %d job(s) of %d worker(s)%s", BATCH_SYSTEMS[kind].label, maximum,
+             processes, f"; workers retire after {format_duration(retire[0])} ± "
+                        f"{format_duration(retire[1])} (walltime {cfg['walltime']})" if retire else "")
+    return cluster
+
+
+def make_slurm_cluster(cfg: Mapping[str, Any]):
+    """Kept for callers of the SLURM-only version: a batch cluster with ``kind: slurm``."""
+    return make_batch_cluster({**cfg, "kind": "slurm"})
+
+
+def cluster_checks(client) -> list[Callable[[], None]]:
+    """Checks for run_sweep's ``checks``: for a batch-system cluster, the submission watch."""
+    watch = getattr(getattr(client, "cluster", None), "pipeline_watch", None)
+    return [watch.check] if watch is not None else []

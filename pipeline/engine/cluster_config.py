@@ -1,0 +1,360 @@
+"""The ``cluster:`` config node: its kinds, the keys each accepts, and their validation.
+
+- ``kind: local``: an embedded ``LocalCluster`` (processes; ``n_workers`` x ``threads_per_worker``).
+- ``kind: address``: connect to a running ``dask scheduler`` at ``address`` (``tls://`` with
+  ``security: {ca_file, cert, key}``; see :mod:`pipeline.engine.address`).
+- ``kind: slurm | pbs | sge | lsf | htcondor | oar | moab``: one code path over dask-jobqueue
+  (:mod:`pipeline.engine.batch_cluster`).
+
+Every key is checked by :func:`validate` before anything is written (exit 2, naming the key
+and the allowed form). With a ``walltime``, :func:`lifetime` derives the workers'
+``--lifetime = walltime - lifetime_margin`` and ``--lifetime-stagger``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from pipeline.engine.address import AddressConfigError, check_security
+from pipeline.store.redact import redact
+
+LOCAL_DASHBOARD = "127.0.0.1:8787"  # loopback: the dashboard is unauthenticated (README)
+
+
+class ClusterConfigError(ValueError):
+    """A bad ``cluster.*`` setting or a missing batch command: exit 2 before anything runs."""
+
+
+@dataclass(frozen=True)
+class BatchSystem:
+    cluster_class: str  # in dask_jobqueue
+    label: str  # as users name it
+    account_key: str | None  # our key for the job's account/project (-A / -P), if any
+    extra_keys: tuple[str, ...] = ()  # keys only this system has
+    walltime_format: str = "hms"  # how its job directive spells a walltime: hms | hm | none
+
+
+BATCH_SYSTEMS: dict[str, BatchSystem] = {
+    "slurm": BatchSystem("SLURMCluster", "SLURM", "account"),
+    "pbs": BatchSystem("PBSCluster", "PBS", "account", ("resource_spec",)),
+    "sge": BatchSystem("SGECluster", "SGE", "project", ("resource_spec",)),
+    "lsf": BatchSystem("LSFCluster", "LSF", "project", ("use_stdin",), walltime_format="hm"),
+    "htcondor": BatchSystem("HTCondorCluster", "HTCondor", None, ("disk",),
+                            walltime_format="none"),
+    "oar": BatchSystem("OARCluster", "OAR", "project", ("resource_spec",)),
+    "moab": BatchSystem("MoabCluster", "Moab", "account", ("resource_spec",)),
+}
+KINDS = ("local", "address", *BATCH_SYSTEMS)
+# Dask's statistical profiler walks every worker thread's stack every 10 ms (BENCHMARKS.md:
+# Dask's statistical profiler walks every worker thread's stack every 10 ms (BENCHMARKS.md:
+# ~8 core-s per 40 s sweep at 1,024 threads); off unless cluster.worker_profile=true
+NO_PROFILER = "export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False"
+DEFAULTS = {
+    "cores": 1, "processes": 1, "memory": "4GB", "walltime": None, "minimum_jobs": 0,
+    "maximum_jobs": 10, "job_extra_directives": [], "job_directives_skip": [],
+    "job_script_prologue": [], "worker_extra_args": [], "death_timeout": "60s",
+    "dashboard_address": "127.0.0.1:8787", "lifetime_margin": "5m", "lifetime_stagger": "1m",
+    "worker_start_timeout": "10m", "max_submit_failures": 3,
+    "tls": True, "shared_temp_directory": "~",
+}
+
+
+def setting(cfg: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    """``cfg[key]``, or ``default`` when it is missing or null."""
+    value = cfg.get(key, default) if cfg is not None else default
+    return default if value is None else value
+
+
+# --------------------------------------------------------------------------- key validators
+def _int(minimum: int) -> Callable[[str, Any], Any]:
+    def check(key, value):
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ClusterConfigError(f"cluster.{key} must be an integer >= {minimum}, got {value!r}")
+        return value
+    return check
+
+
+def _bytes(key: str, value: Any) -> int:
+    from dask.utils import parse_bytes
+
+    if isinstance(value, bool):
+        raise ClusterConfigError(f"cluster.{key} must be a byte size, got {value!r}")
+    try:
+        n = parse_bytes(value)
+    except (ValueError, TypeError, KeyError):
+        raise ClusterConfigError(f"cluster.{key} must be a byte size such as 4GB, 512MiB or "
+                                 f"an integer number of bytes, got {value!r}") from None
+    if n <= 0:
+        raise ClusterConfigError(f"cluster.{key} must be a positive byte size, got {value!r}")
+    return n
+
+
+def _memory_limit(key: str, value: Any) -> Any:
+    if value in ("auto", 0):
+        return value
+    if isinstance(value, float) and 0 < value <= 1:
+        return value  # a fraction of the machine's memory, as LocalCluster reads it
+    try:
+        return _bytes(key, value)
+    except ClusterConfigError:
+        raise ClusterConfigError(f"cluster.{key} must be 'auto', a byte size such as 4GB, a "
+                                 f"fraction of memory in (0, 1], or 0 or null for no limit; "
+                                 f"got {value!r}") from None
+
+
+def parse_duration(key: str, value: Any) -> float:
+    """Seconds from dask's duration forms: 30, "30s", "10m", "1.5h", "2 days"."""
+    from dask.utils import parse_timedelta
+
+    seconds = None
+    if not isinstance(value, bool):
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            seconds = parse_timedelta(value, default="s")
+    if seconds is None or seconds <= 0:
+        raise ClusterConfigError(f"cluster.{key} must be a positive duration such as 30s, 10m, "
+                                 f"2h (or a number of seconds), got {value!r}")
+    return float(seconds)
+
+
+_WALLTIME = re.compile(r"^(?:(\d+)-)?(\d+):(\d{1,2}):(\d{1,2})$")
+
+
+def parse_walltime(value: Any, key: str = "walltime") -> int:
+    """Seconds in a walltime: ``[D-]HH:MM:SS`` (what SLURM, PBS, SGE and OAR take) or a
+    duration with a unit such as ``4h`` or ``90m``."""
+    text = str(value).strip()
+    m = _WALLTIME.match(text)
+    if m:
+        days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
+        if minutes < 60 and seconds < 60:
+            total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+            if total > 0:
+                return total
+    elif not re.fullmatch(r"[\d.]+", text):  # a bare number is ambiguous (SLURM reads minutes)
+        with contextlib.suppress(ClusterConfigError):
+            return int(parse_duration(key, text))
+    raise ClusterConfigError(f"cluster.{key} must be a walltime HH:MM:SS or D-HH:MM:SS (or a "
+                             f"duration with a unit such as 4h or 90m), got {value!r}")
+
+
+def format_walltime(seconds: int, style: str) -> str:
+    """How a batch system's job directive spells a walltime: ``HH:MM:SS`` or LSF's ``HH:MM``."""
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    if style == "hm":
+        return f"{hours:02d}:{minutes:02d}"
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as dask's command line reads it, in the largest exact unit."""
+    seconds = int(round(seconds))
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
+
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]*):(?P<port>\d{1,5})$")
+
+
+def _host_port(key: str, value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535:
+        return value
+    m = _HOST_PORT.match(str(value)) if isinstance(value, str) else None
+    if not m or int(m["port"]) > 65535:
+        raise ClusterConfigError(f"cluster.{key} must be HOST:PORT or :PORT (port 0-65535; "
+                                 f"e.g. 127.0.0.1:8787, or :0 for any free port), got {value!r}")
+    return value
+
+
+def _scheduler_address(key: str, value: Any) -> str:
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    text = str(value) if isinstance(value, str) else ""
+    try:
+        scheme, location = parse_address(text, strict=True)
+        if scheme not in ("tcp", "tls", "ws", "wss", "ucx", "inproc"):
+            raise ValueError(scheme)
+        if scheme != "inproc":
+            host, port = parse_host_port(location)
+            if not host or not 0 < int(port) <= 65535:
+                raise ValueError(location)
+    except (ValueError, TypeError):
+        raise ClusterConfigError(f"cluster.{key} must be a scheduler address such as "
+                                 f"tcp://HOST:8786 (or tls://HOST:PORT), got {value!r}") from None
+    return text
+
+
+def _text(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ClusterConfigError(f"cluster.{key} must be a non-empty string or null, got {value!r}")
+    return value
+
+
+def _shared_directory(key: str, value: Any) -> str:
+    """A folder the jobs must also see (``~`` and ``$VAR`` expanded here as in a job script):
+    it must exist and be writable here, or the cluster fails to start after the lock is taken."""
+    value = _text(key, value)
+    path = os.path.expanduser(os.path.expandvars(value))
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ClusterConfigError(f"cluster.{key} must be an existing folder you can write, "
+                                 f"shared with the compute nodes (default ~); got {value!r}"
+                                 f"{'' if path == value else f' ({path})'}")
+    return value
+
+
+def _text_list(key: str, value: Any) -> list:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ClusterConfigError(f"cluster.{key} must be a list of strings, e.g. "
+                                 f"cluster.{key}='[\"--a=1\",\"--b\"]', got {value!r}")
+    return list(value)
+
+
+def _directives(kind: str) -> Callable[[str, Any], Any]:
+    def check(key, value):
+        if kind == "htcondor":  # submit-file lines: a mapping of attribute to value
+            if not isinstance(value, dict):
+                raise ClusterConfigError(f"cluster.{key} for htcondor must be a mapping of "
+                                         f"submit-file attributes to values, e.g. "
+                                         f"{{'+ProjectName': '\"myproj\"'}}, got {value!r}")
+            return dict(value)
+        return _text_list(key, value)
+    return check
+
+
+def _flag(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ClusterConfigError(f"cluster.{key} must be true or false, got {value!r}")
+    return value
+
+
+def _interface(key: str, value: Any) -> str:
+    import psutil
+
+    known = sorted(psutil.net_if_addrs())
+    if value not in known:
+        raise ClusterConfigError(f"cluster.{key}: no network interface {value!r} on this host "
+                                 f"(the scheduler binds to it too); interfaces here: "
+                                 + ", ".join(known))
+    return value
+
+
+def _anything(key: str, value: Any) -> Any:
+    return value
+
+
+def _schema(kind: str) -> dict[str, Callable[[str, Any], Any]]:
+    """Every key a kind accepts, with its validator (None values skip the validator)."""
+    if kind == "local":
+        return {"kind": _anything, "n_workers": _int(1), "threads_per_worker": _int(1),
+                "memory_limit": _memory_limit, "dashboard_address": _host_port,
+                "worker_profile": _flag}
+    if kind == "address":  # `security` (TLS) belongs to the address kind's own settings
+        return {"kind": _anything, "address": _scheduler_address, "timeout": parse_duration,
+                "security": _anything}
+    system = BATCH_SYSTEMS[kind]
+    keys = {
+        "kind": _anything, "cores": _int(1), "processes": _int(1), "memory": _bytes,
+        "walltime": lambda key, value: parse_walltime(value, key), "minimum_jobs": _int(0), "maximum_jobs": _int(1),
+        "queue": _text, "job_name": _text, "interface": _interface,
+        "worker_extra_args": _text_list, "job_extra_directives": _directives(kind),
+        "job_directives_skip": _text_list, "job_script_prologue": _text_list,
+        "local_directory": _text, "log_directory": _text, "python": _text,
+        "death_timeout": parse_duration, "dashboard_address": _host_port,
+        "lifetime_margin": parse_duration, "lifetime_stagger": parse_duration,
+        "worker_start_timeout": parse_duration, "max_submit_failures": _int(1),
+        "disk": _bytes, "resource_spec": _text, "use_stdin": _flag, "worker_profile": _flag,
+        "tls": _flag, "shared_temp_directory": _text,
+    }
+    if kind == "htcondor":
+        del keys["queue"]
+    for key in ("disk", "resource_spec", "use_stdin"):
+        if key not in system.extra_keys:
+            del keys[key]
+    if system.account_key:
+        keys[system.account_key] = _text
+    return keys
+
+
+def cluster_keys(kind: str) -> list[str]:
+    """The keys ``cluster=KIND`` accepts."""
+    return sorted(_schema(kind))
+
+
+def validate(cfg: Mapping[str, Any]) -> None:
+    """Reject a bad cluster config before anything starts: every key of the kind is checked
+    (byte sizes, durations, walltimes, addresses, counts, lists), unknown keys are named."""
+    cfg = cfg or {}
+    kind = setting(cfg, "kind", "local")
+    if kind not in KINDS:
+        raise ClusterConfigError(f"cluster.kind must be one of {{{', '.join(KINDS)}}}, got {kind!r}")
+    schema = _schema(kind)
+    unknown = sorted(set(cfg) - set(schema))
+    if unknown:
+        raise ClusterConfigError(f"unknown key(s) for cluster={kind}: "
+                                 + ", ".join(f"cluster.{k}" for k in unknown)
+                                 + "; allowed: " + ", ".join(sorted(schema)))
+    if kind == "address" and cfg.get("address") in (None, "", "???"):
+        raise ClusterConfigError("cluster=address needs cluster.address=tcp://HOST:PORT "
+                                 f"(got {cfg.get('address')!r})")
+    if kind == "address" and "@" in str(cfg["address"]).split("://", 1)[-1].split("/", 1)[0]:
+        raise ClusterConfigError(
+            f"cluster.address={redact(str(cfg['address']))}: a Dask address takes no "
+            "user:password@ (schedulers authenticate clients by TLS certificates: "
+            "tls://HOST:PORT with cluster.security)")
+    for key, check in schema.items():
+        if cfg.get(key) is not None:
+            check(key, cfg[key])
+    if kind in BATCH_SYSTEMS:
+        _validate_batch(kind, cfg)
+    if kind == "address":
+        try:
+            check_security(cfg)  # TLS files: required for tls://, must exist
+        except AddressConfigError as exc:
+            raise ClusterConfigError(str(exc)) from None
+
+
+def _validate_batch(kind: str, cfg: Mapping[str, Any]) -> None:
+    cores, processes = setting(cfg, "cores", 1), setting(cfg, "processes", 1)
+    if processes > cores:
+        raise ClusterConfigError(f"cluster.processes ({processes}) must be <= cluster.cores "
+                                 f"({cores}): each worker process needs a core")
+    minimum, maximum = setting(cfg, "minimum_jobs", 0), setting(cfg, "maximum_jobs", 10)
+    if minimum > maximum:
+        raise ClusterConfigError(f"cluster.minimum_jobs ({minimum}) must be <= "
+                                 f"cluster.maximum_jobs ({maximum})")
+    if kind == "htcondor" and cfg.get("disk") is None:
+        raise ClusterConfigError("cluster=htcondor needs cluster.disk (scratch disk per job, "
+                                 "e.g. 1GB)")
+    lifetime(cfg)  # walltime vs margin and stagger
+    if setting(cfg, "tls", DEFAULTS["tls"]):  # where the workers' TLS files go (not without TLS)
+        _shared_directory("shared_temp_directory",
+                          setting(cfg, "shared_temp_directory", DEFAULTS["shared_temp_directory"]))
+
+
+def lifetime(cfg: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(``--lifetime``, ``--lifetime-stagger``) in seconds for a batch job's workers, or None
+    without a walltime. A worker retires at lifetime ± stagger, so the latest one still
+    leaves ``lifetime_margin - lifetime_stagger`` before the walltime to hand its work over."""
+    if cfg.get("walltime") is None:
+        return None
+    walltime = parse_walltime(cfg["walltime"])
+    margin = parse_duration("lifetime_margin", setting(cfg, "lifetime_margin", DEFAULTS["lifetime_margin"]))
+    stagger = parse_duration("lifetime_stagger",
+                        setting(cfg, "lifetime_stagger", DEFAULTS["lifetime_stagger"]))
+    if margin >= walltime:
+        raise ClusterConfigError(
+            f"cluster.lifetime_margin ({format_duration(margin)}) must be shorter than "
+            f"cluster.walltime ({cfg['walltime']}): workers retire that long before the walltime")
+    if stagger >= margin:
+        raise ClusterConfigError(
+            f"cluster.lifetime_stagger ({format_duration(stagger)}) must be shorter than "
+            f"cluster.lifetime_margin ({format_duration(margin)}): a worker retires at "
+            "walltime - margin ± stagger, and must do so before the walltime")
+    return int(walltime - margin), int(stagger)
