@@ -2,7 +2,6 @@
 
 import math
 from dataclasses import replace
-from itertools import combinations
 
 import networkx as nx
 import numpy as np

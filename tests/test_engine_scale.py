@@ -2,7 +2,6 @@
 clock), the cost model along the grid, lazy planning of a 10^9-point grid, buffered part
 files, and the driver killed or interrupted mid-sweep."""
 
-import heapq
 import json
 import os
 import signal

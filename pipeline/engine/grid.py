@@ -25,7 +25,6 @@ import itertools
 import json
 import math
 import re
-from dataclasses import dataclass
 from itertools import product
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 

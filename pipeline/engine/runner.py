@@ -26,7 +26,7 @@ from pipeline.engine.batch import (TIMEOUT_TOPIC, PointsRun, failed_batch_table,
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, other_code_message
 from pipeline.engine.cost_model import InFlightWork, as_indices
-from pipeline.engine.planning import MAX_BATCH, BatchSizer, PendingPlan  # noqa: F401
+from pipeline.engine.planning import BatchSizer, PendingPlan
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
 from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_started,

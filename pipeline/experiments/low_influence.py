@@ -17,7 +17,6 @@ Two modes:
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pyarrow as pa

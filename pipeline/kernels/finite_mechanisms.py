@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import product as iter_product
 
 import numpy as np
 import scipy.sparse as sp
@@ -627,7 +626,6 @@ def is_dp_channel(channel: np.ndarray, edges: np.ndarray, eps: float, tol: float
 def bayes_remap(channel: np.ndarray) -> np.ndarray:
     """Post-process outputs by the Bayes guess z -> argmax_y M[y, z]: the result is still
     eps-DP, has each column's maximum on the diagonal, and trace = sum_z max_y M[y, z]."""
-    n = channel.shape[0]
     guess = np.argmax(channel, axis=0)
     out = np.zeros_like(channel)
     for z in range(channel.shape[1]):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from pipeline.kernels.graphs import Graph
 from pipeline.kernels.lattices import PeriodicCell

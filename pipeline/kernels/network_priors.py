@@ -217,7 +217,7 @@ class Hive:
     def edge_count_log_pmfs(self, dyad):
         """Laws of |E| given e = 1 and e = 0 (mixtures of shifted binomials)."""
         m = n_dyads(self.n)
-        pi, a, b = self.queen_prior, self.a, self.b
+        a, b = self.a, self.b
         if self.is_queen(dyad):
             return (pf.shift_log_pmf(pf.log_binom_pmf(m - 1, a), 1, m + 1),
                     pf.shift_log_pmf(pf.log_binom_pmf(m - 1, b), 0, m + 1))

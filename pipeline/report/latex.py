@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 TEXT_WIDTH_PT = 345.0  # \textwidth of the article class at 10 pt
 FIT = 0.96  # fraction of the text width an estimate may fill (slack for the estimate)

@@ -17,7 +17,6 @@ Names starting with ``_`` or ``.`` are skipped by pyarrow's dataset discovery, s
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
