@@ -6,6 +6,8 @@ exit 3 with the batch system's own words). The real-SLURM tests are in test_slur
 import json
 import os
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import time
@@ -139,16 +141,18 @@ def test_dry_run_prints_job_script_and_submits_nothing(tmp_path):
     assert f"#PBS -o {tmp_path / 'logs'}/" in proc.stdout
     # TLS by default: the workers' credentials come from the shared folder (~)
     assert "dask_worker tls://SCHEDULER-ADDRESS:8786" in proc.stdout
-    assert "--tls-key ~/.dask-jobqueue.worker.key.XXXX" in proc.stdout
+    assert "--tls-key ~/.pipeline-tls/HOST.PID.XXXXXXXX/.dask-jobqueue.worker.key.XXXX" in proc.stdout
     assert snapshot(tmp_path) == before
 
 
 def test_batch_clusters_use_tls_unless_told_not_to(tmp_path):
     """On plain tcp:// anyone who can reach the login node's scheduler port could connect a
     Client and run code as the researcher; the local kind was already on TLS."""
-    assert bc.tls_kwargs(conf("slurm")) == {"security": True, "shared_temp_directory": "~"}
-    shared = {**conf("slurm"), "shared_temp_directory": str(tmp_path)}
-    assert bc.tls_kwargs(shared)["shared_temp_directory"] == str(tmp_path)
+    assert bc.tls_kwargs(conf("slurm"), "h.1.ab") == {
+        "security": True, "shared_temp_directory": "~/.pipeline-tls/h.1.ab"}
+    shared = {**conf("slurm"), "shared_temp_directory": f"{tmp_path}/"}
+    assert bc.tls_kwargs(shared, "h.1.ab")["shared_temp_directory"] == \
+        f"{tmp_path}/.pipeline-tls/h.1.ab"
     assert bc.tls_kwargs({**conf("slurm"), "tls": False}) == {}
     # the folder matters only with TLS
     cc.validate({**conf("slurm"), "tls": False, "shared_temp_directory": "/nonexistent/x"})
@@ -157,7 +161,8 @@ def test_batch_clusters_use_tls_unless_told_not_to(tmp_path):
     script = bc.job_script(shared)
     assert "--protocol tls://" in script  # as the real cluster's script (dask-jobqueue) has it
     for key in ("ca-file", "cert", "key"):
-        assert f"--tls-{key} {tmp_path}/.dask-jobqueue.worker." in script
+        assert f"--tls-{key} {tmp_path}/.pipeline-tls/HOST.PID.XXXXXXXX/.dask-jobqueue.worker." \
+            in script
 
 
 # ---------------------------------------------------------------------------- bad keys
@@ -315,17 +320,59 @@ def test_ctrl_c_while_waiting_for_batch_workers_records_interrupted(tmp_path):
 
 
 @pytest.mark.timeout(60)
-def test_batch_cluster_dashboard_link_is_where_it_listens():
+def test_batch_cluster_dashboard_link_is_where_it_listens(tmp_path):
     import urllib.request
 
     cluster = bc.make_batch_cluster(conf("slurm", dashboard_address="127.0.0.1:0", cores=1,
-                                         processes=1, memory="1GB"))
+                                         processes=1, memory="1GB",
+                                         shared_temp_directory=str(tmp_path)))
     try:
         assert cluster.dashboard_link.startswith("http://127.0.0.1:")
         assert urllib.request.urlopen(cluster.dashboard_link, timeout=10).status == 200
         assert cluster.pipeline_max_threads == 10  # maximum_jobs x processes x threads
     finally:
         cluster.close(timeout=20)
+        bc.remove_tls_folder(cluster)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.timeout(60)
+def test_the_workers_credentials_live_in_the_drivers_own_folder(tmp_path):
+    """dask-jobqueue writes the workers' key and certificates into shared_temp_directory; a
+    killed driver left them there for good. Each driver has its own folder
+    (.pipeline-tls/HOST.PID.RANDOM, mode 0700), removed when its cluster closes; the next
+    start removes the folders of this host's dead drivers, and keeps a live driver's and
+    another host's (whose driver it cannot see)."""
+    base = tmp_path / ".pipeline-tls"
+    base.mkdir()
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    dead_pid, host = int(gone.stdout), socket.gethostname()
+    stale = base / f"{host}.{dead_pid}.0a0a0a0a"
+    stale.mkdir()
+    (stale / ".dask-jobqueue.worker.key.x1y2").write_text("PRIVATE KEY")
+    alive = base / f"{host}.{os.getpid()}.0b0b0b0b"
+    other_host = base / f"elsewhere.example.org.{dead_pid}.0c0c0c0c"
+    unrelated = base / "notes"
+    for folder in (alive, other_host, unrelated):
+        folder.mkdir()
+    cluster = bc.make_batch_cluster(conf("slurm", dashboard_address="127.0.0.1:0", cores=1,
+                                         processes=1, memory="1GB",
+                                         shared_temp_directory=str(tmp_path)))
+    try:
+        mine = cluster.pipeline_tls_folder
+        assert mine.parent == base and mine.name.startswith(f"{host}.{os.getpid()}.")
+        assert stat.S_IMODE(mine.stat().st_mode) == 0o700
+        files = sorted(mine.iterdir())
+        assert [f.name.rsplit(".", 1)[0] for f in files] == [
+            ".dask-jobqueue.worker.ca_file", ".dask-jobqueue.worker.cert",
+            ".dask-jobqueue.worker.key"]
+        assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+        assert f"--tls-key {mine}/.dask-jobqueue.worker.key." in cluster.job_script()
+        assert not stale.exists()
+    finally:
+        cluster.close(timeout=20)
+        bc.remove_tls_folder(cluster)
+    assert sorted(base.iterdir()) == sorted([alive, other_host, unrelated])
 
 
 @pytest.mark.timeout(120)

@@ -1,13 +1,14 @@
 """On a real SLURM (tests/cluster/local_slurm.sh starts a single-node one; `make test-slurm`):
 sweeps through the real CLI with cluster=slurm, adaptive jobs, a worker job cancelled
-mid-run, jobs retiring before a 2-minute walltime, a nonexistent partition, SIGTERM to the
-driver, and the driver itself as a batch job (scripts/driver.sbatch)."""
+mid-run, jobs retiring before a 2-minute walltime, a nonexistent partition, SIGTERM and
+kill -9 to the driver, and the driver itself as a batch job (scripts/driver.sbatch)."""
 
 import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -209,6 +210,36 @@ def test_ctrl_c_cancels_the_jobs_and_a_rerun_resumes(tmp_path, job_name):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{kept} already done" in proc.stderr  # the rerun resumed
     assert_complete(results, n, 50000.0)
+
+
+@pytest.mark.timeout(300)
+def test_kill_9_of_the_driver_leaves_credentials_that_the_rerun_removes(tmp_path, job_name):
+    """dask-jobqueue's throwaway key and certificates outlived a driver killed with kill -9
+    (nothing ran to remove them) in the shared folder, for good. They are in the driver's own
+    folder now: the rerun on this host sees that driver gone, removes the folder, resumes,
+    and leaves the shared folder as it found it."""
+    results, shared = tmp_path / "results", tmp_path / "shared"
+    shared.mkdir()
+    n = 400
+    args = (f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=50000", *JOBS,
+            "cluster.maximum_jobs=2", f"cluster.job_name={job_name}",
+            f"cluster.shared_temp_directory={shared}")
+    driver = subprocess.Popen(cli(*args), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(parts(results)) >= 2, 120, "part files")
+    finally:
+        driver.kill()  # SIGKILL: no handler, no finaliser runs
+        driver.communicate(timeout=30)
+    cancel_jobs(job_name)  # else its workers wait out death_timeout (60 s) for the scheduler
+    left = list((shared / ".pipeline-tls").iterdir())
+    assert len(left) == 1 and left[0].name.startswith(f"{socket.gethostname()}.{driver.pid}.")
+    assert len(list(left[0].glob(".dask-jobqueue.worker.*"))) == 3  # CA, certificate, key
+    proc = run_cli(*args, timeout=200)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "removed 1 credential folder(s) of killed drivers" in proc.stderr
+    assert_complete(results, n, 50000.0)
+    assert list(shared.iterdir()) == []
 
 
 @pytest.mark.timeout(300)

@@ -16,8 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
+import secrets
 import shutil
+import socket
 import threading
 import time
 from pathlib import Path
@@ -270,19 +273,71 @@ def _queue_adaptive():
     return QueueAdaptive
 
 
-def tls_kwargs(cfg: Mapping[str, Any]) -> dict:
+TLS_FOLDER = ".pipeline-tls"  # under shared_temp_directory: one folder per driver
+DRY_RUN_TLS_FOLDER = "HOST.PID.XXXXXXXX"  # as a dry run shows it
+
+
+def tls_kwargs(cfg: Mapping[str, Any], driver_folder: str = DRY_RUN_TLS_FOLDER) -> dict:
     """TLS between the scheduler, its workers and the driver, with throwaway credentials
     (``cluster.tls``, default true). On plain tcp:// any user who can reach the login node's
     scheduler port can connect a Client and run code as the researcher (``client.run``).
     dask-jobqueue writes the workers' key and certificate (mode 0600) into
-    ``shared_temp_directory``, which the jobs must see at the same path (default ``~``: a
-    home directory is shared on every cluster we know; ``$VAR`` and ``~`` are expanded in the
-    job script); they are removed when the cluster closes."""
+    ``shared_temp_directory/.pipeline-tls/HOST.PID.RANDOM``, which the jobs must see at the
+    same path (default ``~``: a home directory is shared on every cluster we know; ``$VAR``
+    and ``~`` are expanded in the job script). The folder is the driver's own, so that one
+    left by a killed driver can be told apart and removed (:func:`make_tls_folder`)."""
     if not setting(cfg, "tls", DEFAULTS["tls"]):
         return {}
+    shared = str(setting(cfg, "shared_temp_directory", DEFAULTS["shared_temp_directory"]))
     return {"security": True,
-            "shared_temp_directory": str(setting(cfg, "shared_temp_directory",
-                                              DEFAULTS["shared_temp_directory"]))}
+            "shared_temp_directory": f"{shared.rstrip('/')}/{TLS_FOLDER}/{driver_folder}"}
+
+
+def _expanded(path: str) -> Path:
+    return Path(os.path.expanduser(os.path.expandvars(path)))
+
+
+def make_tls_folder(shared_temp_directory: str) -> Path:
+    """Create this driver's folder for the workers' credentials (mode 0700), first removing
+    the folders that drivers of this host left when they were killed (kill -9, a crash): a
+    private key each, kept in the shared home for good otherwise."""
+    folder = _expanded(shared_temp_directory)
+    folder.parent.mkdir(mode=0o700, exist_ok=True)
+    removed = remove_stale_tls_folders(folder.parent)
+    if removed:
+        log.info("removed %d credential folder(s) of killed drivers from %s", removed,
+                 folder.parent)
+    folder.mkdir(mode=0o700, parents=True)  # parents: another driver's close may remove it
+    return folder
+
+
+def remove_stale_tls_folders(base: Path) -> int:
+    """Remove the ``HOST.PID.RANDOM`` folders under ``base`` whose driver ran on this host and
+    is gone. Another host's are left: whether its driver lives cannot be told from here."""
+    from pipeline.store.manifest import pid_alive
+
+    host, removed = socket.gethostname(), 0
+    for folder in base.iterdir():
+        name_host, _, rest = folder.name.rpartition(".")[0].rpartition(".")
+        if name_host != host or not rest.isdigit() or pid_alive(int(rest)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += not folder.exists()
+    return removed
+
+
+def remove_tls_folder(cluster) -> None:
+    """After the cluster's close: delete the workers' credential files and the driver's
+    folder (and ``.pipeline-tls`` when no other driver uses it)."""
+    folder = getattr(cluster, "pipeline_tls_folder", None)
+    if folder is None:
+        return
+    for key in ("ca_file", "cert", "key"):  # dask-jobqueue's handles: closing unlinks
+        with contextlib.suppress(OSError, AttributeError):
+            getattr(cluster, f"_job_{key}").close()
+    shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.parent.rmdir()  # only if empty
 
 
 def make_batch_cluster(cfg: Mapping[str, Any]):
@@ -334,8 +389,16 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
                 link = f"http://{dashboard_host}:{port}/status"
             return link
 
-    cluster = WatchedCluster(scheduler_options={"dashboard_address": dashboard},
-                             **job_kwargs(cfg), **tls_kwargs(cfg))
+    tls = tls_kwargs(cfg, f"{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(4)}")
+    tls_folder = make_tls_folder(tls["shared_temp_directory"]) if tls else None
+    try:
+        cluster = WatchedCluster(scheduler_options={"dashboard_address": dashboard},
+                                 **job_kwargs(cfg), **tls)
+    except BaseException:
+        if tls_folder is not None:
+            shutil.rmtree(tls_folder, ignore_errors=True)
+        raise
+    cluster.pipeline_tls_folder = tls_folder
     cluster.pipeline_watch = watch
     watch.cluster = cluster
     minimum, maximum = setting(cfg, "minimum_jobs", 0), setting(cfg, "maximum_jobs", 10)

@@ -15,7 +15,7 @@ import dask
 
 from pipeline.engine.address import (SchedulerCheckFailed, check_security, make_security,
                                      probe_scheduler)
-from pipeline.engine.batch_cluster import cancel_command, make_batch_cluster
+from pipeline.engine.batch_cluster import cancel_command, make_batch_cluster, remove_tls_folder
 from pipeline.engine.cluster_config import (BATCH_SYSTEMS, LOCAL_DASHBOARD, ClusterConfigError,
                                             setting, validate)
 from pipeline.store.redact import redact
@@ -161,6 +161,7 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
         _bounded("client.close", lambda: client.close(timeout=10), 15)
         closed = _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
                           CLOSE_TIMEOUT_S + 5)
+        remove_tls_folder(cluster)  # workers read them only as they start
         watch = getattr(cluster, "pipeline_watch", None)
         if watch is not None and watch.job_ids and not closed:
             log.warning("some %s jobs may still be queued or running; cancel them with: %s %s",
