@@ -4,6 +4,7 @@ front, and the fail-fast paths (missing commands: exit 2; refused or never-start
 exit 3 with the batch system's own words). The real-SLURM tests are in test_slurm.py."""
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -390,3 +391,45 @@ def test_default_local_workers_follow_the_cores_this_process_may_use(tmp_path):
     assert proc.returncode == 0, proc.stderr
     runs = json.loads((tmp_path / "calibration" / "_manifest.json").read_text())["runs"]
     assert runs[-1]["cluster"]["threads"] == 1
+
+
+def test_default_local_workers_on_a_login_node_are_few():
+    """A default sweep on a batch system's login node took every core of a machine shared by
+    everyone. There (a submit command on PATH, not inside a job) it starts at most
+    LOGIN_NODE_WORKERS; inside a job, on a workstation, or with few cores, one per core."""
+    from pipeline.engine.cluster import LOGIN_NODE_WORKERS, default_local_workers
+
+    assert LOGIN_NODE_WORKERS == 4
+    has = {"sbatch": "/usr/bin/sbatch", "bsub": "/opt/lsf/bin/bsub", "qsub": "/usr/bin/qsub"}
+    for submit in ("sbatch", "bsub", "qsub"):
+        on_path = {submit: has[submit]}.get
+        assert default_local_workers(64, {}, on_path) == (4, submit)
+        assert default_local_workers(5, {"HOME": "/home/me"}, on_path) == (4, submit)
+        assert default_local_workers(4, {}, on_path) == (4, None)  # nothing to cap
+        assert default_local_workers(2, {}, on_path) == (2, None)
+    assert default_local_workers(64, {}, lambda cmd: None) == (64, None)  # a workstation
+    for job_var in ("SLURM_JOB_ID", "PBS_JOBID", "JOB_ID", "LSB_JOBID", "_CONDOR_JOB_AD",
+                    "OAR_JOB_ID", "MOAB_JOBID"):  # inside a job: its allocation is ours
+        assert default_local_workers(64, {job_var: "123"}, has.get) == (64, None)
+    assert default_local_workers(64, {"SLURM_JOB_ID": ""}, has.get) == (4, "sbatch")
+
+
+@pytest.mark.timeout(120)
+def test_a_sweep_on_a_login_node_starts_few_workers_and_says_why(tmp_path, monkeypatch, caplog):
+    """Through connect(): 16 usable cores (as Dask counts them) and sbatch on PATH, no job."""
+    import dask.system
+
+    from pipeline.engine.cluster import connect
+
+    (tmp_path / "sbatch").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    for var in ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "JOB_ID", "LSB_JOBID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(dask.system, "CPU_COUNT", 16)
+    log = logging.getLogger("test-login-node")
+    with caplog.at_level(logging.INFO, logger="test-login-node"):
+        with connect({"kind": "local", "dashboard_address": ":0"}, log) as client:
+            assert len(client.scheduler_info()["workers"]) == 4
+    assert ("this looks like a login node of SLURM (sbatch on PATH, not inside a job): "
+            "cluster=local starts 4 of the 16 workers its cores allow") in caplog.text

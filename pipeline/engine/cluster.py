@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import shutil
 import threading
 from typing import Any, Callable, Iterator, Mapping
 
@@ -93,6 +95,34 @@ def check_scheduler(cfg: Mapping[str, Any]) -> None:
         pass  # unreachable: the client reports it in its own words when the sweep connects
 
 
+LOGIN_NODE_WORKERS = 4  # cluster=local's default on a batch system's login node
+# a batch system's submit command, and the variable it sets inside its jobs
+_BATCH_SUBMITS = {"sbatch": ("SLURM", ("SLURM_JOB_ID", "SLURM_JOBID")),
+                  "qsub": ("PBS", ("PBS_JOBID", "JOB_ID")),  # SGE's qsub sets JOB_ID
+                  "bsub": ("LSF", ("LSB_JOBID",)),
+                  "condor_submit": ("HTCondor", ("_CONDOR_JOB_AD",)),
+                  "oarsub": ("OAR", ("OAR_JOB_ID", "OAR_JOBID")),
+                  "msub": ("Moab", ("MOAB_JOBID",))}
+
+
+def default_local_workers(cores: int, environ: Mapping[str, str] | None = None,
+                          which: Callable[[str], str | None] = shutil.which
+                          ) -> tuple[int, str | None]:
+    """``cluster.n_workers=null``: one worker per core this process may use, except on what
+    looks like a batch system's login node (its submit command on PATH, this process not in
+    one of its jobs), shared by everyone, where a default sweep took every core: at most
+    :data:`LOGIN_NODE_WORKERS`. Returns (workers, the submit command found when capped, else
+    None)."""
+    environ = os.environ if environ is None else environ
+    if cores <= LOGIN_NODE_WORKERS:
+        return cores, None
+    in_job = any(environ.get(v) for _, names in _BATCH_SUBMITS.values() for v in names)
+    submit = next((cmd for cmd in _BATCH_SUBMITS if which(cmd)), None)
+    if in_job or submit is None:
+        return cores, None
+    return LOGIN_NODE_WORKERS, submit
+
+
 @contextlib.contextmanager
 def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> Iterator[Any]:
     """Yield a connected ``distributed.Client``; tear down what was started on exit, within
@@ -129,7 +159,15 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
         # `taskset`), not the machine's: os.cpu_count() started a worker per core of the node.
         from dask.system import CPU_COUNT
 
-        n_workers = cfg.get("n_workers") or CPU_COUNT or 1
+        n_workers = cfg.get("n_workers")
+        if not n_workers:
+            n_workers, submit = default_local_workers(CPU_COUNT or 1)
+            if submit:
+                label = _BATCH_SUBMITS[submit][0]
+                log.info("this looks like a login node of %s (%s on PATH, not inside a job): "
+                         "cluster=local starts %d of the %d workers its cores allow "
+                         "(cluster.n_workers=N to choose; cluster=%s runs the sweep on the "
+                         "cluster)", label, submit, n_workers, CPU_COUNT, label.lower())
         profile = bool(setting(cfg, "worker_profile", False))
         with dask.config.set({**SCHEDULER_CONFIG, "distributed.worker.profile.enabled": profile}), \
                 _closed_if_half_built():
