@@ -4,6 +4,7 @@ Real parts only: LocalClusters, `dask scheduler`/`dask worker` subprocesses, kil
 SIGHUP and SIGINT sent to the real CLI.
 """
 
+import contextlib
 import io
 import json
 import os
@@ -658,6 +659,50 @@ def test_an_interrupted_sweep_is_recorded_before_its_cluster_closes(tmp_path):
     assert read_manifest(folder)["runs"][0]["status"] == "interrupted"
     df = pd.read_parquet(folder)
     assert len(df) == 100_000 and df.task_id.is_unique
+
+
+@pytest.mark.timeout(240)
+def test_a_frozen_worker_is_dropped_and_its_batches_run_elsewhere(tmp_path):
+    """A worker process stopped mid-sweep (SIGSTOP: alive, its connections open, silent), as a
+    swapped-out or filesystem-stuck process is. Its batches wait for the scheduler's
+    worker-ttl (15 s here, 5 min by default), then run on the other worker: every row once,
+    exit 0, no ERROR on the terminal (the scheduler logged one per stop request it could not
+    deliver), and the frozen process does not outlive the sweep."""
+    import psutil
+
+    folder = tmp_path / "calibration"
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=20000",
+            "grid.x={range:[0,3000]}", "cluster.n_workers=2", "cluster.threads_per_worker=4",
+            "flush_seconds=1", f"results_dir={tmp_path}", *FAST]
+    driver = cli(*args, env={**os.environ, "DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": "15s"})
+    victim = None
+    try:
+        wait_for(lambda: parts(folder), 120, "a first part file", driver)
+        workers = [c for c in psutil.Process(driver.pid).children()
+                   if "spawn_main" in " ".join(c.cmdline())
+                   and "resource_tracker" not in " ".join(c.cmdline())]
+        assert len(workers) == 2, workers
+        victim = workers[0]
+        victim.suspend()  # SIGSTOP
+        rows_then = len(pd.read_parquet(folder))
+        out, err = driver.communicate(timeout=180)
+        deadline = time.time() + 10  # the cluster's close ends it; outliving the sweep, it
+        while victim.is_running() and victim.status() != psutil.STATUS_ZOMBIE:  # stays stopped
+            assert time.time() < deadline, "the frozen worker outlived the sweep"
+            time.sleep(0.1)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        if victim is not None and victim.is_running():
+            with contextlib.suppress(psutil.Error):
+                victim.resume()
+                wait_for(lambda: not victim.is_running(), 30, "the frozen worker to end")
+    assert driver.returncode == 0, err
+    assert rows_then < 3000
+    assert "ERROR" not in err and "Traceback" not in err, err
+    df = pd.read_parquet(folder)
+    assert len(df) == 3000 and df.task_id.is_unique and set(df.status) == {"ok"}
 
 
 def _run_log_text(folder) -> str:

@@ -95,6 +95,24 @@ def check_scheduler(cfg: Mapping[str, Any]) -> None:
         pass  # unreachable: the client reports it in its own words when the sweep connects
 
 
+class _BroadcastFailureIsAWarning(logging.Filter):
+    """The scheduler we host logs an ERROR for each worker a broadcast could not reach (a
+    worker frozen or lost while the driver asked batches to stop), even when the caller
+    ignores such failures, as ours do. A warning: in the run log, not on the terminal of a
+    sweep that is doing fine."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and str(record.msg).startswith("broadcast to "):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _broadcast_failures_as_warnings() -> None:
+    scheduler_log = logging.getLogger("distributed.scheduler")
+    if not any(isinstance(f, _BroadcastFailureIsAWarning) for f in scheduler_log.filters):
+        scheduler_log.addFilter(_BroadcastFailureIsAWarning())
+
+
 LOGIN_NODE_WORKERS = 4  # cluster=local's default on a batch system's login node
 # a batch system's submit command, and the variable it sets inside its jobs
 _BATCH_SUBMITS = {"sbatch": ("SLURM", ("SLURM_JOB_ID", "SLURM_JOBID")),
@@ -151,6 +169,7 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
         finally:
             _bounded("client.close", lambda: client.close(timeout=10), 15)
         return
+    _broadcast_failures_as_warnings()  # the scheduler runs in this process from here on
     if kind in BATCH_SYSTEMS:
         with dask.config.set(SCHEDULER_CONFIG):
             cluster = make_batch_cluster(cfg)
