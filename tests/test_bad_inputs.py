@@ -177,6 +177,35 @@ def test_a_results_dir_that_cannot_be_written_exits_2_without_a_traceback(tmp_pa
     assert list(mount.iterdir()) == []
 
 
+def test_a_results_dir_without_file_locks_exits_2_and_leaves_nothing(tmp_path, monkeypatch,
+                                                                     capsys):
+    """On NFS without a lock daemon, flock fails with ENOLCK: the error advised freeing disk
+    space (exit 3) and left an empty folder and lock file. (flock is made to fail here as it
+    does there: no filesystem on this machine refuses locks.)"""
+    import errno
+    import fcntl
+    import os
+
+    from pipeline.cli import main
+    from pipeline.store import manifest
+
+    def no_locks(fh, op):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(manifest.fcntl, "flock", no_locks)
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "results"
+    code = main(["experiment=calibration", "grid.x=[1,2]", "params.work_us=0",
+                 f"results_dir={results}", "progress=false"])
+    monkeypatch.setattr(manifest.fcntl, "flock", fcntl.flock)
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert (f"error: results_dir={results}: cannot create or lock {results / 'calibration'}: "
+            "No locks available (its filesystem has no file locks") in err
+    assert "Traceback" not in out + err
+    assert not (results / "calibration").exists()
+
+
 @pytest.mark.timeout(180)
 def test_the_suggested_fixes_for_a_fixed_axis_work(tmp_path):
     """params.x=5 beside the YAML's axis grid.x is refused; each fix the message offers, taken

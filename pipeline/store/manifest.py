@@ -5,6 +5,7 @@ dies), with the verdict on runs left ``running`` by a driver that died."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -77,6 +78,10 @@ def clean_manifest_temp_files(path: str | os.PathLike, now: float | None = None)
     return removed
 
 
+# flock refused by the filesystem itself (NFS without a lock daemon, some FUSE mounts)
+NO_LOCKS_ERRNOS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)
+
+
 def flock_within(fh, wait_s: float, on_wait: Callable[[], None] | None = None,
                  poll_s: float = 0.05) -> bool:
     """Take an exclusive ``flock`` on the open file ``fh``, waiting at most ``wait_s`` for its
@@ -114,14 +119,19 @@ class SweepLock:
         self.fh = None
 
     def __enter__(self) -> "SweepLock":
+        folder_was_there = self.path.is_dir()
         self.path.mkdir(parents=True, exist_ok=True)
         # "a+", not "w": opening must not truncate the holder's record before flock decides.
         self.fh = open(self.path / ".lock", "a+")
         try:
             got = flock_within(self.fh, self.wait_s, self.on_wait)
-        except BaseException:  # Ctrl-C while waiting: the file is not left open
+        except BaseException as exc:  # Ctrl-C while waiting; a filesystem without locks
             self.fh.close()
             self.fh = None
+            if getattr(exc, "errno", None) in NO_LOCKS_ERRNOS and not folder_was_there:
+                with contextlib.suppress(OSError):  # nothing written: no folder left either
+                    (self.path / ".lock").unlink()
+                    self.path.rmdir()
             raise
         if not got:
             self.fh.seek(0)
