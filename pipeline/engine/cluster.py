@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import threading
 from typing import Any, Callable, Iterator, Mapping
 
@@ -107,6 +108,16 @@ class _BroadcastFailureIsAWarning(logging.Filter):
         return True
 
 
+def _quiet_resource_tracker() -> None:
+    """Leaving at once on a third Ctrl-C (``os._exit``) ends the driver with its workers'
+    semaphores registered; multiprocessing's resource tracker removes them and warns about
+    "leaked semaphore objects", which read as a fault after "leaving now". It takes its
+    warning filters from ours when it starts, with the first cluster."""
+    quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
+    if quiet not in sys.warnoptions:
+        sys.warnoptions.append(quiet)
+
+
 def _broadcast_failures_as_warnings() -> None:
     scheduler_log = logging.getLogger("distributed.scheduler")
     if not any(isinstance(f, _BroadcastFailureIsAWarning) for f in scheduler_log.filters):
@@ -170,6 +181,7 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
             _bounded("client.close", lambda: client.close(timeout=10), 15)
         return
     _broadcast_failures_as_warnings()  # the scheduler runs in this process from here on
+    _quiet_resource_tracker()
     if kind in BATCH_SYSTEMS:
         with dask.config.set(SCHEDULER_CONFIG):
             cluster = make_batch_cluster(cfg)
