@@ -142,7 +142,8 @@ def test_dry_run_prints_job_script_and_submits_nothing(tmp_path):
     assert f"#PBS -o {tmp_path / 'logs'}/" in proc.stdout
     # TLS by default: the workers' credentials come from the shared folder (~)
     assert "dask_worker tls://SCHEDULER-ADDRESS:8786" in proc.stdout
-    assert "--tls-key ~/.pipeline-tls/HOST.PID.XXXXXXXX/.dask-jobqueue.worker.key.XXXX" in proc.stdout
+    assert (f"--tls-key ~/.pipeline-tls-{os.getuid()}/HOST.PID.XXXXXXXX/"
+            ".dask-jobqueue.worker.key.XXXX") in proc.stdout
     assert snapshot(tmp_path) == before
 
 
@@ -150,10 +151,10 @@ def test_batch_clusters_use_tls_unless_told_not_to(tmp_path):
     """On plain tcp:// anyone who can reach the login node's scheduler port could connect a
     Client and run code as the researcher; the local kind was already on TLS."""
     assert bc.tls_kwargs(conf("slurm"), "h.1.ab") == {
-        "security": True, "shared_temp_directory": "~/.pipeline-tls/h.1.ab"}
+        "security": True, "shared_temp_directory": f"~/.pipeline-tls-{os.getuid()}/h.1.ab"}
     shared = {**conf("slurm"), "shared_temp_directory": f"{tmp_path}/"}
     assert bc.tls_kwargs(shared, "h.1.ab")["shared_temp_directory"] == \
-        f"{tmp_path}/.pipeline-tls/h.1.ab"
+        f"{tmp_path}/.pipeline-tls-{os.getuid()}/h.1.ab"
     assert bc.tls_kwargs({**conf("slurm"), "tls": False}) == {}
     # the folder matters only with TLS
     cc.validate({**conf("slurm"), "tls": False, "shared_temp_directory": "/nonexistent/x"})
@@ -162,8 +163,8 @@ def test_batch_clusters_use_tls_unless_told_not_to(tmp_path):
     script = bc.job_script(shared)
     assert "--protocol tls://" in script  # as the real cluster's script (dask-jobqueue) has it
     for key in ("ca-file", "cert", "key"):
-        assert f"--tls-{key} {tmp_path}/.pipeline-tls/HOST.PID.XXXXXXXX/.dask-jobqueue.worker." \
-            in script
+        assert (f"--tls-{key} {tmp_path}/.pipeline-tls-{os.getuid()}/HOST.PID.XXXXXXXX/"
+                ".dask-jobqueue.worker.") in script
 
 
 # ---------------------------------------------------------------------------- bad keys
@@ -334,46 +335,64 @@ def test_batch_cluster_dashboard_link_is_where_it_listens(tmp_path):
     finally:
         cluster.close(timeout=20)
         bc.remove_tls_folder(cluster)
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [f".pipeline-tls-{os.getuid()}"]
+    assert list((tmp_path / f".pipeline-tls-{os.getuid()}").iterdir()) == []
 
 
 @pytest.mark.timeout(60)
 def test_the_workers_credentials_live_in_the_drivers_own_folder(tmp_path):
     """dask-jobqueue writes the workers' key and certificates into shared_temp_directory; a
     killed driver left them there for good. Each driver has its own folder
-    (.pipeline-tls/HOST.PID.RANDOM, mode 0700), removed when its cluster closes; the next
-    start removes the folders of this host's dead drivers, and keeps a live driver's and
-    another host's (whose driver it cannot see)."""
-    base = tmp_path / ".pipeline-tls"
+    (.pipeline-tls-UID/HOST.PID.RANDOM, mode 0700) holding a lock for its life, removed when
+    its cluster closes. The next start removes this host's folders whose driver is gone (lock
+    free and pid dead, or no lock file and pid dead), and keeps those of a live driver (lock
+    held, even under a pid that is dead here: another PID namespace; or no lock yet and a live
+    pid: a driver just starting) and of another host (its lock may be local to its node)."""
+    import fcntl
+
+    base = tmp_path / f".pipeline-tls-{os.getuid()}"
     base.mkdir()
     gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
     dead_pid, host = int(gone.stdout), socket.gethostname()
-    stale = base / f"{host}.{dead_pid}.0a0a0a0a"
-    stale.mkdir()
-    (stale / ".dask-jobqueue.worker.key.x1y2").write_text("PRIVATE KEY")
-    alive = base / f"{host}.{os.getpid()}.0b0b0b0b"
-    other_host = base / f"elsewhere.example.org.{dead_pid}.0c0c0c0c"
-    unrelated = base / "notes"
-    for folder in (alive, other_host, unrelated):
-        folder.mkdir()
-    cluster = bc.make_batch_cluster(conf("slurm", dashboard_address="127.0.0.1:0", cores=1,
-                                         processes=1, memory="1GB",
-                                         shared_temp_directory=str(tmp_path)))
+
+    def folder(name, lock=False):
+        path = base / name
+        path.mkdir()
+        if lock:
+            (path / bc.DRIVER_LOCK).touch()
+        return path
+
+    killed = folder(f"{host}.{dead_pid}.0a0a0a0a", lock=True)
+    (killed / ".dask-jobqueue.worker.key.x1y2").write_text("PRIVATE KEY")
+    killed_before_its_lock = folder(f"{host}.{dead_pid}.0d0d0d0d")
+    other_namespace = folder(f"{host}.{dead_pid}.0e0e0e0e", lock=True)
+    holder = open(other_namespace / bc.DRIVER_LOCK)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a live driver holds it
+    starting = folder(f"{host}.{os.getpid()}.0b0b0b0b")
+    other_host = folder(f"elsewhere.example.org.{dead_pid}.0c0c0c0c", lock=True)
+    unrelated = folder("notes")
+    try:
+        cluster = bc.make_batch_cluster(conf("slurm", dashboard_address="127.0.0.1:0",
+                                             cores=1, processes=1, memory="1GB",
+                                             shared_temp_directory=str(tmp_path)))
+    finally:
+        holder.close()
     try:
         mine = cluster.pipeline_tls_folder
         assert mine.parent == base and mine.name.startswith(f"{host}.{os.getpid()}.")
         assert stat.S_IMODE(mine.stat().st_mode) == 0o700
-        files = sorted(mine.iterdir())
-        assert [f.name.rsplit(".", 1)[0] for f in files] == [
-            ".dask-jobqueue.worker.ca_file", ".dask-jobqueue.worker.cert",
-            ".dask-jobqueue.worker.key"]
-        assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+        keys = sorted(f.name.rsplit(".", 1)[0] for f in mine.glob(".dask-jobqueue.*"))
+        assert keys == [".dask-jobqueue.worker.ca_file", ".dask-jobqueue.worker.cert",
+                        ".dask-jobqueue.worker.key"]
+        assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in mine.glob(".dask-*"))
         assert f"--tls-key {mine}/.dask-jobqueue.worker.key." in cluster.job_script()
-        assert not stale.exists()
+        with open(mine / bc.DRIVER_LOCK) as fh, pytest.raises(BlockingIOError):
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while the driver lives
+        assert not killed.exists() and not killed_before_its_lock.exists()
     finally:
         cluster.close(timeout=20)
         bc.remove_tls_folder(cluster)
-    assert sorted(base.iterdir()) == sorted([alive, other_host, unrelated])
+    assert sorted(base.iterdir()) == sorted([other_namespace, starting, other_host, unrelated])
 
 
 @pytest.mark.timeout(120)
@@ -419,12 +438,12 @@ def test_a_sweep_on_a_login_node_starts_few_workers_and_says_why(tmp_path, monke
     """Through connect(): 16 usable cores (as Dask counts them) and sbatch on PATH, no job."""
     import dask.system
 
-    from pipeline.engine.cluster import connect
+    from pipeline.engine.cluster import BATCH_JOB_VARIABLES, connect
 
     (tmp_path / "sbatch").write_text("#!/bin/sh\nexit 1\n")
     (tmp_path / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    for var in ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "JOB_ID", "LSB_JOBID"):
+    for var in BATCH_JOB_VARIABLES:  # as if not run inside a job
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(dask.system, "CPU_COUNT", 16)
     log = logging.getLogger("test-login-node")
@@ -432,4 +451,5 @@ def test_a_sweep_on_a_login_node_starts_few_workers_and_says_why(tmp_path, monke
         with connect({"kind": "local", "dashboard_address": ":0"}, log) as client:
             assert len(client.scheduler_info()["workers"]) == 4
     assert ("this looks like a login node of SLURM (sbatch on PATH, not inside a job): "
-            "cluster=local starts 4 of the 16 workers its cores allow") in caplog.text
+            "cluster=local starts 4 of the 16 workers its cores allow (cluster.n_workers=N to "
+            "choose; cluster=slurm runs the sweep on the cluster)") in caplog.text

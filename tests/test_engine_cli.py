@@ -250,18 +250,19 @@ def test_same_table_on_one_and_two_workers(tmp_path):
     assert tables[0].draw.nunique() == 240  # the draws really are seeded per task
 
 
-def test_slurm_cluster_is_constructible():
+def test_slurm_cluster_is_constructible(tmp_path):
     # dask-jobqueue is a dependency; importing it directly here would replace this process's
     # SIGINT handler with sys.exit() (the pipeline imports it through batch_cluster._import_jobqueue)
     import signal
 
-    from pipeline.engine.batch_cluster import make_slurm_cluster
+    from pipeline.engine.batch_cluster import make_slurm_cluster, remove_tls_folder
 
     handler = signal.getsignal(signal.SIGINT)
     cluster = make_slurm_cluster({"queue": "compute", "account": "proj42", "cores": 4,
                                   "processes": 2, "memory": "8GB", "walltime": "02:00:00",
                                   "minimum_jobs": 0, "maximum_jobs": 7,
-                                  "job_extra_directives": ["--qos=long"]})
+                                  "job_extra_directives": ["--qos=long"],
+                                  "shared_temp_directory": str(tmp_path)})
     try:
         script = cluster.job_script()
         for line in ("#SBATCH -p compute", "#SBATCH -A proj42", "#SBATCH --qos=long",
@@ -270,6 +271,7 @@ def test_slurm_cluster_is_constructible():
         assert cluster._adaptive is not None and cluster._adaptive.maximum == 7 * 2
     finally:
         cluster.close()
+        remove_tls_folder(cluster)
     assert signal.getsignal(signal.SIGINT) is handler  # Ctrl-C still ours
 
 

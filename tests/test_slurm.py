@@ -126,7 +126,7 @@ def test_adaptive_sweep_completes_with_every_row(tmp_path, job_name):
     # holds nothing once the sweep has ended
     assert df.worker.str.startswith("tls://").all()
     assert "Registered to:      tls://" in logs[0].read_text()
-    assert list(shared.iterdir()) == []
+    assert list((shared / f".pipeline-tls-{os.getuid()}").iterdir()) == []
     assert manifest_runs(results)[-1]["status"] == "finished"
 
 
@@ -217,7 +217,7 @@ def test_kill_9_of_the_driver_leaves_credentials_that_the_rerun_removes(tmp_path
     """dask-jobqueue's throwaway key and certificates outlived a driver killed with kill -9
     (nothing ran to remove them) in the shared folder, for good. They are in the driver's own
     folder now: the rerun on this host sees that driver gone, removes the folder, resumes,
-    and leaves the shared folder as it found it."""
+    and leaves no credentials behind."""
     results, shared = tmp_path / "results", tmp_path / "shared"
     shared.mkdir()
     n = 400
@@ -232,14 +232,15 @@ def test_kill_9_of_the_driver_leaves_credentials_that_the_rerun_removes(tmp_path
         driver.kill()  # SIGKILL: no handler, no finaliser runs
         driver.communicate(timeout=30)
     cancel_jobs(job_name)  # else its workers wait out death_timeout (60 s) for the scheduler
-    left = list((shared / ".pipeline-tls").iterdir())
+    base = shared / f".pipeline-tls-{os.getuid()}"
+    left = list(base.iterdir())
     assert len(left) == 1 and left[0].name.startswith(f"{socket.gethostname()}.{driver.pid}.")
     assert len(list(left[0].glob(".dask-jobqueue.worker.*"))) == 3  # CA, certificate, key
     proc = run_cli(*args, timeout=200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "removed 1 credential folder(s) of killed drivers" in proc.stderr
     assert_complete(results, n, 50000.0)
-    assert list(shared.iterdir()) == []
+    assert list(base.iterdir()) == []
 
 
 @pytest.mark.timeout(300)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -273,8 +274,9 @@ def _queue_adaptive():
     return QueueAdaptive
 
 
-TLS_FOLDER = ".pipeline-tls"  # under shared_temp_directory: one folder per driver
+TLS_FOLDER = ".pipeline-tls"  # + "-UID" under shared_temp_directory: one folder per driver
 DRY_RUN_TLS_FOLDER = "HOST.PID.XXXXXXXX"  # as a dry run shows it
+DRIVER_LOCK = ".driver.lock"  # held by the driver while it lives: the kernel drops it at death
 
 
 def tls_kwargs(cfg: Mapping[str, Any], driver_folder: str = DRY_RUN_TLS_FOLDER) -> dict:
@@ -282,53 +284,73 @@ def tls_kwargs(cfg: Mapping[str, Any], driver_folder: str = DRY_RUN_TLS_FOLDER) 
     (``cluster.tls``, default true). On plain tcp:// any user who can reach the login node's
     scheduler port can connect a Client and run code as the researcher (``client.run``).
     dask-jobqueue writes the workers' key and certificate (mode 0600) into
-    ``shared_temp_directory/.pipeline-tls/HOST.PID.RANDOM``, which the jobs must see at the
-    same path (default ``~``: a home directory is shared on every cluster we know; ``$VAR``
+    ``shared_temp_directory/.pipeline-tls-UID/HOST.PID.RANDOM``, which the jobs must see at
+    the same path (default ``~``: a home directory is shared on every cluster we know; ``$VAR``
     and ``~`` are expanded in the job script). The folder is the driver's own, so that one
-    left by a killed driver can be told apart and removed (:func:`make_tls_folder`)."""
+    left by a killed driver can be told apart and removed (:func:`make_tls_folder`); the
+    parent is the user's own, so that a folder shared by a group works for all of them."""
     if not setting(cfg, "tls", DEFAULTS["tls"]):
         return {}
     shared = str(setting(cfg, "shared_temp_directory", DEFAULTS["shared_temp_directory"]))
-    return {"security": True,
-            "shared_temp_directory": f"{shared.rstrip('/')}/{TLS_FOLDER}/{driver_folder}"}
+    return {"security": True, "shared_temp_directory":
+            f"{shared.rstrip('/')}/{TLS_FOLDER}-{os.getuid()}/{driver_folder}"}
 
 
-def _expanded(path: str) -> Path:
-    return Path(os.path.expanduser(os.path.expandvars(path)))
-
-
-def make_tls_folder(shared_temp_directory: str) -> Path:
-    """Create this driver's folder for the workers' credentials (mode 0700), first removing
-    the folders that drivers of this host left when they were killed (kill -9, a crash): a
-    private key each, kept in the shared home for good otherwise."""
-    folder = _expanded(shared_temp_directory)
+def make_tls_folder(shared_temp_directory: str) -> tuple[Path, Any]:
+    """Create this driver's folder for the workers' credentials (mode 0700) and lock its
+    :data:`DRIVER_LOCK` for the driver's life; then remove the folders that drivers of this
+    host left when they were killed (kill -9, a crash): a private key each, kept in the
+    shared home for good otherwise. Returns (the folder, the lock's open file)."""
+    folder = Path(os.path.expanduser(os.path.expandvars(shared_temp_directory)))
     folder.parent.mkdir(mode=0o700, exist_ok=True)
+    folder.mkdir(mode=0o700)
+    lock = open(folder / DRIVER_LOCK, "w")
+    with contextlib.suppress(OSError):  # no locks on this filesystem: only the pid tells
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     removed = remove_stale_tls_folders(folder.parent)
     if removed:
         log.info("removed %d credential folder(s) of killed drivers from %s", removed,
                  folder.parent)
-    folder.mkdir(mode=0o700, parents=True)  # parents: another driver's close may remove it
-    return folder
+    return folder, lock
+
+
+def _driver_gone(folder: Path) -> bool:
+    """The driver of a ``HOST.PID.RANDOM`` folder of this host is gone: no process has its pid,
+    and its lock is free (held, the driver lives, whatever PID namespace it runs in; free, it
+    died, the kernel dropping the lock with it, or is just starting and has a live pid)."""
+    from pipeline.store.manifest import pid_alive
+
+    pid = folder.name.rpartition(".")[0].rpartition(".")[2]
+    if not pid.isdigit():
+        return False
+    try:
+        with open(folder / DRIVER_LOCK, "r+") as fh:  # r+: NFS locks exclusively only so
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # no lock file (killed before it made one) or no locks here: the pid says
+        pass
+    return not pid_alive(int(pid))
 
 
 def remove_stale_tls_folders(base: Path) -> int:
     """Remove the ``HOST.PID.RANDOM`` folders under ``base`` whose driver ran on this host and
-    is gone. Another host's are left: whether its driver lives cannot be told from here."""
-    from pipeline.store.manifest import pid_alive
-
+    is gone. Another host's are left: its lock may be local to its node (NFS without a lock
+    daemon), so whether its driver lives cannot be told from here."""
     host, removed = socket.gethostname(), 0
-    for folder in base.iterdir():
-        name_host, _, rest = folder.name.rpartition(".")[0].rpartition(".")
-        if name_host != host or not rest.isdigit() or pid_alive(int(rest)):
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed += not folder.exists()
+    with contextlib.suppress(FileNotFoundError):
+        for folder in list(base.iterdir()):
+            name_host = folder.name.rpartition(".")[0].rpartition(".")[0]
+            if name_host != host or not _driver_gone(folder):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += not folder.exists()
     return removed
 
 
 def remove_tls_folder(cluster) -> None:
-    """After the cluster's close: delete the workers' credential files and the driver's
-    folder (and ``.pipeline-tls`` when no other driver uses it)."""
+    """After the cluster's close: delete the workers' credential files and the driver's folder
+    (``.pipeline-tls-UID`` stays, for the next sweep)."""
     folder = getattr(cluster, "pipeline_tls_folder", None)
     if folder is None:
         return
@@ -336,8 +358,8 @@ def remove_tls_folder(cluster) -> None:
         with contextlib.suppress(OSError, AttributeError):
             getattr(cluster, f"_job_{key}").close()
     shutil.rmtree(folder, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        folder.parent.rmdir()  # only if empty
+    with contextlib.suppress(OSError, AttributeError):
+        cluster.pipeline_tls_lock.close()  # after the removal: never a folder unlocked in place
 
 
 def make_batch_cluster(cfg: Mapping[str, Any]):
@@ -390,22 +412,35 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
             return link
 
     tls = tls_kwargs(cfg, f"{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(4)}")
-    tls_folder = make_tls_folder(tls["shared_temp_directory"]) if tls else None
+    try:
+        tls_folder, tls_lock = make_tls_folder(tls["shared_temp_directory"]) if tls else (None,
+                                                                                         None)
+    except OSError as exc:
+        raise ClusterStartError(f"cannot create the workers' credential folder under "
+                                f"cluster.shared_temp_directory: {exc}") from None
     try:
         cluster = WatchedCluster(scheduler_options={"dashboard_address": dashboard},
                                  **job_kwargs(cfg), **tls)
     except BaseException:
         if tls_folder is not None:
+            import gc
+
+            gc.collect()  # dask-jobqueue's open key files: unlinked as they are collected
             shutil.rmtree(tls_folder, ignore_errors=True)
+            tls_lock.close()
         raise
-    cluster.pipeline_tls_folder = tls_folder
+    cluster.pipeline_tls_folder, cluster.pipeline_tls_lock = tls_folder, tls_lock
     cluster.pipeline_watch = watch
     watch.cluster = cluster
     minimum, maximum = setting(cfg, "minimum_jobs", 0), setting(cfg, "maximum_jobs", 10)
     processes = setting(cfg, "processes", 1)
     threads = max(1, setting(cfg, "cores", 1) // processes)
     cluster.pipeline_max_threads = maximum * processes * threads  # the driver keeps this busy
-    cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum, Adaptive=_queue_adaptive())
+    try:
+        cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum, Adaptive=_queue_adaptive())
+    except BaseException:
+        remove_tls_folder(cluster)
+        raise
     retire = lifetime(cfg)
     log.info("%s cluster: up to %d job(s) of %d worker(s)%s", BATCH_SYSTEMS[kind].label, maximum,
              processes, f"; workers retire after {format_duration(retire[0])} ± "

@@ -99,8 +99,8 @@ def check_scheduler(cfg: Mapping[str, Any]) -> None:
 class _BroadcastFailureIsAWarning(logging.Filter):
     """The scheduler we host logs an ERROR for each worker a broadcast could not reach (a
     worker frozen or lost while the driver asked batches to stop), even when the caller
-    ignores such failures, as ours do. A warning: in the run log, not on the terminal of a
-    sweep that is doing fine."""
+    ignores such failures, as ours do. A warning: in the run log, and on ``cluster=local``
+    (whose Dask terminal output is errors only) not on the terminal of a sweep doing fine."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno == logging.ERROR and str(record.msg).startswith("broadcast to "):
@@ -126,12 +126,14 @@ def _broadcast_failures_as_warnings() -> None:
 
 LOGIN_NODE_WORKERS = 4  # cluster=local's default on a batch system's login node
 # a batch system's submit command, and the variable it sets inside its jobs
-_BATCH_SUBMITS = {"sbatch": ("SLURM", ("SLURM_JOB_ID", "SLURM_JOBID")),
-                  "qsub": ("PBS", ("PBS_JOBID", "JOB_ID")),  # SGE's qsub sets JOB_ID
-                  "bsub": ("LSF", ("LSB_JOBID",)),
-                  "condor_submit": ("HTCondor", ("_CONDOR_JOB_AD",)),
-                  "oarsub": ("OAR", ("OAR_JOB_ID", "OAR_JOBID")),
-                  "msub": ("Moab", ("MOAB_JOBID",))}
+# (its label, the cluster kind(s) to suggest, the variables set inside its jobs)
+_BATCH_SUBMITS = {"sbatch": ("SLURM", "slurm", ("SLURM_JOB_ID", "SLURM_JOBID")),
+                  "qsub": ("PBS or SGE", "pbs or cluster=sge", ("PBS_JOBID", "JOB_ID")),
+                  "bsub": ("LSF", "lsf", ("LSB_JOBID",)),
+                  "condor_submit": ("HTCondor", "htcondor", ("_CONDOR_JOB_AD",)),
+                  "oarsub": ("OAR", "oar", ("OAR_JOB_ID", "OAR_JOBID")),
+                  "msub": ("Moab", "moab", ("MOAB_JOBID",))}
+BATCH_JOB_VARIABLES = tuple(v for _, _, names in _BATCH_SUBMITS.values() for v in names)
 
 
 def default_local_workers(cores: int, environ: Mapping[str, str] | None = None,
@@ -145,7 +147,7 @@ def default_local_workers(cores: int, environ: Mapping[str, str] | None = None,
     environ = os.environ if environ is None else environ
     if cores <= LOGIN_NODE_WORKERS:
         return cores, None
-    in_job = any(environ.get(v) for _, names in _BATCH_SUBMITS.values() for v in names)
+    in_job = any(environ.get(v) for v in BATCH_JOB_VARIABLES)
     submit = next((cmd for cmd in _BATCH_SUBMITS if which(cmd)), None)
     if in_job or submit is None:
         return cores, None
@@ -194,11 +196,11 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
         if not n_workers:
             n_workers, submit = default_local_workers(CPU_COUNT or 1)
             if submit:
-                label = _BATCH_SUBMITS[submit][0]
+                label, kinds, _ = _BATCH_SUBMITS[submit]
                 log.info("this looks like a login node of %s (%s on PATH, not inside a job): "
                          "cluster=local starts %d of the %d workers its cores allow "
                          "(cluster.n_workers=N to choose; cluster=%s runs the sweep on the "
-                         "cluster)", label, submit, n_workers, CPU_COUNT, label.lower())
+                         "cluster)", label, submit, n_workers, CPU_COUNT, kinds)
         profile = bool(setting(cfg, "worker_profile", False))
         with dask.config.set({**SCHEDULER_CONFIG, "distributed.worker.profile.enabled": profile}), \
                 _closed_if_half_built():
@@ -222,6 +224,7 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
         client = Client(cluster)
     except BaseException:
         _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S), CLOSE_TIMEOUT_S + 5)
+        remove_tls_folder(cluster)
         raise
     log.info("%s cluster up; dashboard: %s", kind, client.dashboard_link)
     try:

@@ -50,9 +50,9 @@ BATCH_SYSTEMS: dict[str, BatchSystem] = {
 }
 KINDS = ("local", "address", *BATCH_SYSTEMS)
 # Dask's statistical profiler walks every worker thread's stack every 10 ms (BENCHMARKS.md:
-# Dask's statistical profiler walks every worker thread's stack every 10 ms (BENCHMARKS.md:
 # ~8 core-s per 40 s sweep at 1,024 threads); off unless cluster.worker_profile=true
 NO_PROFILER = "export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False"
+
 DEFAULTS = {
     "cores": 1, "processes": 1, "memory": "4GB", "walltime": None, "minimum_jobs": 0,
     "maximum_jobs": 10, "job_extra_directives": [], "job_directives_skip": [],

@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import socket
+import tempfile
 import time
 from typing import Callable
 from pathlib import Path
@@ -82,6 +83,25 @@ def clean_manifest_temp_files(path: str | os.PathLike, now: float | None = None)
 NO_LOCKS_ERRNOS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)
 
 
+def refuse_if_no_locks(path: Path) -> None:
+    """Raise the filesystem's own OSError (ENOLCK...) if it refuses ``flock`` where ``path``
+    is or would be made, before anything is created there: probed on a hidden temporary file
+    (unnamed where the filesystem allows) in the nearest folder that exists."""
+    folder = Path(path)
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        probe = tempfile.TemporaryFile(prefix=".lock-probe-", dir=folder)
+    except OSError:
+        return  # not writable: the mkdir or open that follows says so in its own words
+    with probe:
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in NO_LOCKS_ERRNOS:
+                raise
+
+
 def flock_within(fh, wait_s: float, on_wait: Callable[[], None] | None = None,
                  poll_s: float = 0.05) -> bool:
     """Take an exclusive ``flock`` on the open file ``fh``, waiting at most ``wait_s`` for its
@@ -119,19 +139,15 @@ class SweepLock:
         self.fh = None
 
     def __enter__(self) -> "SweepLock":
-        folder_was_there = self.path.is_dir()
+        refuse_if_no_locks(self.path)  # before anything is made
         self.path.mkdir(parents=True, exist_ok=True)
         # "a+", not "w": opening must not truncate the holder's record before flock decides.
         self.fh = open(self.path / ".lock", "a+")
         try:
             got = flock_within(self.fh, self.wait_s, self.on_wait)
-        except BaseException as exc:  # Ctrl-C while waiting; a filesystem without locks
+        except BaseException:  # Ctrl-C while waiting: the file is not left open
             self.fh.close()
             self.fh = None
-            if getattr(exc, "errno", None) in NO_LOCKS_ERRNOS and not folder_was_there:
-                with contextlib.suppress(OSError):  # nothing written: no folder left either
-                    (self.path / ".lock").unlink()
-                    self.path.rmdir()
             raise
         if not got:
             self.fh.seek(0)
