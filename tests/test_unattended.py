@@ -678,9 +678,8 @@ def test_a_frozen_worker_is_dropped_and_its_batches_run_elsewhere(tmp_path):
     victim = None
     try:
         wait_for(lambda: parts(folder), 120, "a first part file", driver)
-        workers = [c for c in psutil.Process(driver.pid).children()
-                   if "spawn_main" in " ".join(c.cmdline())
-                   and "resource_tracker" not in " ".join(c.cmdline())]
+        workers = [c for c in psutil.Process(driver.pid).children()  # not the tracker
+                   if "from multiprocessing.spawn import spawn_main" in " ".join(c.cmdline())]
         assert len(workers) == 2, workers
         victim = workers[0]
         victim.suspend()  # SIGSTOP
