@@ -420,17 +420,18 @@ def test_default_local_workers_on_a_login_node_are_few():
 
     assert LOGIN_NODE_WORKERS == 4
     has = {"sbatch": "/usr/bin/sbatch", "bsub": "/opt/lsf/bin/bsub", "qsub": "/usr/bin/qsub"}
-    for submit in ("sbatch", "bsub", "qsub"):
+    for submit, kinds in (("sbatch", ["slurm"]), ("bsub", ["lsf"]), ("qsub", ["pbs", "sge"])):
         on_path = {submit: has[submit]}.get
-        assert default_local_workers(64, {}, on_path) == (4, submit)
-        assert default_local_workers(5, {"HOME": "/home/me"}, on_path) == (4, submit)
-        assert default_local_workers(4, {}, on_path) == (4, None)  # nothing to cap
-        assert default_local_workers(2, {}, on_path) == (2, None)
-    assert default_local_workers(64, {}, lambda cmd: None) == (64, None)  # a workstation
+        assert default_local_workers(64, {}, on_path) == (4, kinds)
+        assert default_local_workers(5, {"HOME": "/home/me"}, on_path) == (4, kinds)
+        assert default_local_workers(4, {}, on_path) == (4, [])  # nothing to cap
+        assert default_local_workers(2, {}, on_path) == (2, [])
+    assert default_local_workers(64, {}, lambda cmd: None) == (64, [])  # a workstation
     for job_var in ("SLURM_JOB_ID", "PBS_JOBID", "JOB_ID", "LSB_JOBID", "_CONDOR_JOB_AD",
                     "OAR_JOB_ID", "MOAB_JOBID"):  # inside a job: its allocation is ours
-        assert default_local_workers(64, {job_var: "123"}, has.get) == (64, None)
-    assert default_local_workers(64, {"SLURM_JOB_ID": ""}, has.get) == (4, "sbatch")
+        assert default_local_workers(64, {job_var: "123"}, has.get) == (64, [])
+    assert default_local_workers(64, {"SLURM_JOB_ID": ""}, has.get) == (
+        4, ["slurm", "pbs", "sge", "lsf"])
 
 
 @pytest.mark.timeout(120)

@@ -18,7 +18,8 @@ import dask
 
 from pipeline.engine.address import (SchedulerCheckFailed, check_security, make_security,
                                      probe_scheduler)
-from pipeline.engine.batch_cluster import cancel_command, make_batch_cluster, remove_tls_folder
+from pipeline.engine.batch_cluster import (batch_commands, cancel_command, make_batch_cluster,
+                                           remove_tls_folder)
 from pipeline.engine.cluster_config import (BATCH_SYSTEMS, LOCAL_DASHBOARD, ClusterConfigError,
                                             setting, validate)
 from pipeline.store.redact import redact
@@ -125,33 +126,22 @@ def _broadcast_failures_as_warnings() -> None:
 
 
 LOGIN_NODE_WORKERS = 4  # cluster=local's default on a batch system's login node
-# a batch system's submit command, and the variable it sets inside its jobs
-# (its label, the cluster kind(s) to suggest, the variables set inside its jobs)
-_BATCH_SUBMITS = {"sbatch": ("SLURM", "slurm", ("SLURM_JOB_ID", "SLURM_JOBID")),
-                  "qsub": ("PBS or SGE", "pbs or cluster=sge", ("PBS_JOBID", "JOB_ID")),
-                  "bsub": ("LSF", "lsf", ("LSB_JOBID",)),
-                  "condor_submit": ("HTCondor", "htcondor", ("_CONDOR_JOB_AD",)),
-                  "oarsub": ("OAR", "oar", ("OAR_JOB_ID", "OAR_JOBID")),
-                  "msub": ("Moab", "moab", ("MOAB_JOBID",))}
-BATCH_JOB_VARIABLES = tuple(v for _, _, names in _BATCH_SUBMITS.values() for v in names)
+BATCH_JOB_VARIABLES = tuple(v for system in BATCH_SYSTEMS.values() for v in system.job_variables)
 
 
 def default_local_workers(cores: int, environ: Mapping[str, str] | None = None,
                           which: Callable[[str], str | None] = shutil.which
-                          ) -> tuple[int, str | None]:
+                          ) -> tuple[int, list[str]]:
     """``cluster.n_workers=null``: one worker per core this process may use, except on what
     looks like a batch system's login node (its submit command on PATH, this process not in
     one of its jobs), shared by everyone, where a default sweep took every core: at most
-    :data:`LOGIN_NODE_WORKERS`. Returns (workers, the submit command found when capped, else
-    None)."""
+    :data:`LOGIN_NODE_WORKERS`. Returns (workers, the batch-system kinds whose submit command
+    was found when capped, else [])."""
     environ = os.environ if environ is None else environ
-    if cores <= LOGIN_NODE_WORKERS:
-        return cores, None
-    in_job = any(environ.get(v) for v in BATCH_JOB_VARIABLES)
-    submit = next((cmd for cmd in _BATCH_SUBMITS if which(cmd)), None)
-    if in_job or submit is None:
-        return cores, None
-    return LOGIN_NODE_WORKERS, submit
+    if cores <= LOGIN_NODE_WORKERS or any(environ.get(v) for v in BATCH_JOB_VARIABLES):
+        return cores, []
+    found = [kind for kind in BATCH_SYSTEMS if which(batch_commands(kind)[0])]
+    return (LOGIN_NODE_WORKERS, found) if found else (cores, [])
 
 
 @contextlib.contextmanager
@@ -194,13 +184,14 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
 
         n_workers = cfg.get("n_workers")
         if not n_workers:
-            n_workers, submit = default_local_workers(CPU_COUNT or 1)
-            if submit:
-                label, kinds, _ = _BATCH_SUBMITS[submit]
+            n_workers, found = default_local_workers(CPU_COUNT or 1)
+            if found:
                 log.info("this looks like a login node of %s (%s on PATH, not inside a job): "
                          "cluster=local starts %d of the %d workers its cores allow "
-                         "(cluster.n_workers=N to choose; cluster=%s runs the sweep on the "
-                         "cluster)", label, submit, n_workers, CPU_COUNT, kinds)
+                         "(cluster.n_workers=N to choose; %s runs the sweep on the cluster)",
+                         " or ".join(BATCH_SYSTEMS[k].label for k in found),
+                         ", ".join(dict.fromkeys(batch_commands(k)[0] for k in found)),
+                         n_workers, CPU_COUNT, " or ".join(f"cluster={k}" for k in found))
         profile = bool(setting(cfg, "worker_profile", False))
         with dask.config.set({**SCHEDULER_CONFIG, "distributed.worker.profile.enabled": profile}), \
                 _closed_if_half_built():

@@ -36,17 +36,24 @@ class BatchSystem:
     account_key: str | None  # our key for the job's account/project (-A / -P), if any
     extra_keys: tuple[str, ...] = ()  # keys only this system has
     walltime_format: str = "hms"  # how its job directive spells a walltime: hms | hm | none
+    job_variables: tuple[str, ...] = ()  # set in the environment of its jobs
 
 
 BATCH_SYSTEMS: dict[str, BatchSystem] = {
-    "slurm": BatchSystem("SLURMCluster", "SLURM", "account"),
-    "pbs": BatchSystem("PBSCluster", "PBS", "account", ("resource_spec",)),
-    "sge": BatchSystem("SGECluster", "SGE", "project", ("resource_spec",)),
-    "lsf": BatchSystem("LSFCluster", "LSF", "project", ("use_stdin",), walltime_format="hm"),
+    "slurm": BatchSystem("SLURMCluster", "SLURM", "account",
+                         job_variables=("SLURM_JOB_ID", "SLURM_JOBID")),
+    "pbs": BatchSystem("PBSCluster", "PBS", "account", ("resource_spec",),
+                       job_variables=("PBS_JOBID",)),
+    "sge": BatchSystem("SGECluster", "SGE", "project", ("resource_spec",),
+                       job_variables=("JOB_ID",)),
+    "lsf": BatchSystem("LSFCluster", "LSF", "project", ("use_stdin",), walltime_format="hm",
+                       job_variables=("LSB_JOBID",)),
     "htcondor": BatchSystem("HTCondorCluster", "HTCondor", None, ("disk",),
-                            walltime_format="none"),
-    "oar": BatchSystem("OARCluster", "OAR", "project", ("resource_spec",)),
-    "moab": BatchSystem("MoabCluster", "Moab", "account", ("resource_spec",)),
+                            walltime_format="none", job_variables=("_CONDOR_JOB_AD",)),
+    "oar": BatchSystem("OARCluster", "OAR", "project", ("resource_spec",),
+                       job_variables=("OAR_JOB_ID", "OAR_JOBID")),
+    "moab": BatchSystem("MoabCluster", "Moab", "account", ("resource_spec",),
+                        job_variables=("MOAB_JOBID",)),
 }
 KINDS = ("local", "address", *BATCH_SYSTEMS)
 # Dask's statistical profiler walks every worker thread's stack every 10 ms (BENCHMARKS.md:
