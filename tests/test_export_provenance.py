@@ -437,16 +437,45 @@ def test_an_export_that_fails_half_way_leaves_the_earlier_package_whole(mixed_st
     assert sorted(p.name for p in tmp_path.iterdir()) == ["independent_sets", "pkg"]
     monkeypatch.undo()
 
-    # what an export killed with kill -9 leaves (its pid gone) is removed by the next one
+    # the swap itself refused (EACCES) or cut by Ctrl-C between its two renames: the earlier
+    # package was moved aside and then deleted, leaving nothing at --to
+    from pathlib import Path
+
+    real_rename = Path.rename
+    for error in (PermissionError(13, "Permission denied"), KeyboardInterrupt()):
+        def refused(self, dest, error=error):
+            if self.name.startswith(".pkg.exporting-"):
+                raise error
+            return real_rename(self, dest)
+
+        monkeypatch.setattr(Path, "rename", refused)
+        with pytest.raises(type(error)):
+            export_package(mixed_store, "independent_sets", out, "csv")
+        monkeypatch.undo()
+        after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+        assert after == before, type(error)  # put back
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["independent_sets", "pkg"]
+
+    # what an export killed with kill -9 on this host leaves (its pid gone) is tidied by the
+    # next one: half a package removed, an earlier package moved aside put back if --to is empty
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = tmp_path / f".pkg.exporting-{dead.pid}-0a1b2c3d"
+    host = socket.gethostname()
+    stale = tmp_path / f".pkg.exporting-{dead.pid}-0a1b2c3d-{host}"
     (stale / "data").mkdir(parents=True)
-    mine = tmp_path / f".pkg.exporting-{os.getpid()}-0a1b2c3d"  # a live export's: kept
+    mine = tmp_path / f".pkg.exporting-{os.getpid()}-0a1b2c3d-{host}"  # a live export's: kept
     mine.mkdir()
+    elsewhere = tmp_path / f".pkg.exporting-{dead.pid}-0a1b2c3d-node-b.example"  # not judged
+    elsewhere.mkdir()
     remove_stale_staging(out)
-    assert not stale.exists() and mine.exists()
+    assert not stale.exists() and mine.exists() and elsewhere.exists()
     mine.rmdir()
+    elsewhere.rmdir()
+    aside = tmp_path / f".pkg.replaced-{dead.pid}-0a1b2c3d-{host}"
+    out.rename(aside)  # killed between the swap's two renames
+    remove_stale_staging(out)
+    assert not aside.exists()
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     export_package(mixed_store, "independent_sets", out, "csv")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["independent_sets", "pkg"]
     assert not (out / "data" / "independent_sets.parquet").exists()  # replaced whole
