@@ -178,6 +178,38 @@ def test_a_second_signal_is_not_held(tmp_path):
     assert not shutdown_hurried()  # reset for the next sweep in this process
 
 
+THIRD_SIGNAL_AFTER_A_HELD_PAIR = """
+import os, signal, sys, time
+sys.path.insert(0, ROOT)
+from pipeline.engine.watchdog import shutdown_started, signals_held, termination_signals
+
+with termination_signals():
+    try:
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)  # the second: raised at once, and the "again"
+            time.sleep(5)
+    except KeyboardInterrupt:
+        shutdown_started()
+        os.kill(os.getpid(), signal.SIGINT)  # the third: leaves at once
+        time.sleep(5)
+print("the shutdown ran to its end", flush=True)
+"""
+
+
+def test_the_third_signal_leaves_when_the_second_came_inside_a_held_step(tmp_path):
+    """Two signals during a held step (storing results) count as Ctrl-C and its "again": the
+    third leaves at once, as after any two. It took a fourth (the held pair counted once)."""
+    script = tmp_path / "third_signal.py"
+    script.write_text(THIRD_SIGNAL_AFTER_A_HELD_PAIR.replace("ROOT", repr(str(ROOT)), 1))
+    proc = subprocess.run([PY, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "the shutdown ran to its end" not in proc.stdout
+    assert proc.stderr.count("send it again to leave at once") == 1, proc.stderr
+    assert "leaving now" in proc.stderr
+
+
 # --------------------------------------------------------------------------- a hung scheduler
 @pytest.fixture
 def scheduler_and_worker(tmp_path):

@@ -382,9 +382,11 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 results = ask_scheduler(client, client._gather, ok, direct=direct,
                                         timeout=max(0.5, deadline - time.monotonic()))
                 for fut, result in zip(ok, results):
-                    if isinstance(result, PointsRun):  # else left to the rerun
+                    if isinstance(result, PointsRun):
                         handle(fut, result)
                         kept += 1
+                    else:  # left to the rerun, and not fetched again until the deadline
+                        in_flight.pop(fut.key, None)
         except Exception as exc:  # the store failing, a fetch cut short: the rerun runs them
             log.warning("stopped keeping the points of the batches in flight: %s: %s",
                         type(exc).__name__, exc)

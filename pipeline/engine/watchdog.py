@@ -298,6 +298,8 @@ class Terminated(KeyboardInterrupt):
 
 LEAVE_NOW_MESSAGE = ("\nleaving now, without waiting for the shutdown: part files already "
                      "written are safe; a rerun resumes (and recomputes what was not flushed)")
+STILL_SAVING_MESSAGE = ("\nstill saving results and shutting down (each step is bounded); send "
+                        "it again to leave at once")
 _SHUTTING_DOWN = threading.Event()
 _HURRIED = threading.Event()  # a signal came again during the shutdown
 
@@ -367,14 +369,15 @@ def termination_signals() -> Iterator[None]:
             if _HELD is not None and not _HELD:  # inside signals_held(): the first waits
                 _HELD.append(signum)
                 return
-            if _HELD:  # the second, raised at once: it is also the shutdown's "again"
-                _HURRIED.set()
+            if _HELD:  # the second, raised at once: it is also the shutdown's "again",
+                _HURRIED.set()  # so the next one leaves at once
+                repeats = 1
+                print(STILL_SAVING_MESSAGE, file=sys.stderr, flush=True)
             raise _interrupt(signum)
         repeats += 1
         _HURRIED.set()
         if repeats == 1:
-            print("\nstill saving results and shutting down (each step is bounded); send it "
-                  "again to leave at once", file=sys.stderr, flush=True)
+            print(STILL_SAVING_MESSAGE, file=sys.stderr, flush=True)
             return
         print(LEAVE_NOW_MESSAGE, file=sys.stderr, flush=True)
         os._exit(128 + signum)
