@@ -125,7 +125,7 @@ def test_adaptive_sweep_completes_with_every_row(tmp_path, job_name):
     # TLS with throwaway credentials: the workers read them from the shared folder, which
     # holds nothing once the sweep has ended
     assert df.worker.str.startswith("tls://").all()
-    assert "Registered to:      tls://" in logs[0].read_text()
+    assert any("Registered to:      tls://" in log.read_text() for log in logs)
     assert list((shared / f".pipeline-tls-{os.getuid()}").iterdir()) == []
     assert manifest_runs(results)[-1]["status"] == "finished"
 
