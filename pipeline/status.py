@@ -193,19 +193,18 @@ COMPACT_HINT_PARTS = 64  # from this many part files, if compaction would leave 
 def compaction_hint(path: Path) -> list[str]:
     """A line suggesting ``compact`` where many small part files have piled up (every run
     with work adds at least one, and ``load``, resume and ``report`` open them all)."""
-    from pipeline.store.compaction import TARGET_MIB
+    from pipeline.store.compaction import files_after_compaction
+    from pipeline.store.parquet import part_files
 
-    parts = list(path.glob("part-*.parquet"))
-    if len(parts) < COMPACT_HINT_PARTS:
+    if len(part_files(path)) < COMPACT_HINT_PARTS:  # (footers read only past this)
         return []
-    try:
-        total = sum(p.stat().st_size for p in parts)
-    except OSError:  # a part moved away meanwhile (a repair, a compaction)
+    counted = files_after_compaction(path)
+    if counted is None:
         return []
-    after = max(1, -(-total // (TARGET_MIB << 20)))
-    if after > len(parts) // 4:
+    parts, size, after = counted
+    if parts < COMPACT_HINT_PARTS or after > parts // 4:
         return []
-    return [f"  tip: {len(parts):,} part files ({total / 2**20:,.1f} MiB); python -m pipeline "
+    return [f"  tip: {parts:,} part files ({size / 2**20:,.1f} MiB); python -m pipeline "
             f"compact {path} rewrites them as about {after:,} (load, resume and reports read "
             "every file)"]
 

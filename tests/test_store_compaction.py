@@ -15,7 +15,7 @@ from pipeline.engine.batch import failed_batch_table, run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
-from pipeline.store.compaction import INTENT, compact
+from pipeline.store.compaction import INTENT, compact, files_after_compaction
 from pipeline.store.parquet import PartWriter, load, stored_ids
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +71,9 @@ def test_compaction_keeps_load_resume_and_report_and_is_idempotent(tmp_path):
     assert build_report(tmp_path, "calibration") == 0
     report_before = (folder / "_report" / "index.md").read_text()
     files_before = len(_parts(folder))
+    # status's estimate, from the footers alone: the rows with their duplicates, so at most
+    # what compact writes, and here the same count (the 50 duplicate rows fit the last file)
+    assert files_after_compaction(folder, target_rows=2000)[::2] == (53, 3)
     result = compact(folder, target_rows=2000)
     assert result.rewritten and result.files_before == files_before == 53
     assert result.rows_after == len(before[0]) < result.rows_before  # duplicates dropped

@@ -144,6 +144,37 @@ class CompactionResult:
     recovered: str | None = None
 
 
+def files_for(rows: int, nbytes: float, target_rows: int = TARGET_ROWS,
+              target_mib: float = TARGET_MIB) -> tuple[int, int]:
+    """(rows per file, files) that ``rows`` rows of ``nbytes`` in memory are written as: at
+    most ``target_rows`` rows and about ``target_mib`` MiB in memory per file."""
+    bytes_per_row = max(1.0, nbytes / max(1, rows))
+    per_file = int(max(1, min(target_rows, target_mib * 2**20 / bytes_per_row)))
+    return per_file, max(1, -(-rows // per_file))
+
+
+def files_after_compaction(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
+                           target_mib: float = TARGET_MIB) -> tuple[int, int, int] | None:
+    """(part files now, their bytes on disk, files after ``compact`` at most), from the
+    Parquet footers alone (rows, uncompressed sizes; duplicates counted, so an upper bound);
+    None if a part cannot be read now (moved by a repair or a compaction meanwhile)."""
+    import pyarrow.parquet as pq
+
+    from pipeline.store.parquet import part_files
+
+    parts = part_files(path)
+    rows = nbytes = size = 0
+    try:
+        for part in parts:
+            meta = pq.ParquetFile(part).metadata
+            rows += meta.num_rows
+            nbytes += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            size += part.stat().st_size
+    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+        return None
+    return len(parts), size, files_for(rows, nbytes, target_rows, target_mib)[1]
+
+
 def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
             target_mib: float = TARGET_MIB) -> CompactionResult:
     """Rewrite ``path`` (one experiment's folder) into files of about ``target_rows`` rows or
@@ -166,9 +197,7 @@ def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
         rows_before = table.num_rows
         table = deduplicate_table(table)
         table = _newest_version_metadata(table)
-        bytes_per_row = max(1.0, table.nbytes / max(1, table.num_rows))
-        per_file = int(max(1, min(target_rows, target_mib * 2**20 / bytes_per_row)))
-        needed = max(1, -(-table.num_rows // per_file))
+        per_file, needed = files_for(table.num_rows, table.nbytes, target_rows, target_mib)
         if table.num_rows == rows_before and len(old) <= needed:
             return CompactionResult(len(old), len(old), rows_before, rows_before, False, recovered)
         stamp = new_run_id()
