@@ -202,6 +202,24 @@ def test_idle_threads_do_not_count_as_work_done_on_the_batches_in_flight():
     assert sizer.eta_seconds(10, 1000.0, busy=10) == 85.0
 
 
+def test_thread_time_never_matched_by_a_finished_batch_does_not_pile_up():
+    """Thread time spent on batches that never finish as such (lost with their workers, then
+    split and rerun) was credited for good: once it passed the in-flight work, that work read
+    as done for the rest of the sweep. The credit is at most the work in flight now."""
+    clock = [0.0]
+    plan = PendingPlan(None, 1000)
+    sizer = BatchSizer(plan, clock=lambda: clock[0])
+    sizer.plan.take(1000)
+    sizer.model.observe(np.arange(1000), np.full(1000, 1.0), 1000.0)  # 1 s a point
+    assert sizer.eta_seconds(10, 100.0, busy=10) == 10.0
+    clock[0] += 500.0  # 5,000 thread-seconds on batches lost with their workers
+    assert sizer.eta_seconds(10, 100.0, busy=10) == 0.0  # all 100 s in flight may be done
+    # rerun: 1,000 s in flight, none of it started. The credit left is the 100 s it was
+    # clamped to (an error bounded by the in-flight work); unclamped it was 5,000 s, and the
+    # whole 1,000 s read as done (ETA 0)
+    assert sizer.eta_seconds(10, 1000.0, busy=0) == 90.0
+
+
 def test_the_progress_line_takes_its_eta_from_the_cost_model():
     from pipeline.engine.progress import Progress
     from pipeline.engine.runner import SweepStats

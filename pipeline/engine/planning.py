@@ -390,7 +390,12 @@ class BatchSizer:
         for chunk in (*self._returned, *self._again):
             work += float(self.model.predict(as_indices(chunk)).sum())
         in_flight_s = max(0.0, in_flight_s)
-        running = min(in_flight_s, max(0.0, self._capacity - self._finished_work))
+        # Thread time not yet matched by finished batches is work done on those in flight, at
+        # most all of it: clamped here so that what is never matched (batches lost with their
+        # workers, the wait between a batch's end and its handling) cannot pile up over a
+        # sweep until in-flight work reads as done.
+        self._capacity = min(self._capacity, self._finished_work + in_flight_s)
+        running = max(0.0, self._capacity - self._finished_work)
         return (work + in_flight_s - running) / threads
 
     def take_token(self) -> bool:
