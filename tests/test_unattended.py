@@ -499,6 +499,28 @@ def test_task_timeout_fails_the_hung_point_only(tmp_path):
 
 
 @pytest.mark.timeout(240)
+def test_points_hung_together_on_one_worker_cost_one_restart(tmp_path):
+    """Two threads of one worker hang at once (x = 2 and 3 sleep 60 s, task_timeout=2): both
+    are reported before the worker exits. Reporting only the first had the other's batch lost
+    with the worker, rerun, hung again for 2 s and a second restart."""
+    proc = run_cli("experiment=calibration", "~grid.x",
+                   "grid.zip=[{x:[0,1,2,3],work_us:[1000,1000,60000000,60000000]}]",
+                   "params.work_mode=sleep", "task_timeout=2", "batch_size=1",
+                   "cluster.n_workers=1", "cluster.threads_per_worker=2",
+                   f"results_dir={tmp_path}", *FAST, timeout=200)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 4 and df.task_id.is_unique
+    assert sorted(df[df.status == "failed"].x) == [2, 3]
+    assert set(df[df.x < 2].status) == {"ok"}
+    log_text = next((tmp_path / "calibration" / "_logs").glob("*.log")).read_text()
+    assert log_text.count("timed out after 2 s") == 2, log_text
+    # both reported by the first worker process (the second had run on its replacement)
+    recycled = df[df.status == "failed"].error.str.extract(r"\(worker (\S+) recycled\)")[0]
+    assert recycled.notna().all() and recycled.nunique() == 1, df.error.tolist()
+
+
+@pytest.mark.timeout(240)
 def test_a_late_point_in_the_last_batch_is_reported_however_it_is_stored(tmp_path):
     """The sweep's last point runs 2.3 s with task_timeout=2: its worker reports it (and is
     recycled a second later), and the point finishes before that, so its batch gets back.

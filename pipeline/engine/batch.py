@@ -115,6 +115,7 @@ class _PointClock:
     def __init__(self):
         # thread id -> (deadline, report, the Dask worker)
         self.running: dict[int, tuple[float, dict, object]] = {}
+        self.reported: set[tuple[int, float]] = set()  # (thread, deadline): points reported
         self.thread = threading.Thread(target=self._watch, name="pipeline-task-timeout",
                                        daemon=True)
         self.thread.start()
@@ -126,14 +127,25 @@ class _PointClock:
         self.running.pop(threading.get_ident(), None)
 
     def _watch(self) -> None:
-        while True:
+        while not self._report_overdue():
             time.sleep(0.1)
-            now = time.monotonic()
-            for deadline, report, worker in list(self.running.values()):
-                if now > deadline:
-                    worker.log_event(TIMEOUT_TOPIC, report)
-                    time.sleep(EVENT_FLUSH_SECONDS)
-                    os._exit(TIMEOUT_EXIT_CODE)
+        # Sibling threads' points that fall due while the first reports travel are reported
+        # too: each point not reported would be rerun, hang again and cost one more restart.
+        time.sleep(EVENT_FLUSH_SECONDS)
+        if self._report_overdue():
+            time.sleep(EVENT_FLUSH_SECONDS)
+        os._exit(TIMEOUT_EXIT_CODE)
+
+    def _report_overdue(self) -> bool:
+        """Report every point past its deadline that is not reported yet; whether any was."""
+        now = time.monotonic()
+        overdue = [((ident, deadline), report, worker)
+                   for ident, (deadline, report, worker) in list(self.running.items())
+                   if now > deadline and (ident, deadline) not in self.reported]
+        for point, report, worker in overdue:
+            self.reported.add(point)
+            worker.log_event(TIMEOUT_TOPIC, report)
+        return bool(overdue)
 
 
 _CLOCK: _PointClock | None = None
