@@ -1,6 +1,6 @@
 """``python -m pipeline compact RESULTS_DIR/NAME``: rewrite a result folder into few large part
 files (the store logic is :mod:`pipeline.store.compaction`). Exit 0 done (or nothing to do),
-2 bad arguments or a sweep holds the folder, 3 the files could not be written (a full disk;
+2 bad arguments, a sweep holds the folder or its filesystem has no file locks, 3 the files could not be written (a full disk;
 said whether anything changed), 4 a damaged or foreign part file (named, with the
 ``verify --repair`` command; nothing is changed)."""
 
@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     """``python -m pipeline compact RESULTS_DIR/NAME [--target-rows N] [--target-mib M]``."""
     import argparse
 
-    from pipeline.exit_codes import EXIT_BAD_STORE, EXIT_CRASHED
+    from pipeline.exit_codes import EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED
     from pipeline.store.integrity import BadPartFile
     from pipeline.store.manifest import StoreLocked
 
@@ -55,16 +55,20 @@ def main(argv: list[str]) -> int:
     except BadPartFile as exc:  # found while reading, before anything was staged or swapped
         print(f"error: {exc}\nnothing was compacted", file=sys.stderr)
         return EXIT_BAD_STORE
-    except OSError as exc:  # a full disk, a read-only folder
+    except OSError as exc:  # a full disk, a read-only folder, a filesystem without locks
         from pipeline.store.compaction import read_intent
+        from pipeline.store.manifest import NO_LOCKS_ERRNOS
 
         if read_intent(folder) is None:
             state = "nothing was changed: the folder holds its old files, as before"
         else:
             state = ("the new files were committed; the next sweep, compaction or "
                      f"`python -m pipeline verify {folder} --repair` finishes the swap")
+        if exc.errno in NO_LOCKS_ERRNOS:  # compaction must exclude sweeps: it takes their lock
+            state = ("its filesystem has no file locks (NFS without a lock daemon?), and a "
+                     f"compaction must lock out sweeps of the folder; {state}")
         print(f"error: could not compact {folder}: {exc}\n{state}", file=sys.stderr)
-        return EXIT_CRASHED
+        return EXIT_BAD_CONFIG if exc.errno in NO_LOCKS_ERRNOS else EXIT_CRASHED
     if result.recovered:
         print(f"an interrupted compaction was {result.recovered}")
     if result.files_before == 0:

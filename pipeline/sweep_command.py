@@ -40,8 +40,8 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     from pipeline.engine.watchdog import (Watchdog, shutdown_started, termination_signals,
                                           watchdog_options)
     from pipeline.engine.worker_calls import connected_threads
-    from pipeline.store.manifest import (NO_LOCKS_ERRNOS, StoreLocked, SweepLock, mark_dead_runs,
-                                         update_manifest)
+    from pipeline.store.manifest import (StoreLocked, SweepLock, mark_dead_runs, update_manifest,
+                                         why_not_locked)
     from pipeline.store.parquet import PartWriter, clean_temp_files, experiment_dir, new_run_id
 
     path = experiment_dir(options["results_dir"], grid.name)
@@ -61,15 +61,8 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     except OSError as exc:  # a read-only mount, another user's folder, a full disk: was a traceback
-        import errno
-
-        no_locks = exc.errno in NO_LOCKS_ERRNOS
-        bad_input = isinstance(exc, PermissionError) or exc.errno == errno.EROFS or no_locks
-        advice = ("its filesystem has no file locks (NFS without a lock daemon?), and two "
-                  "sweeps of one folder must exclude each other: choose a results_dir on one "
-                  "that has them" if no_locks else
-                  "results go to results_dir/NAME/; choose a folder you can write" if bad_input
-                  else "nothing was run; free space, then rerun")
+        advice, bad_input = why_not_locked(exc)
+        advice = advice if bad_input else f"nothing was run; {advice}"
         print(f"error: results_dir={options['results_dir']}: cannot create or lock {path}: "
               f"{exc.strerror or exc} ({advice})", file=sys.stderr)
         return EXIT_BAD_CONFIG if bad_input else EXIT_CRASHED

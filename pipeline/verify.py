@@ -11,7 +11,9 @@ A run manifest (``_manifest.json``) that does not parse is reported too, and ``-
 moves it aside as well: the results do not depend on it, and the next sweep starts a new one.
 
 Exit codes: 0 every file good (or, with ``--repair``, every bad file moved aside);
-2 bad usage or another sweep holds the folder; 4 bad files found (not repaired).
+2 bad usage, another sweep holds the folder, or ``--repair`` cannot lock it (a read-only
+folder, a filesystem without file locks); 3 the lock file cannot be written (a full disk);
+4 bad files found (not repaired).
 """
 
 from __future__ import annotations
@@ -19,15 +21,46 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pipeline.exit_codes import EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_OK
+from pipeline.exit_codes import EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED, EXIT_OK
 
 USAGE = "usage: python -m pipeline verify RESULTS_DIR/NAME [--repair]"
 
 
+class _CannotLock(Exception):
+    """The folder's lock could not be had; the reason is printed, ``code`` is the exit code."""
+
+    def __init__(self, code: int):
+        self.code = code
+
+
+def _lock(folder: Path, when_busy: str):
+    """The folder's :class:`SweepLock`, taken (a repair changes files a sweep writes), or
+    :class:`_CannotLock` once the reason is printed; ``when_busy`` is the advice when a sweep
+    holds it."""
+    from pipeline.store.manifest import StoreLocked, SweepLock, why_not_locked
+
+    try:
+        return SweepLock(folder).__enter__()
+    except StoreLocked as exc:
+        print(f"error: {exc}; {when_busy}", file=sys.stderr)
+        raise _CannotLock(EXIT_BAD_CONFIG) from None
+    except OSError as exc:  # ENOLCK, a read-only mount, a full disk: was a traceback
+        advice, folders_fault = why_not_locked(exc)
+        print(f"error: cannot lock {folder} to repair it: {exc.strerror or exc} ({advice}); "
+              "nothing was changed", file=sys.stderr)
+        raise _CannotLock(EXIT_BAD_CONFIG if folders_fault else EXIT_CRASHED) from None
+
+
 def main(argv: list[str]) -> int:
+    try:
+        return _verify(argv)
+    except _CannotLock as exc:
+        return exc.code
+
+
+def _verify(argv: list[str]) -> int:
     from pipeline.experiments.base import registry
     from pipeline.store.integrity import MANIFEST, QUARANTINE, quarantine, verify_store
-    from pipeline.store.manifest import StoreLocked, SweepLock
 
     args = [a for a in argv if a != "--repair"]
     repair = len(args) != len(argv)
@@ -57,12 +90,8 @@ def main(argv: list[str]) -> int:
         if repair and report.missing:  # tidy the index, under the lock like any repair: a
             from pipeline.store.integrity import forget_parts  # sweep appends to it
 
-            try:
-                lock = SweepLock(folder).__enter__()
-            except StoreLocked as exc:
-                print(f"error: {exc}; nothing is bad, but the index is not tidied while a "
-                      "sweep writes: repair when it has finished", file=sys.stderr)
-                return EXIT_BAD_CONFIG
+            lock = _lock(folder, "nothing is bad, but the index is not tidied while a sweep "
+                                 "writes: repair when it has finished")
             try:
                 forgotten = forget_parts(folder, verify_store(folder, experiment).missing)
             finally:
@@ -75,11 +104,7 @@ def main(argv: list[str]) -> int:
               f"  python -m pipeline verify {folder} --repair\n"
               "then rerun the sweep to recompute their tasks.", file=sys.stderr)
         return EXIT_BAD_STORE
-    try:
-        lock = SweepLock(folder).__enter__()
-    except StoreLocked as exc:
-        print(f"error: {exc}; repair when it has finished", file=sys.stderr)
-        return EXIT_BAD_CONFIG
+    lock = _lock(folder, "repair when it has finished")
     try:
         report = verify_store(folder, experiment)  # again, under the lock
         moved = quarantine(report)
@@ -102,7 +127,6 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
     the intent), but a plain Parquet reader reads both. Reported as a problem; ``--repair``
     finishes the swap, then verification goes on. None when nothing is pending."""
     from pipeline.store.compaction import INTENT, read_intent, recover
-    from pipeline.store.manifest import StoreLocked, SweepLock
 
     if read_intent(folder) is None:
         return None
@@ -113,12 +137,11 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
               f"Finish it with: python -m pipeline verify {folder} --repair (a sweep or "
               "`python -m pipeline compact` on the folder finishes it too)", file=sys.stderr)
         return EXIT_BAD_STORE
+    lock = _lock(folder, "repair when it has finished")
     try:
-        with SweepLock(folder):
-            outcome = recover(folder)
-    except StoreLocked as exc:
-        print(f"error: {exc}; repair when it has finished", file=sys.stderr)
-        return EXIT_BAD_CONFIG
+        outcome = recover(folder)
+    finally:
+        lock.__exit__(None, None, None)
     print(f"the interrupted compaction was finished ({outcome})")
     return None
 

@@ -314,6 +314,46 @@ def test_repair_of_a_healthy_store_takes_the_lock(tmp_path):
     assert healthy.returncode == 0
 
 
+def _refuse_locks(monkeypatch):
+    """flock fails as on NFS without a lock daemon (no filesystem here refuses locks)."""
+    import errno
+    import os
+
+    from pipeline.store import manifest
+
+    def no_locks(fh, op):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(manifest.fcntl, "flock", no_locks)
+
+
+def test_repair_and_compact_on_a_filesystem_without_locks_say_why_and_change_nothing(
+        tmp_path, monkeypatch, capsys):
+    """verify --repair ended in a traceback on ENOLCK, and compact in a bare OSError with
+    exit 3 (a full disk's code): both now name the cause, exit 2 and leave every file as it
+    was (the damaged part stays in place, unrepaired)."""
+    from pipeline.compact import main as compact_main
+
+    folder, parts = _store_of_two_parts(tmp_path)
+    with open(parts[1], "r+b") as fh:
+        fh.truncate(parts[1].stat().st_size // 2)
+    before = files(tmp_path)
+    _refuse_locks(monkeypatch)
+    capsys.readouterr()
+    assert verify_main([str(folder), "--repair"]) == 2
+    err = capsys.readouterr().err
+    assert (f"error: cannot lock {folder} to repair it: No locks available (its filesystem "
+            "has no file locks") in err and err.rstrip().endswith("nothing was changed"), err
+    assert files(tmp_path) == before
+    parts[1].unlink()  # a store that is whole, so compact gets as far as the lock
+    before = files(tmp_path)
+    assert compact_main([str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: could not compact {folder}: [Errno {__import__('errno').ENOLCK}]" in err
+    assert "has no file locks" in err and "nothing was changed" in err, err
+    assert files(tmp_path) == before
+
+
 def test_verify_beside_a_compaction_that_swaps_the_files_checks_the_new_set(tmp_path,
                                                                             monkeypatch, capsys):
     """verify takes no lock: it lists the folder, then hashes file after file (minutes on a

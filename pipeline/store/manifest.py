@@ -83,6 +83,19 @@ def clean_manifest_temp_files(path: str | os.PathLike, now: float | None = None)
 NO_LOCKS_ERRNOS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)
 
 
+def why_not_locked(exc: OSError) -> tuple[str, bool]:
+    """Why :class:`SweepLock` could not create or lock its folder (``exc``, not
+    :class:`StoreLocked`), as advice for the user, and whether the folder is the user's to
+    change (exit 2) rather than a fault of the moment such as a full disk (exit 3)."""
+    if exc.errno in NO_LOCKS_ERRNOS:
+        return ("its filesystem has no file locks (NFS without a lock daemon?), and two "
+                "sweeps of one folder must exclude each other: choose a results_dir on one "
+                "that has them", True)
+    if isinstance(exc, PermissionError) or exc.errno == errno.EROFS:
+        return "results go to results_dir/NAME/; choose a folder you can write", True
+    return "free space, then rerun", False
+
+
 def refuse_if_no_locks(path: Path) -> None:
     """Raise the filesystem's own OSError (ENOLCK...) if it refuses ``flock`` where ``path``
     is or would be made, before anything is created there: probed on a hidden temporary file
