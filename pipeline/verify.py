@@ -37,7 +37,7 @@ def _lock(folder: Path, when_busy: str):
     """The folder's :class:`SweepLock`, taken (a repair changes files a sweep writes), or
     :class:`_CannotLock` once the reason is printed; ``when_busy`` is the advice when a sweep
     holds it."""
-    from pipeline.store.manifest import StoreLocked, SweepLock, why_not_locked
+    from pipeline.store.manifest import NO_LOCKS_ERRNOS, StoreLocked, SweepLock, why_not_locked
 
     try:
         return SweepLock(folder).__enter__()
@@ -46,7 +46,8 @@ def _lock(folder: Path, when_busy: str):
         raise _CannotLock(EXIT_BAD_CONFIG) from None
     except OSError as exc:  # ENOLCK, a read-only mount, a full disk: was a traceback
         advice, folders_fault = why_not_locked(exc)
-        print(f"error: cannot lock {folder} to repair it: {exc.strerror or exc} ({advice}); "
+        why = f" ({advice})" if exc.errno in NO_LOCKS_ERRNOS else ""  # the others say it all
+        print(f"error: cannot lock {folder} to repair it: {exc.strerror or exc}{why}; "
               "nothing was changed", file=sys.stderr)
         raise _CannotLock(EXIT_BAD_CONFIG if folders_fault else EXIT_CRASHED) from None
 
