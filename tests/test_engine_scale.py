@@ -275,6 +275,25 @@ def test_cost_model_interpolates_geometrically_between_measured_buckets():
     assert model.remaining(950) == pytest.approx(50 * 1.0)
 
 
+def test_chunks_round_trip_and_a_range_feeds_the_cost_model_like_its_array():
+    """Batches travel as ranges when consecutive (planning.compact_chunk); the cost model and
+    the sizer read them back with chunks.as_indices, without iterating the range."""
+    from pipeline.engine.chunks import as_indices, compact_chunk
+
+    run = compact_chunk(np.arange(100, 160, dtype=np.int64))
+    assert run == range(100, 160)
+    gaps = np.array([3, 4, 9], dtype=np.int64)
+    assert compact_chunk(gaps) is gaps
+    assert np.array_equal(as_indices(run), np.arange(100, 160))
+    assert as_indices(range(5, 5)).dtype == np.int64 and as_indices(range(5, 5)).size == 0
+    costs = np.linspace(0.001, 0.002, 60)
+    by_range, by_array = CostModel(total=1000, buckets=10), CostModel(total=1000, buckets=10)
+    by_range.observe(range(100, 160), costs, batch_seconds=0.2)
+    by_array.observe(np.arange(100, 160), costs, batch_seconds=0.2)
+    assert np.array_equal(by_range.bucket_costs(), by_array.bucket_costs())
+    assert by_range.overhead == pytest.approx(by_array.overhead)
+
+
 def test_waves_are_staggered_and_the_last_one_meets_the_first():
     """The first wave's batches spread over +-25 % of the wave, so its ends do not all land
     at once; the last wave's come largest first, so every thread still ends together."""

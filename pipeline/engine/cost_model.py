@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.engine.chunks import as_indices
+
 COST_BUCKETS = 2_048
 
 
@@ -60,7 +62,7 @@ class CostModel:
                 probe: bool = False, at: int | None = None) -> None:
         """Measured seconds per point. A probe's points all count for the bucket of grid
         index ``at`` (the probe's place): together they sample the fast axes there."""
-        indices = np.asarray(indices)
+        indices = as_indices(indices)
         costs = np.maximum(np.asarray(costs, dtype=float), 1e-7)
         if probe and at is not None:
             indices = np.full(indices.shape, int(at))
@@ -143,14 +145,6 @@ class CostModel:
             return 0
         into = (seconds - after[b]) / per_bucket[b] * self.width  # indices taken from bucket b
         return int(min(self.total, max(0, round((b + 1) * self.width - into))))
-
-
-def as_indices(chunk) -> np.ndarray:
-    """A batch's grid indices as an int64 array; a ``range`` without a Python loop
-    (``np.asarray`` iterates a range element by element)."""
-    if isinstance(chunk, range):
-        return np.arange(chunk.start, chunk.stop, chunk.step, dtype=np.int64)
-    return np.asarray(chunk, dtype=np.int64)
 
 
 class InFlightWork:

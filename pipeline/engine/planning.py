@@ -24,7 +24,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from pipeline.engine.cost_model import CostModel, as_indices
+from pipeline.engine.chunks import as_indices, compact_chunk
+from pipeline.engine.cost_model import CostModel
 
 PLAN_CHUNK = 65_536  # grid indices hashed at a time when the store is not empty
 MAX_BATCH = 50_000  # tasks per batch: bounds the rows a worker returns in one table
@@ -247,14 +248,6 @@ def probe_block(sizes, width: float, points: int = PROBE_POINTS) -> tuple[int, n
     return period, np.unique(offsets)
 
 
-def compact_chunk(chunk: np.ndarray):
-    """A run of consecutive indices as a ``range`` (a few bytes in flight and on the wire,
-    whatever the batch size), anything else as it is."""
-    if chunk.size > 1 and int(chunk[-1]) - int(chunk[0]) + 1 == chunk.size:
-        return range(int(chunk[0]), int(chunk[-1]) + 1)
-    return chunk
-
-
 class TokenBucket:
     """At most ``rate`` events per second on average, in bursts of at most ``burst``
     (the classic (sigma, rho) regulator): in any window of t seconds, at most
@@ -409,7 +402,7 @@ class BatchSizer:
     def give_back(self, indices: np.ndarray) -> None:
         """Points a batch stopped early did not reach: handed out before the plan's own, in
         batches of :meth:`fine_seconds`."""
-        indices = np.asarray(indices, dtype=np.int64)
+        indices = as_indices(indices)
         if indices.size:
             self._returned.append(indices)
 

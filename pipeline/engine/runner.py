@@ -25,7 +25,8 @@ from pipeline.engine.batch import (TIMEOUT_TOPIC, PointsRun, failed_batch_table,
                                    points_table)
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, other_code_message
-from pipeline.engine.cost_model import InFlightWork, as_indices
+from pipeline.engine.chunks import as_indices
+from pipeline.engine.cost_model import InFlightWork
 from pipeline.engine.planning import BatchSizer, PendingPlan
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
@@ -189,14 +190,16 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # a point known to hang is stored as failed, never run again
         if not timed_out:
             return chunk
-        hung = [int(i) for i in chunk if int(i) in timed_out]
-        if not hung:
+        indices = as_indices(chunk)
+        is_hung = np.isin(indices, np.fromiter(timed_out, dtype=np.int64, count=len(timed_out)))
+        if not is_hung.any():
             return chunk
+        hung = indices[is_hung].tolist()
         store(failed_batch_table(grid, hung, timed_out[hung[0]]), len(hung))
         for i in hung:
             timed_out.pop(i)
             timed_out_stored.add(i)
-        return np.array([i for i in chunk if int(i) not in set(hung)], dtype=np.int64)
+        return indices[~is_hung]
 
     def submit_all(chunks) -> list[str]:
         # One client.map per wake: one scheduler message for the whole wave. 1,024 single
@@ -296,7 +299,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             suspect_key = None
         if result is not None:
             if result.done < len(chunk):  # stopped early in the tail: the rest is re-split
-                sizer.give_back(np.asarray(chunk[result.done:]))
+                sizer.give_back(as_indices(chunk[result.done:]))
                 chunk = chunk[:result.done]
             sizer.observe(chunk, result.elapsed_s, result.seconds)
             if result.code_id != code:
