@@ -141,6 +141,10 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                         _record_interrupted(path, record, writer, exc)
                         _pause_at("cluster_close")
                         raise
+                    except Exception:  # a crash: a signal now must not cut the close short
+                        shutdown_started()
+                        _pause_at("cluster_close")
+                        raise
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
             shutdown_started()  # (run_sweep did, if it was running)
             signame = _record_interrupted(path, record, writer, exc)
@@ -184,7 +188,7 @@ def _pause_at(step: str) -> None:
     signal lands there; PIPELINE_SWEEP_PAUSE_SECONDS, default 120). Steps: ``planning`` (the
     lock taken, the store being read), ``code_check`` (before the code-change check, nothing
     in the manifest yet), ``first_manifest`` (just after the first ``running`` record),
-    ``cluster_close`` (a sweep interrupted and recorded, its cluster not yet closed)."""
+    ``cluster_close`` (a sweep interrupted and recorded, or crashed, its cluster not yet closed)."""
     if os.environ.get(PAUSE_ENV) == step:
         print(f"sweep paused at {step}", file=sys.stderr, flush=True)
         time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, 120)))

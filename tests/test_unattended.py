@@ -5,6 +5,7 @@ SIGHUP and SIGINT sent to the real CLI.
 """
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -20,7 +21,8 @@ import pandas as pd
 import pytest
 
 import pipeline
-from dask_processes import address_args, start_scheduler_and_workers, stop_all, wait_for
+from dask_processes import (address_args, killed_at_exit, start_scheduler_and_workers, stop_all,
+                            wait_for)
 from pipeline.store.manifest import (StoreLocked, SweepLock, dead_run_state, mark_dead_runs,
                                      read_manifest, update_manifest)
 
@@ -1024,6 +1026,54 @@ def test_a_second_ctrl_c_during_the_shutdown_does_not_cut_it_short(tmp_path):
     assert proc.returncode == 0, proc.stderr
     df = pd.read_parquet(tmp_path / "calibration")
     assert len(df) == 120_000 and df.task_id.is_unique
+
+
+@pytest.mark.timeout(300)
+def test_a_ctrl_c_while_a_sweep_stops_on_a_full_disk_does_not_cut_the_stop_short(tmp_path,
+                                                                                tmpfs):
+    """A real tmpfs fills mid-sweep: the sweep stops (a part or the manifest cannot be
+    written). A Ctrl-C during that stop's cluster close was taken for a first interrupt: it
+    cut the close short (a Dask traceback at exit) and the sweep said 'interrupted', exit
+    130, hiding the full disk. The signal now only says the shutdown is under way; the crash
+    is reported, exit 3. With space freed, the rerun completes: nothing lost or doubled."""
+    disk = tmpfs("size=16m", "disk")
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=1000",
+            "grid.x={range:[0,60000]}", "cluster.n_workers=2", "cluster.threads_per_worker=8",
+            "flush_seconds=1", f"results_dir={disk}", *FAST]
+    env = {**os.environ, "PIPELINE_SWEEP_PAUSE_AT": "cluster_close",
+           "PIPELINE_SWEEP_PAUSE_SECONDS": "3"}
+    driver = cli(*args, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    with killed_at_exit(driver):
+        wait_for(lambda: list((disk / "calibration").glob("part-*.parquet")), 120,
+                 "the first part file", driver)
+        with open(disk / "filler", "wb", buffering=0) as fh:  # to the last byte
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+        seen = []
+
+        def read_until(text):
+            while not any(text in line for line in seen):
+                line = driver.stderr.readline()  # bounded by the test's timeout
+                assert line, f"driver ended ({driver.wait()}) before {text!r}: {''.join(seen)}"
+                seen.append(line)
+
+        read_until("sweep paused at cluster_close")  # stopping on the full disk
+        driver.send_signal(signal.SIGINT)
+        read_until("still saving results and shutting down")
+        _, err = driver.communicate(timeout=90)
+    err = "".join(seen) + err
+    assert driver.returncode == 3, err
+    assert "error: the sweep crashed:" in err and "No space left on device" in err, err
+    assert "interrupted (SIGINT)" not in err and "Traceback" not in err, err
+    assert len(pd.read_parquet(disk / "calibration")) > 0  # the parts written are whole
+    (disk / "filler").unlink()
+    proc = run_cli(*args, timeout=200)
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(disk / "calibration")
+    assert len(df) == 60_000 and df.task_id.is_unique
 
 
 def test_a_worker_does_not_print_a_traceback_for_a_requester_gone_mid_transfer():

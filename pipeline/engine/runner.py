@@ -123,9 +123,9 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
             for check in checks:
                 check()
             raise
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: from here on, the shutdown
-        shutdown_started()
-        raise
+    except BaseException:  # Ctrl-C, SIGTERM, SIGHUP, or a crash: from here on, the shutdown
+        shutdown_started()  # (a signal during a crash's flush or cluster close took it for
+        raise  # an interrupt: cut short, reported as 'interrupted', a Dask traceback at exit)
     finally:
         writer.close()  # whatever happened, every finished result is on disk before we leave
         stats.parts = writer.seq
