@@ -148,9 +148,9 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
             shutdown_started()  # (run_sweep did, if it was running)
             signame = _record_interrupted(path, record, writer, exc)
-            runlog.info("interrupted (%s): %d part file(s) kept", signame, _parts(writer))
-            print(f"\ninterrupted ({signame}): {_parts(writer)} part file(s) kept; rerun the same "
-                  "command to resume", file=sys.stderr)
+            runlog.info("interrupted (%s): %s", signame, _kept(writer))
+            print(f"\ninterrupted ({signame}): {_kept(writer)}; rerun the same command to resume",
+                  file=sys.stderr)
             return getattr(exc, "exit_code", EXIT_INTERRUPTED)
         except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
             from pipeline.store.integrity import BadPartFile
@@ -161,8 +161,8 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                           written=_flushed(writer))
             _record_end(path, record)
             runlog.info("crashed: %s", error)
-            print(f"\nerror: the sweep crashed: {error}\n{_parts(writer)} part file(s) kept; fix "
-                  "the cause and rerun the same command to resume", file=sys.stderr)
+            print(f"\nerror: the sweep crashed: {error}\n{_kept(writer)}; fix the cause and rerun "
+                  "the same command to resume", file=sys.stderr)
             return EXIT_BAD_STORE if isinstance(exc, BadPartFile) else EXIT_CRASHED
         if stats is not None:
             record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
@@ -216,8 +216,14 @@ def _record_interrupted(path, record: dict, writer, exc: BaseException) -> str:
     return signame
 
 
-def _parts(writer) -> int:
-    return writer.seq if writer is not None else 0
+def _kept(writer) -> str:
+    """What a sweep that stopped early left on disk, and what it could not write."""
+    if writer is None:
+        return "0 part file(s) kept"
+    lost = writer.unwritten_rows
+    return f"{writer.seq} part file(s) kept" + (
+        f" ({lost:,} finished rows held in memory could not be written: the rerun recomputes "
+        "them)" if lost else "")
 
 
 def _start_run_log(record: dict, dead_runs: list[dict]) -> None:
@@ -239,13 +245,14 @@ def _start_run_log(record: dict, dead_runs: list[dict]) -> None:
 def _flushed(writer) -> dict:
     """What is on disk after a sweep stopped early; ``flushed`` says the buffer was emptied."""
     if writer is None:  # stopped before the writer existed: nothing was buffered
-        return {"rows": 0, "parts": 0, "flushed": True}
+        return {"rows": 0, "parts": 0, "flushed": True, "unwritten_rows": 0}
     try:
         writer.close()  # run_sweep already did; a second close is a no-op
         flushed = writer.buffered_rows == 0
     except Exception:  # the disk refused: say so, keep what is there
         flushed = False
-    return {"rows": writer.rows, "parts": writer.seq, "flushed": flushed}
+    return {"rows": writer.rows, "parts": writer.seq, "flushed": flushed,
+            "unwritten_rows": writer.unwritten_rows}
 
 
 def _summarise(grid, path, plan, stats) -> int:

@@ -472,6 +472,35 @@ def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(small_disk):
     assert sorted(p.name for p in small_disk.iterdir()) == ["_filler", "_manifest.json"]
 
 
+def test_a_buffered_writer_on_a_full_disk_counts_the_rows_it_could_not_write(small_disk):
+    """The sweep reports what a full disk cost (``PartWriter.unwritten_rows``): rows of the
+    buffer the background writer failed on, and those given to it after (refused)."""
+    import errno
+
+    from pipeline.store.parquet import WriterFailed
+
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 300]}}, {"work_us": 0.0})
+    writer = PartWriter(small_disk / "calibration", "run1", flush_rows=100)
+    writer.write(run_batch(grid, range(0, 100))[0])  # a part, handed off
+    writer.flush()
+    assert (writer.seq, writer.rows, writer.unwritten_rows) == (1, 100, 0)
+    with open(small_disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    writer.write(run_batch(grid, range(100, 200))[0])  # handed off: fails in the background
+    with pytest.raises(WriterFailed, match="No space left on device"):
+        writer.flush()
+    with pytest.raises(WriterFailed):
+        writer.write(run_batch(grid, range(200, 250))[0])
+    with pytest.raises(WriterFailed):
+        writer.close()
+    assert (writer.seq, writer.rows, writer.unwritten_rows) == (1, 100, 150)
+    assert len(pd.read_parquet(small_disk / "calibration")) == 100  # the part on disk is whole
+
+
 def test_stale_points_judge_each_task_by_its_latest_attempt_as_load_does(tmp_path):
     """Code A computed the points, an edit (code B) recomputed two of them with
     rerun_changed=true, then the edit was reverted (code A again). load returns B's rows for

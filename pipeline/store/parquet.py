@@ -125,10 +125,17 @@ class PartWriter:
         self._error: BaseException | None = None
         self._names = 0  # part names handed out (the thread may lag behind)
         self._written: dict[str, int] = {}  # part name -> rows in its file on disk
+        self._dropped_rows = 0  # rows of buffers the background writer failed to write
 
     @property
     def buffered_rows(self) -> int:
         return self._buffer_rows
+
+    @property
+    def unwritten_rows(self) -> int:
+        """Rows given to :meth:`write` that are not on disk and will not be: still buffered,
+        or in buffers the background writer failed on (a full disk). A rerun recomputes them."""
+        return self._buffer_rows + self._dropped_rows
 
     def _stamped(self, table: pa.Table) -> pa.Table:
         # once per part file (on the writer's thread), not once per batch on the driver's
@@ -160,7 +167,9 @@ class PartWriter:
             return None
         if not self.buffered:
             return self._write_now(self._next_name(), [table])
-        self._raise_if_failed()
+        if self._error is not None:  # refused: counted among the rows not written
+            self._dropped_rows += table.num_rows
+            self._raise_if_failed()
         if self._oldest is None:
             self._oldest = self.clock()
         self._tables.append(table)
@@ -237,8 +246,11 @@ class PartWriter:
                     return
                 if self._error is None:
                     self._write_now(*job)
+                else:  # after a failure, nothing more is written: the next part may fit
+                    self._dropped_rows += sum(t.num_rows for t in job[1])  # where one did not
             except BaseException as exc:  # reported to the driver by poll/write/close
                 self._error = exc
+                self._dropped_rows += sum(t.num_rows for t in job[1])
             finally:
                 self._queue.task_done()
 
