@@ -501,6 +501,33 @@ def test_a_buffered_writer_on_a_full_disk_counts_the_rows_it_could_not_write(sma
     assert len(pd.read_parquet(small_disk / "calibration")) == 100  # the part on disk is whole
 
 
+def test_a_run_log_on_a_full_disk_warns_once_instead_of_a_traceback_per_line(small_disk,
+                                                                               capsys):
+    """logging prints '--- Logging error ---' and a traceback for every line a FileHandler
+    cannot write: on a full disk, the terminal of a sweep stopping on it filled with them,
+    and closing the log raised the flush's OSError over the sweep's own outcome."""
+    import errno
+    import logging
+
+    from pipeline.engine.progress import log_path, run_log
+
+    log_path(small_disk, "RUN").parent.mkdir(parents=True)
+    log_path(small_disk, "RUN").touch()
+    with open(small_disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    with run_log(small_disk, "RUN"):
+        for i in range(300):  # 30 KB: more than the page the file may still have
+            logging.getLogger("pipeline").warning("line %d %s", i, "x" * 90)
+    err = capsys.readouterr().err
+    assert "Logging error" not in err and "Traceback" not in err, err[:2000]
+    assert err.count("warning: the run log") == 1, err[:2000]
+    assert f"{log_path(small_disk, 'RUN')} cannot be written (No space left on device)" in err
+
+
 def test_stale_points_judge_each_task_by_its_latest_attempt_as_load_does(tmp_path):
     """Code A computed the points, an edit (code B) recomputed two of them with
     rerun_changed=true, then the edit was reverted (code A again). load returns B's rows for

@@ -155,6 +155,33 @@ class _Forward(logging.Handler):
         self.target.handle(record)
 
 
+class _RunLogFile(logging.FileHandler):
+    """The run log's file. A disk that refuses a line (full, gone read-only) gets one warning
+    on the terminal, not logging's traceback per line ('--- Logging error ---'): the sweep's
+    own messages say what the disk stops, and the lines still reach the terminal."""
+
+    refused = False
+
+    def handleError(self, record) -> None:
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            super().handleError(record)
+        else:
+            self._refused(exc)
+
+    def close(self) -> None:
+        try:  # the last lines are flushed here: raised, it replaced the sweep's own outcome
+            super().close()
+        except OSError as exc:
+            self._refused(exc)
+
+    def _refused(self, exc: OSError) -> None:
+        if not self.refused:
+            self.refused = True
+            print(f"warning: the run log {self.baseFilename} cannot be written "
+                  f"({exc.strerror or exc}); lines it refuses are not kept", file=sys.stderr)
+
+
 def log_path(folder: str | Path, run_id: str) -> Path:
     return Path(folder) / LOGS_DIR / f"{run_id}.log"
 
@@ -166,7 +193,7 @@ def run_log(folder: str | Path, run_id: str) -> Iterator[Path]:
     file-only ``pipeline.runlog`` lines go there too."""
     path = log_path(folder, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    handler = _RunLogFile(path, mode="a", encoding="utf-8")
     handler.setFormatter(_UTCFormatter("%(asctime)s %(levelname)s %(message)s"))
     handler.setLevel(logging.INFO)
     pipeline_log, dask_log = logging.getLogger("pipeline"), logging.getLogger("distributed")
