@@ -23,7 +23,8 @@ import signal
 import sys
 import threading
 
-from pipeline.exit_codes import EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_INTERRUPTED, EXIT_OK
+from pipeline.exit_codes import (EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED, EXIT_INTERRUPTED,
+                                 EXIT_OK)
 from pipeline.overrides import (apply_node_overrides, check_cluster_choice,
                                 check_cluster_overrides, check_experiment_choice,
                                 check_top_level_overrides, params_typed, quote_non_ascii_paths,
@@ -198,10 +199,16 @@ def execute(cfg, node_actions=()) -> int:
             from pipeline.report.build import build_report
             from pipeline.report.selection import selection_from_options
 
-            return build_report(options["results_dir"], name,
-                                style=options["report_style"] or "paper",
-                                sig_digits=options["report_sig_digits"] or 6,
-                                selection=selection_from_options(grid, options))
+            try:
+                return build_report(options["results_dir"], name,
+                                    style=options["report_style"] or "paper",
+                                    sig_digits=options["report_sig_digits"] or 6,
+                                    selection=selection_from_options(grid, options))
+            except OSError as exc:  # a full disk, a read-only folder: was a Hydra traceback
+                print(f"error: could not build the report of {name}: {exc.strerror or exc}"
+                      f"{f' ({exc.filename})' if exc.filename else ''}; the previous report, "
+                      "if any, is left as it was", file=sys.stderr)
+                return EXIT_CRASHED
         if options["dry_run"]:
             from pipeline.dry_run_command import dry_run
 

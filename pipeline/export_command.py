@@ -1,14 +1,14 @@
 """``python -m pipeline export RESULTS_DIR/NAME --to DIR``: a results folder as a Frictionless
 Data Package (pipeline/report/export.py writes it). Exit 0 written, 2 bad arguments or nothing
-to export, 4 a damaged or foreign part file (named, with the ``verify --repair`` command);
-nothing is written unless the exit is 0."""
+to export, 3 the package could not be written (a full disk), 4 a damaged or foreign part file
+(named, with the ``verify --repair`` command); nothing is written unless the exit is 0."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from pipeline.exit_codes import EXIT_BAD_STORE
+from pipeline.exit_codes import EXIT_BAD_STORE, EXIT_CRASHED
 from pipeline.report.export import DEFAULT_LICENSE, LICENSES, ExportError, export_package
 from pipeline.report.selection import SelectionError
 from pipeline.selection_args import parse_selection_args
@@ -65,6 +65,11 @@ def main(argv: list[str]) -> int:
     except BadPartFile as exc:  # raised while reading, before anything is written
         print(f"error: {exc}\nnothing was exported", file=sys.stderr)
         return EXIT_BAD_STORE
+    except OSError as exc:  # a full disk, a read-only --to: was a traceback
+        print(f"error: could not export to {options['--to']}: {exc.strerror or exc}"
+              f"{f' ({exc.filename})' if exc.filename else ''}\nnothing was exported (an "
+              "earlier package there is left as it was)", file=sys.stderr)
+        return EXIT_CRASHED
     for warning in cov["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"exported {cov['rows']:,} rows ({cov['tasks']:,} tasks, {len(cov['runs'])} run(s), "

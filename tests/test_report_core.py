@@ -502,3 +502,46 @@ def test_a_report_waits_for_another_a_bounded_time(tmp_path):
         holder.wait(timeout=10)
     with _report_lock(tmp_path, wait_s=1.0) as got:  # free again once its holder is gone
         assert got is True
+
+
+def _fill(folder: Path) -> None:
+    """Write a filler file until the filesystem is full, to the last byte."""
+    import errno
+
+    with open(folder / "_filler", "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+
+
+def _files(folder: Path) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_report_on_a_full_disk_keeps_the_previous_one_and_says_why(tmpfs):
+    """A report was rebuilt in place: on a full disk it deleted the previous report, left
+    half a new one, and ended in a Hydra traceback. It is now built beside it and swapped in
+    whole; the failure is one line, exit 3. (A real 16 MiB tmpfs.)"""
+    disk = tmpfs("size=16m", "disk")
+    store(disk, "calibration", {"x": {"range": [0, 200]}}, {"work_us": 0.0, "fail_every": 7})
+    args = [sys.executable, str(ROOT / "run.py"), "report=true", "experiment=calibration",
+            "report_scope=all", f"results_dir={disk}"]
+    first = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=180)
+    assert first.returncode == 0, first.stderr
+    folder = disk / "calibration"
+    before = _files(folder / "_report")
+    assert (folder / "_report" / "index.html").is_file()
+    _fill(disk)
+    again = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=180)
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert "error: could not build the report of calibration: No space left on device" in \
+        again.stderr and "the previous report, if any, is left as it was" in again.stderr
+    assert "Traceback" not in again.stderr, again.stderr
+    assert _files(folder / "_report") == before
+    assert not list(folder.glob("._report*"))  # the half-built one is removed
+    (disk / "_filler").unlink()
+    third = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=180)
+    assert third.returncode == 0, third.stderr
+    assert (folder / "_report" / "index.html").is_file()

@@ -15,6 +15,7 @@ import shutil
 import sys
 import traceback
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -85,10 +86,46 @@ def _report_lock(path, wait_s: float | None = None):
             file=sys.stderr), poll_s=0.2)
 
 
+STAGING = f".{REPORT_DIR}.building"  # hidden: Parquet readers skip it
+REPLACED = f".{REPORT_DIR}.replaced"
+
+
+class _Built(NamedTuple):
+    code: int  # the exit code
+    tables: int
+    figures: int
+    problems: list  # (report function, its error) of those that failed
+
+
 def _build(results_dir, name, path, df, everything, stream, style, sig_digits) -> int:
+    """Build the report beside ``_report`` and swap it in whole: written in place, a report
+    cut short (a full disk, Ctrl-C) had already deleted the previous one and left half a new
+    one. Under the report lock, so what an earlier build left behind is tidied first."""
     outdir = path / REPORT_DIR
-    if outdir.exists():
-        shutil.rmtree(outdir)  # a report is derived data: rebuild it whole
+    for leftover in (path / STAGING, path / REPLACED):
+        shutil.rmtree(leftover, ignore_errors=True)
+    staging = path / STAGING
+    try:
+        built = _build_into(staging, results_dir, name, path, df, everything, stream, style,
+                           sig_digits)
+        if outdir.exists():
+            outdir.rename(path / REPLACED)
+        staging.rename(outdir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not outdir.exists() and (path / REPLACED).exists():
+            (path / REPLACED).rename(outdir)  # cut between the two renames: the old one back
+        raise
+    shutil.rmtree(path / REPLACED, ignore_errors=True)
+    print(f"report: {outdir / 'index.html'} ({built.tables} tables, {built.figures} figures)",
+          file=stream)
+    for fn_name, error in built.problems:
+        print(f"report function {fn_name} failed: {error}", file=sys.stderr)
+    return built.code
+
+
+def _build_into(outdir, results_dir, name, path, df, everything, stream, style,
+                sig_digits) -> _Built:
     out = ReportWriter(outdir, results_dir=results_dir, style=style, sig_digits=sig_digits,
                        experiment=name)
     problems = []
@@ -111,11 +148,9 @@ def _build(results_dir, name, path, df, everything, stream, style, sig_digits) -
     _write_index(path, name, df, out, problems, older_versions=older, newer_versions=newer)
     write_html(path, name, df, out, problems, older_versions=older, newer_versions=newer,
                selection=df.attrs.get("coverage"))
-    print(f"report: {outdir / 'index.html'} ({sum(e['kind'] == 'table' for e in out.entries)} "
-          f"tables, {sum(e['kind'] == 'figure' for e in out.entries)} figures)", file=stream)
-    for fn_name, error in problems:
-        print(f"report function {fn_name} failed: {error}", file=sys.stderr)
-    return EXIT_REPORT_FAILED if problems else EXIT_OK
+    return _Built(EXIT_REPORT_FAILED if problems else EXIT_OK,
+                  sum(e["kind"] == "table" for e in out.entries),
+                  sum(e["kind"] == "figure" for e in out.entries), problems)
 
 
 def _status_table(df: pd.DataFrame, out: ReportWriter) -> None:
