@@ -40,8 +40,8 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     from pipeline.engine.watchdog import (Watchdog, shutdown_started, termination_signals,
                                           watchdog_options)
     from pipeline.engine.worker_calls import connected_threads
-    from pipeline.store.manifest import (StoreLocked, SweepLock, mark_dead_runs, update_manifest,
-                                         why_not_locked)
+    from pipeline.store.manifest import (FolderMoved, StoreLocked, SweepLock, mark_dead_runs,
+                                         update_manifest, why_not_locked)
     from pipeline.store.parquet import PartWriter, clean_temp_files, experiment_dir, new_run_id
 
     path = experiment_dir(options["results_dir"], grid.name)
@@ -106,12 +106,16 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             _pause_at("first_manifest")
             log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name,
                      plan.total, plan.done_ok + plan.done_failed, plan.pending.size, path)
+            # Each write first checks that the folder is still where it was locked: moved
+            # mid-sweep, writing on at `path` recreated it and split the results in two.
             writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id),
                                 flush_rows=options.get("flush_rows", 1_000_000),
                                 flush_mib=options.get("flush_mib", 64.0),
-                                flush_seconds=options.get("flush_seconds", 60.0))
+                                flush_seconds=options.get("flush_seconds", 60.0),
+                                guard=lock.check_in_place)
 
             def heartbeat(snapshot: dict) -> None:  # 15b: read by `python -m pipeline status`
+                lock.check_in_place()
                 record.update(progress=snapshot, heartbeat_at=_now())
                 update_manifest(path, record)
             if plan.pending.size:
@@ -138,7 +142,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                         # Recorded before the cluster closes (the rows are flushed): closing it
                         # may take a minute, and a batch system's SIGKILL (SLURM's KillWait,
                         # 30 s) then left the record 'running', later marked 'killed'.
-                        _record_interrupted(path, record, writer, exc)
+                        _record_interrupted(path, record, writer, exc, lock)
                         _pause_at("cluster_close")
                         raise
                     except Exception:  # a crash: a signal now must not cut the close short
@@ -147,7 +151,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                         raise
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
             shutdown_started()  # (run_sweep did, if it was running)
-            signame = _record_interrupted(path, record, writer, exc)
+            signame = _record_interrupted(path, record, writer, exc, lock)
             runlog.info("interrupted (%s): %s", signame, _kept(writer))
             print(f"\ninterrupted ({signame}): {_kept(writer)}; rerun the same command to resume",
                   file=sys.stderr)
@@ -159,10 +163,12 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             error = redact(f"{type(exc).__name__}: {exc}")  # no password from an address
             record.update(status="crashed", finished_at=_now(), error=error,
                           written=_flushed(writer))
-            _record_end(path, record)
+            _record_end(path, record, lock)
             runlog.info("crashed: %s", error)
-            print(f"\nerror: the sweep crashed: {error}\n{_kept(writer)}; fix the cause and rerun "
-                  "the same command to resume", file=sys.stderr)
+            moved = isinstance(exc, FolderMoved) or isinstance(exc.__cause__, FolderMoved)
+            print(f"\nerror: the sweep crashed: {error}\n{_kept(writer)}"
+                  + ("" if moved else "; fix the cause and rerun the same command to resume"),
+                  file=sys.stderr)
             return EXIT_BAD_STORE if isinstance(exc, BadPartFile) else EXIT_CRASHED
         if stats is not None:
             record["counts"].update(ran=stats.ran, ok=stats.ok, failed=stats.failed,
@@ -170,6 +176,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                                     elapsed_s=round(stats.elapsed_s, 3),
                                     warmup_s=round(stats.warmup_s, 3))
         record.update(status="finished", finished_at=_now())
+        lock.check_in_place()
         update_manifest(path, record)
         runlog.info("summary: finished; %s; first error: %s", json.dumps(record["counts"]),
                     stats.first_errors[0] if stats and stats.first_errors else None)
@@ -194,25 +201,30 @@ def _pause_at(step: str) -> None:
         time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, 120)))
 
 
-def _record_end(path, record: dict) -> None:
+def _record_end(path, record: dict, lock=None) -> None:
     """Record how the sweep stopped. The disk that stopped it (full, gone read-only) may refuse
     the manifest too: say so and keep the exit code (the error escaped as a traceback and
     exit 2, "invalid input"; a rerun marks the record left 'running' as killed)."""
-    from pipeline.store.manifest import update_manifest
+    from pipeline.store.manifest import FolderMoved, update_manifest
 
     try:
+        if lock is not None:
+            lock.check_in_place()  # moved: recording it at `path` would recreate the folder
         update_manifest(path, record)
+    except FolderMoved:
+        print(f"warning: the run is not recorded as {record['status']}: its folder moved (the "
+              "next sweep there records it as killed)", file=sys.stderr)
     except OSError as exc:
         print(f"warning: could not record the run as {record['status']} in "
               f"{path / '_manifest.json'}: {exc}", file=sys.stderr)
 
 
-def _record_interrupted(path, record: dict, writer, exc: BaseException) -> str:
+def _record_interrupted(path, record: dict, writer, exc: BaseException, lock) -> str:
     """Record the run as interrupted, with what is on disk; returns the signal's name."""
     signame = getattr(exc, "signame", "SIGINT")
     record.update(status="interrupted", finished_at=_now(), signal=signame,
                   written=_flushed(writer))
-    _record_end(path, record)
+    _record_end(path, record, lock)
     return signame
 
 

@@ -528,6 +528,29 @@ def test_a_run_log_on_a_full_disk_warns_once_instead_of_a_traceback_per_line(sma
     assert f"{log_path(small_disk, 'RUN')} cannot be written (No space left on device)" in err
 
 
+def test_a_held_lock_knows_when_its_folder_is_moved_renamed_or_removed(tmp_path):
+    import shutil
+
+    from pipeline.store.manifest import FolderMoved
+
+    with SweepLock(tmp_path / "a" / "calibration") as lock:
+        lock.check_in_place()  # in place: nothing raised
+        (tmp_path / "b").mkdir()
+        (tmp_path / "a" / "calibration").rename(tmp_path / "b" / "calibration")
+        with pytest.raises(FolderMoved, match=f"moved to {tmp_path / 'b' / 'calibration'} .*"
+                                              f"results_dir={tmp_path / 'b'}"):
+            lock.check_in_place()
+        (tmp_path / "b" / "calibration").rename(tmp_path / "b" / "other")
+        with pytest.raises(FolderMoved, match="move it back to"):
+            lock.check_in_place()
+        (tmp_path / "a" / "calibration").mkdir()  # an empty folder of the same name: not it
+        with pytest.raises(FolderMoved):
+            lock.check_in_place()
+        shutil.rmtree(tmp_path / "b" / "other")
+        with pytest.raises(FolderMoved, match="was removed while the sweep ran"):
+            lock.check_in_place()
+
+
 def test_stale_points_judge_each_task_by_its_latest_attempt_as_load_does(tmp_path):
     """Code A computed the points, an edit (code B) recomputed two of them with
     rerun_changed=true, then the edit was reverted (code A again). load returns B's rows for

@@ -1079,6 +1079,37 @@ def test_a_ctrl_c_while_a_sweep_stops_on_a_full_disk_does_not_cut_the_stop_short
     assert len(df) == 60_000 and df.task_id.is_unique
 
 
+@pytest.mark.timeout(300)
+def test_a_results_folder_moved_mid_sweep_stops_it_without_splitting_the_results(tmp_path):
+    """`mv` of the results folder while a sweep writes to it: the driver recreated the old
+    folder at its next part and manifest write, splitting the results over two places. Now
+    it stops (exit 3) saying where the folder went and how to resume there; the old path
+    stays gone, and the resume at the new place completes: nothing lost or doubled."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    new.mkdir()
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=1000",
+            "grid.x={range:[0,80000]}", "cluster.n_workers=2", "cluster.threads_per_worker=8",
+            "flush_seconds=1", *FAST]
+    driver = cli(*args, f"results_dir={old}")
+    with killed_at_exit(driver):
+        wait_for(lambda: list((old / "calibration").glob("part-*.parquet")), 120,
+                 "the first part file", driver)
+        (old / "calibration").rename(new / "calibration")
+        _, err = driver.communicate(timeout=120)
+    assert driver.returncode == 3, err
+    assert (f"FolderMoved: the results folder {old / 'calibration'} was moved to "
+            f"{new / 'calibration'} while the sweep ran") in err, err
+    assert f"rerun the same command with results_dir={new}" in err, err
+    assert "Traceback" not in err, err
+    assert list(old.iterdir()) == []  # nothing recreated at the old place
+    proc = run_cli(*args, f"results_dir={new}", timeout=200)
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(new / "calibration")
+    assert len(df) == 80_000 and df.task_id.is_unique
+    assert [r["status"] for r in read_manifest(new / "calibration")["runs"]] == [
+        "killed", "finished"]
+
+
 def test_a_worker_does_not_print_a_traceback_for_a_requester_gone_mid_transfer():
     """Ctrl-C while the driver fetches results: the worker logged the reset connection with a
     traceback (seen once in eight runs of the test above). The warm-up filters that record,

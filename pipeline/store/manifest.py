@@ -134,6 +134,10 @@ def flock_within(fh, wait_s: float, on_wait: Callable[[], None] | None = None,
             time.sleep(poll_s)
 
 
+class FolderMoved(RuntimeError):
+    """A locked results folder was moved or removed while a sweep wrote to it."""
+
+
 class SweepLock:
     """An exclusive lock on an experiment folder; the kernel drops it if the driver dies.
 
@@ -181,6 +185,34 @@ class SweepLock:
             self.__exit__()
             raise
         return self
+
+    def check_in_place(self) -> None:
+        """Raise :class:`FolderMoved` if ``path/.lock`` is no longer the file this lock holds:
+        the folder was moved, renamed or removed while held. Writing on at ``path`` would
+        recreate it and split the results in two."""
+        if self.fh is None:
+            return
+        held = os.fstat(self.fh.fileno())
+        try:
+            here = os.stat(self.path / ".lock")
+            if (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino):
+                return
+        except FileNotFoundError:
+            pass
+        try:  # Linux: where the open lock file is now
+            now = os.readlink(f"/proc/self/fd/{self.fh.fileno()}")
+        except OSError:
+            now = None
+        if now is None or now.endswith(" (deleted)"):
+            raise FolderMoved(f"the results folder {self.path} was "
+                              f"{'removed' if now else 'moved or removed'} while the sweep ran; "
+                              "nothing more is written there")
+        moved = Path(now).parent
+        advice = (f"to resume there, rerun the same command with results_dir={moved.parent}"
+                  if moved.name == self.path.name else
+                  f"to resume, move it back to {self.path} and rerun the same command")
+        raise FolderMoved(f"the results folder {self.path} was moved to {moved} while the sweep "
+                          f"ran; nothing more is written to either place ({advice})")
 
     def __exit__(self, *exc) -> None:
         if self.fh:

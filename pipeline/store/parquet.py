@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -104,7 +105,10 @@ class PartWriter:
 
     def __init__(self, path: str | os.PathLike, run_id: str, stamp: dict | None = None, *,
                  flush_rows: int | None = None, flush_mib: float | None = None,
-                 flush_seconds: float | None = None, clock=time.monotonic):
+                 flush_seconds: float | None = None, clock=time.monotonic,
+                 guard: Callable[[], None] | None = None):
+        """``guard``: called before each part file is written; what it raises fails the
+        write (the sweep's: the folder is still where it was locked)."""
         self.path = Path(path)
         self.run_id = run_id
         self.seq = 0  # part files on disk
@@ -117,6 +121,7 @@ class PartWriter:
         self.flush_bytes = int((flush_mib if flush_mib is not None else FLUSH_MIB) * 2**20)
         self.flush_seconds = float(flush_seconds if flush_seconds is not None else FLUSH_SECONDS)
         self.clock = clock
+        self.guard = guard
         self._tables: list[pa.Table] = []
         self._buffer_rows = self._buffer_bytes = 0
         self._oldest = None
@@ -153,6 +158,8 @@ class PartWriter:
         return name
 
     def _write_now(self, name: str, tables: list[pa.Table]) -> Path:
+        if self.guard is not None:
+            self.guard()
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
         final = write_part_file(self.path, name, self._stamped(table))
         # by name: a buffer handed off again under its name (see _hand_off) replaced its file
