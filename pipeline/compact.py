@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_STORE
     except OSError as exc:  # a full disk, a read-only folder, a filesystem without locks
         from pipeline.store.compaction import read_intent
-        from pipeline.store.manifest import NO_LOCKS_ERRNOS
+        from pipeline.store.manifest import NO_LOCKS_ERRNOS, why_not_locked
 
         if read_intent(folder) is None:
             state = "nothing was changed: the folder holds its old files, as before"
@@ -65,8 +65,7 @@ def main(argv: list[str]) -> int:
             state = ("the new files were committed; the next sweep, compaction or "
                      f"`python -m pipeline verify {folder} --repair` finishes the swap")
         if exc.errno in NO_LOCKS_ERRNOS:  # compaction must exclude sweeps: it takes their lock
-            state = ("its filesystem has no file locks (NFS without a lock daemon?), and a "
-                     f"compaction must lock out sweeps of the folder; {state}")
+            state = f"{why_not_locked(exc)[0]}; {state}"
         print(f"error: could not compact {folder}: {exc}\n{state}", file=sys.stderr)
         return EXIT_BAD_CONFIG if exc.errno in NO_LOCKS_ERRNOS else EXIT_CRASHED
     if result.recovered:

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}\nnothing was exported", file=sys.stderr)
         return EXIT_BAD_STORE
     except OSError as exc:  # a full disk, a read-only --to: was a traceback
-        print(f"error: could not export to {options['--to']}: {exc.strerror or exc}"
+        print(f"error: could not export {source} to {options['--to']}: {exc.strerror or exc}"
               f"{f' ({exc.filename})' if exc.filename else ''}\nnothing was exported (an "
               "earlier package there is left as it was)", file=sys.stderr)
         return EXIT_CRASHED

@@ -157,6 +157,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                   file=sys.stderr)
             return getattr(exc, "exit_code", EXIT_INTERRUPTED)
         except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
+            shutdown_started()  # a signal now says so, not cut the record short (idempotent)
             from pipeline.store.integrity import BadPartFile
             from pipeline.store.redact import redact
 
@@ -176,7 +177,13 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                                     elapsed_s=round(stats.elapsed_s, 3),
                                     warmup_s=round(stats.warmup_s, 3))
         record.update(status="finished", finished_at=_now())
-        lock.check_in_place()
+        try:
+            lock.check_in_place()
+        except FolderMoved as exc:  # after the last part: every row is stored, over there
+            print(f"\nerror: {exc}\nthe sweep finished and every row it ran is stored there; "
+                  "the run is not recorded (the next sweep there records it as killed)",
+                  file=sys.stderr)
+            return EXIT_CRASHED
         update_manifest(path, record)
         runlog.info("summary: finished; %s; first error: %s", json.dumps(record["counts"]),
                     stats.first_errors[0] if stats and stats.first_errors else None)

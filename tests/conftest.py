@@ -61,6 +61,19 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
 
 
+def fill_disk(folder) -> None:
+    """Write ``folder/_filler`` until its filesystem is full, to the last byte."""
+    import errno
+    from pathlib import Path
+
+    with open(Path(folder) / "_filler", "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+
+
 @pytest.fixture
 def small_disk(tmpfs):
     """A real 4 MiB tmpfs to fill."""

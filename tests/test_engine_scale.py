@@ -276,9 +276,9 @@ def test_cost_model_interpolates_geometrically_between_measured_buckets():
 
 
 def test_chunks_round_trip_and_a_range_feeds_the_cost_model_like_its_array():
-    """Batches travel as ranges when consecutive (planning.compact_chunk); the cost model and
+    """Batches travel as ranges when consecutive (chunks.compact_chunk); the cost model and
     the sizer read them back with chunks.as_indices, without iterating the range."""
-    from pipeline.engine.chunks import as_indices, compact_chunk
+    from pipeline.engine.chunks import as_indices, compact_chunk, holds
 
     run = compact_chunk(np.arange(100, 160, dtype=np.int64))
     assert run == range(100, 160)
@@ -286,6 +286,7 @@ def test_chunks_round_trip_and_a_range_feeds_the_cost_model_like_its_array():
     assert compact_chunk(gaps) is gaps
     assert np.array_equal(as_indices(run), np.arange(100, 160))
     assert as_indices(range(5, 5)).dtype == np.int64 and as_indices(range(5, 5)).size == 0
+    assert holds(run, 159) and not holds(run, 160) and holds(gaps, 4) and not holds(gaps, 5)
     costs = np.linspace(0.001, 0.002, 60)
     by_range, by_array = CostModel(total=1000, buckets=10), CostModel(total=1000, buckets=10)
     by_range.observe(range(100, 160), costs, batch_seconds=0.2)

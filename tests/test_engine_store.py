@@ -5,6 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import fill_disk
 from pipeline.engine.batch import failed_batch_table, result_schema, run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.resume import plan_sweep
@@ -459,12 +460,7 @@ def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(small_disk):
 
     update_manifest(small_disk, {"run_id": "a", "status": "finished"})
     before = read_manifest(small_disk)
-    with open(small_disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
+    fill_disk(small_disk)  # to the last byte
     with pytest.raises(OSError) as err:
         update_manifest(small_disk, {"run_id": "b", "status": "running", "note": "x" * 8192})
     assert err.value.errno == errno.ENOSPC
@@ -475,8 +471,6 @@ def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(small_disk):
 def test_a_buffered_writer_on_a_full_disk_counts_the_rows_it_could_not_write(small_disk):
     """The sweep reports what a full disk cost (``PartWriter.unwritten_rows``): rows of the
     buffer the background writer failed on, and those given to it after (refused)."""
-    import errno
-
     from pipeline.store.parquet import WriterFailed
 
     grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 300]}}, {"work_us": 0.0})
@@ -484,12 +478,7 @@ def test_a_buffered_writer_on_a_full_disk_counts_the_rows_it_could_not_write(sma
     writer.write(run_batch(grid, range(0, 100))[0])  # a part, handed off
     writer.flush()
     assert (writer.seq, writer.rows, writer.unwritten_rows) == (1, 100, 0)
-    with open(small_disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
+    fill_disk(small_disk)  # to the last byte
     writer.write(run_batch(grid, range(100, 200))[0])  # handed off: fails in the background
     with pytest.raises(WriterFailed, match="No space left on device"):
         writer.flush()
@@ -506,19 +495,13 @@ def test_a_run_log_on_a_full_disk_warns_once_instead_of_a_traceback_per_line(sma
     """logging prints '--- Logging error ---' and a traceback for every line a FileHandler
     cannot write: on a full disk, the terminal of a sweep stopping on it filled with them,
     and closing the log raised the flush's OSError over the sweep's own outcome."""
-    import errno
     import logging
 
     from pipeline.engine.progress import log_path, run_log
 
     log_path(small_disk, "RUN").parent.mkdir(parents=True)
     log_path(small_disk, "RUN").touch()
-    with open(small_disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
+    fill_disk(small_disk)  # to the last byte
     with run_log(small_disk, "RUN"):
         for i in range(300):  # 30 KB: more than the page the file may still have
             logging.getLogger("pipeline").warning("line %d %s", i, "x" * 90)
@@ -541,14 +524,21 @@ def test_a_held_lock_knows_when_its_folder_is_moved_renamed_or_removed(tmp_path)
                                               f"results_dir={tmp_path / 'b'}"):
             lock.check_in_place()
         (tmp_path / "b" / "calibration").rename(tmp_path / "b" / "other")
-        with pytest.raises(FolderMoved, match="move it back to"):
+        with pytest.raises(FolderMoved, match="rename it back to calibration .*"
+                                              f"results_dir={tmp_path / 'b'}"):
             lock.check_in_place()
         (tmp_path / "a" / "calibration").mkdir()  # an empty folder of the same name: not it
         with pytest.raises(FolderMoved):
             lock.check_in_place()
+        shutil.rmtree(tmp_path / "a" / "calibration")
         shutil.rmtree(tmp_path / "b" / "other")
         with pytest.raises(FolderMoved, match="was removed while the sweep ran"):
             lock.check_in_place()
+    with SweepLock(tmp_path / "c") as lock:  # the folder stays, its lock file is deleted
+        (tmp_path / "c" / ".lock").unlink()
+        with pytest.raises(FolderMoved, match="lock file .* was deleted while the sweep ran"):
+            lock.check_in_place()
+    lock.check_in_place()  # let go: nothing to check
 
 
 def test_stale_points_judge_each_task_by_its_latest_attempt_as_load_does(tmp_path):

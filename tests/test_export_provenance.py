@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pipeline
+from conftest import fill_disk
 from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, code_modules, provenance_stamp
@@ -417,22 +418,15 @@ def _package_files_check(out):
 def test_an_export_to_a_full_disk_exits_3_and_leaves_the_earlier_package(mixed_store, tmpfs):
     """On a real full disk the export command ended in pyarrow's traceback. Now: one line
     naming the cause, exit 3, the earlier package byte for byte, nothing left beside it."""
-    import errno
-
     disk = tmpfs("size=16m", "disk")
     out = disk / "pkg"
     first = export(mixed_store / "independent_sets", out)
     assert first.returncode == 0, first.stderr
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    with open(disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
+    fill_disk(disk)  # to the last byte
     proc = export(mixed_store / "independent_sets", out)
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert f"error: could not export to {out}:" in proc.stderr
+    assert f"error: could not export {mixed_store / 'independent_sets'} to {out}:" in proc.stderr
     assert "No space left on device" in proc.stderr and "nothing was exported" in proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from conftest import fill_disk
 from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
@@ -504,18 +505,6 @@ def test_a_report_waits_for_another_a_bounded_time(tmp_path):
         assert got is True
 
 
-def _fill(folder: Path) -> None:
-    """Write a filler file until the filesystem is full, to the last byte."""
-    import errno
-
-    with open(folder / "_filler", "wb", buffering=0) as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-
-
 def _files(folder: Path) -> dict:
     return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
@@ -533,7 +522,7 @@ def test_a_report_on_a_full_disk_keeps_the_previous_one_and_says_why(tmpfs):
     folder = disk / "calibration"
     before = _files(folder / "_report")
     assert (folder / "_report" / "index.html").is_file()
-    _fill(disk)
+    fill_disk(disk)  # to the last byte
     again = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=180)
     assert again.returncode == 3, again.stdout + again.stderr
     assert "error: could not build the report of calibration: No space left on device" in \
@@ -545,3 +534,27 @@ def test_a_report_on_a_full_disk_keeps_the_previous_one_and_says_why(tmpfs):
     third = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=180)
     assert third.returncode == 0, third.stderr
     assert (folder / "_report" / "index.html").is_file()
+
+
+def test_a_report_killed_between_its_two_renames_is_put_back_by_the_next(tmpfs):
+    """A build killed after moving the previous report aside and before moving its own in
+    leaves no `_report`. The next build tidied both leftovers first: had it failed too (a
+    full disk), nothing was left. It now puts the previous report back before anything else."""
+    from pipeline.report.build import REPLACED, STAGING
+
+    disk = tmpfs("size=16m", "disk")
+    store(disk, "calibration", {"x": {"range": [0, 50]}}, {"work_us": 0.0})
+    assert build_report(disk, "calibration") == 0
+    folder = disk / "calibration"
+    before = _files(folder / "_report")
+    (folder / "_report").rename(folder / REPLACED)  # the kill's state: old moved aside,
+    (folder / STAGING).mkdir()  # the new one (here a part of it) not yet moved in
+    (folder / STAGING / "index.md").write_text("half")
+    fill_disk(disk)
+    with pytest.raises(OSError):
+        build_report(disk, "calibration")
+    assert _files(folder / "_report") == before
+    assert not (folder / REPLACED).exists() and not (folder / STAGING).exists()
+    (disk / "_filler").unlink()
+    assert build_report(disk, "calibration") == 0
+    assert sorted(p.name for p in folder.iterdir() if "_report" in p.name) == ["_report"]

@@ -5,7 +5,6 @@ SIGHUP and SIGINT sent to the real CLI.
 """
 
 import contextlib
-import errno
 import io
 import json
 import os
@@ -21,6 +20,7 @@ import pandas as pd
 import pytest
 
 import pipeline
+from conftest import fill_disk
 from dask_processes import (address_args, killed_at_exit, start_scheduler_and_workers, stop_all,
                             wait_for)
 from pipeline.store.manifest import (StoreLocked, SweepLock, dead_run_state, mark_dead_runs,
@@ -1046,12 +1046,7 @@ def test_a_ctrl_c_while_a_sweep_stops_on_a_full_disk_does_not_cut_the_stop_short
     with killed_at_exit(driver):
         wait_for(lambda: list((disk / "calibration").glob("part-*.parquet")), 120,
                  "the first part file", driver)
-        with open(disk / "filler", "wb", buffering=0) as fh:  # to the last byte
-            try:
-                while True:
-                    fh.write(b"\0" * 65536)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
+        fill_disk(disk)  # to the last byte
         seen = []
 
         def read_until(text):
@@ -1072,7 +1067,7 @@ def test_a_ctrl_c_while_a_sweep_stops_on_a_full_disk_does_not_cut_the_stop_short
     lost = re.search(r"(\d+) part file\(s\) kept \(([\d,]+) finished rows held in memory could "
                      r"not be written: the rerun recomputes them\)", err)
     assert kept > 0 and lost and int(lost.group(2).replace(",", "")) > 0, err
-    (disk / "filler").unlink()
+    (disk / "_filler").unlink()
     proc = run_cli(*args, timeout=200)
     assert proc.returncode == 0, proc.stderr
     df = pd.read_parquet(disk / "calibration")
@@ -1469,10 +1464,7 @@ def test_a_full_disk_at_the_start_is_a_message_and_exit_3(small_disk):
     """The results disk is full before the sweep starts: writing the lock's holder record
     failed, and the OSError escaped as a Hydra traceback with exit 2 ('invalid input'). It is
     a message and exit 3 (the machinery, not the input); the lock is released."""
-    with open(small_disk / "_filler", "wb", buffering=0) as fh:  # to the last byte
-        with pytest.raises(OSError):
-            while True:
-                fh.write(b"\0" * 65536)
+    fill_disk(small_disk)  # to the last byte
     proc = run_cli("experiment=calibration", "params.work_us=0", "grid.x={range:[0,20]}",
                    f"results_dir={small_disk}", "cluster.n_workers=1", *FAST, timeout=100)
     assert proc.returncode == 3, proc.stderr

@@ -129,12 +129,14 @@ class _PointClock:
     def _watch(self) -> None:
         while not self._report_overdue():
             time.sleep(0.1)
-        # Sibling threads' points that fall due while the first reports travel are reported
-        # too: each point not reported would be rerun, hang again and cost one more restart.
-        time.sleep(EVENT_FLUSH_SECONDS)
-        if self._report_overdue():
+        try:  # Sibling threads' points that fall due while the first reports travel are
+            # reported too: each one not reported would be rerun, hang again and cost one
+            # more restart.
             time.sleep(EVENT_FLUSH_SECONDS)
-        os._exit(TIMEOUT_EXIT_CODE)
+            if self._report_overdue():
+                time.sleep(EVENT_FLUSH_SECONDS)
+        finally:  # whatever a report raised (a closing event loop): the hung points must end
+            os._exit(TIMEOUT_EXIT_CODE)
 
     def _report_overdue(self) -> bool:
         """Report every point past its deadline that is not reported yet; whether any was."""
@@ -144,7 +146,10 @@ class _PointClock:
                    if now > deadline and (ident, deadline) not in self.reported]
         for point, report, worker in overdue:
             self.reported.add(point)
-            worker.log_event(TIMEOUT_TOPIC, report)
+            try:
+                worker.log_event(TIMEOUT_TOPIC, report)
+            except Exception:  # a closing worker: its end is what matters now
+                pass
         return bool(overdue)
 
 

@@ -20,3 +20,10 @@ def as_indices(chunk) -> np.ndarray:
     if isinstance(chunk, range):
         return np.arange(chunk.start, chunk.stop, chunk.step, dtype=np.int64)
     return np.asarray(chunk, dtype=np.int64)
+
+
+def holds(chunk, index: int) -> bool:
+    """Whether grid index ``index`` is in the batch ``chunk`` (a range: without a loop)."""
+    if isinstance(chunk, range):
+        return index in chunk
+    return bool(np.any(np.asarray(chunk) == index))

@@ -25,7 +25,7 @@ from pipeline.engine.batch import (TIMEOUT_TOPIC, PointsRun, failed_batch_table,
                                    points_table)
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, other_code_message
-from pipeline.engine.chunks import as_indices
+from pipeline.engine.chunks import as_indices, holds
 from pipeline.engine.cost_model import InFlightWork
 from pipeline.engine.planning import BatchSizer, PendingPlan
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
@@ -269,7 +269,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             timed_out[index] = (f"TaskTimeout: point ran longer than task_timeout="
                                 f"{event['timeout_s']:g} s and was stopped (worker "
                                 f"{event.get('worker')} recycled)")
-            if key in in_flight and index in set(int(i) for i in in_flight[key][1]):
+            if key in in_flight and holds(in_flight[key][1], index):
                 fut, chunk = in_flight.pop(key)
                 in_flight_work.remove(chunk)
                 predicted_s.pop(key, None)
@@ -280,7 +280,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 client.cancel(fut)
                 sizer.abandon(chunk)  # a probe that hung is not waited for
                 sizer.resubmit([chunk])  # without the hung point: submit_all() filters it out
-            elif not any(index in set(int(i) for i in c) for _, c in in_flight.values()):
+            elif not any(holds(c, index) for _, c in in_flight.values()):
                 store(failed_batch_table(grid, [index], timed_out.pop(index)), 1)
                 timed_out_stored.add(index)
 

@@ -101,27 +101,34 @@ def _build(results_dir, name, path, df, everything, stream, style, sig_digits) -
     """Build the report beside ``_report`` and swap it in whole: written in place, a report
     cut short (a full disk, Ctrl-C) had already deleted the previous one and left half a new
     one. Under the report lock, so what an earlier build left behind is tidied first."""
-    outdir = path / REPORT_DIR
-    for leftover in (path / STAGING, path / REPLACED):
+    outdir, staging, replaced = path / REPORT_DIR, path / STAGING, path / REPLACED
+    _restore_replaced(outdir, replaced)  # a build killed between its two renames
+    for leftover in (staging, replaced):
         shutil.rmtree(leftover, ignore_errors=True)
-    staging = path / STAGING
     try:
         built = _build_into(staging, results_dir, name, path, df, everything, stream, style,
-                           sig_digits)
+                            sig_digits)
         if outdir.exists():
-            outdir.rename(path / REPLACED)
+            outdir.rename(replaced)
         staging.rename(outdir)
     except BaseException:
+        _restore_replaced(outdir, replaced)  # first: a second Ctrl-C may cut what follows
         shutil.rmtree(staging, ignore_errors=True)
-        if not outdir.exists() and (path / REPLACED).exists():
-            (path / REPLACED).rename(outdir)  # cut between the two renames: the old one back
         raise
-    shutil.rmtree(path / REPLACED, ignore_errors=True)
+    shutil.rmtree(replaced, ignore_errors=True)
     print(f"report: {outdir / 'index.html'} ({built.tables} tables, {built.figures} figures)",
           file=stream)
     for fn_name, error in built.problems:
         print(f"report function {fn_name} failed: {error}", file=sys.stderr)
     return built.code
+
+
+def _restore_replaced(outdir: Path, replaced: Path) -> None:
+    """The previous report back in place when a build moved it aside and never put its own
+    there (killed or failing between the two renames of the swap)."""
+    if not outdir.exists() and replaced.exists():
+        with contextlib.suppress(OSError):  # not over the error that stopped the build
+            replaced.rename(outdir)
 
 
 def _build_into(outdir, results_dir, name, path, df, everything, stream, style,

@@ -88,9 +88,9 @@ def why_not_locked(exc: OSError) -> tuple[str, bool]:
     :class:`StoreLocked`), as advice for the user, and whether the folder is the user's to
     change (exit 2) rather than a fault of the moment such as a full disk (exit 3)."""
     if exc.errno in NO_LOCKS_ERRNOS:
-        return ("its filesystem has no file locks (NFS without a lock daemon?), and two "
-                "sweeps of one folder must exclude each other: choose a results_dir on one "
-                "that has them", True)
+        return ("its filesystem has no file locks (NFS without a lock daemon?), and sweeps, "
+                "compactions and repairs of one folder must exclude each other: keep results "
+                "on a filesystem that has them", True)
     if isinstance(exc, PermissionError) or exc.errno == errno.EROFS:
         return "results go to results_dir/NAME/; choose a folder you can write", True
     return "free space, then rerun", False
@@ -154,6 +154,7 @@ class SweepLock:
         self.wait_s = wait_s
         self.on_wait = on_wait
         self.fh = None
+        self.identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the held lock file
 
     def __enter__(self) -> "SweepLock":
         refuse_if_no_locks(self.path)  # before anything is made
@@ -184,37 +185,54 @@ class SweepLock:
         except OSError:  # a full disk: the lock is of no use without its holder's record
             self.__exit__()
             raise
+        held = os.fstat(self.fh.fileno())
+        self.identity = (held.st_dev, held.st_ino)  # the file this lock holds (check_in_place)
         return self
 
     def check_in_place(self) -> None:
         """Raise :class:`FolderMoved` if ``path/.lock`` is no longer the file this lock holds:
-        the folder was moved, renamed or removed while held. Writing on at ``path`` would
-        recreate it and split the results in two."""
-        if self.fh is None:
+        the folder was moved, renamed or removed while held (or its lock file deleted).
+        Writing on at ``path`` would recreate it and split the results in two."""
+        held, fh = self.identity, self.fh  # read once: the part writer's thread calls this
+        if held is None:
             return
-        held = os.fstat(self.fh.fileno())
         try:
             here = os.stat(self.path / ".lock")
-            if (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino):
+            if (here.st_dev, here.st_ino) == held:
                 return
         except FileNotFoundError:
             pass
+        except OSError as exc:  # ESTALE (removed on the NFS server), EACCES...
+            raise FolderMoved(f"the results folder {self.path} can no longer be reached "
+                              f"({exc.strerror or exc}); the sweep stopped writing") from None
         try:  # Linux: where the open lock file is now
-            now = os.readlink(f"/proc/self/fd/{self.fh.fileno()}")
-        except OSError:
+            now = os.readlink(f"/proc/self/fd/{fh.fileno()}")
+        except (OSError, ValueError, AttributeError):  # not Linux, or the lock let go meanwhile
             now = None
-        if now is None or now.endswith(" (deleted)"):
+        gone = now is None or now.endswith(" (deleted)")
+        if gone and self.path.is_dir():
+            raise FolderMoved(f"the lock file {self.path / '.lock'} was deleted while the sweep "
+                              "ran (by a temp-file cleaner?), or the folder replaced: another "
+                              "sweep could write to it at once; the sweep stopped writing. "
+                              "Rerun the same command to resume")
+        if gone:
             raise FolderMoved(f"the results folder {self.path} was "
-                              f"{'removed' if now else 'moved or removed'} while the sweep ran; "
-                              "nothing more is written there")
+                              f"{'removed' if now else 'moved or removed'} while the sweep ran "
+                              "(a move to another filesystem reads as removed); the sweep "
+                              "stopped writing")
+        if Path(now) == (self.path / ".lock").resolve():  # another folder put in its place
+            raise FolderMoved(f"the results folder {self.path} was replaced while the sweep "
+                              "ran; the sweep stopped writing")
         moved = Path(now).parent
         advice = (f"to resume there, rerun the same command with results_dir={moved.parent}"
                   if moved.name == self.path.name else
-                  f"to resume, move it back to {self.path} and rerun the same command")
+                  f"to resume there, rename it back to {self.path.name} (the experiment's "
+                  f"name) and rerun the same command with results_dir={moved.parent}")
         raise FolderMoved(f"the results folder {self.path} was moved to {moved} while the sweep "
-                          f"ran; nothing more is written to either place ({advice})")
+                          f"ran; the sweep stopped writing ({advice})")
 
     def __exit__(self, *exc) -> None:
+        self.identity = None
         if self.fh:
             fh, self.fh = self.fh, None
             fcntl.flock(fh, fcntl.LOCK_UN)

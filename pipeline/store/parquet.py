@@ -130,7 +130,7 @@ class PartWriter:
         self._error: BaseException | None = None
         self._names = 0  # part names handed out (the thread may lag behind)
         self._written: dict[str, int] = {}  # part name -> rows in its file on disk
-        self._dropped_rows = 0  # rows of buffers the background writer failed to write
+        self._given_rows = 0  # rows given to write() (the caller's thread only)
 
     @property
     def buffered_rows(self) -> int:
@@ -138,9 +138,10 @@ class PartWriter:
 
     @property
     def unwritten_rows(self) -> int:
-        """Rows given to :meth:`write` that are not on disk and will not be: still buffered,
-        or in buffers the background writer failed on (a full disk). A rerun recomputes them."""
-        return self._buffer_rows + self._dropped_rows
+        """Rows given to :meth:`write` that are not on disk: still buffered, or refused by the
+        disk (full, gone). Exact once :meth:`close` has returned or raised. A rerun recomputes
+        them."""
+        return max(0, self._given_rows - self.rows)
 
     def _stamped(self, table: pa.Table) -> pa.Table:
         # once per part file (on the writer's thread), not once per batch on the driver's
@@ -172,11 +173,10 @@ class PartWriter:
         """Add a result table; returns the part file when one was written synchronously."""
         if table.num_rows == 0:
             return None
+        self._given_rows += table.num_rows
         if not self.buffered:
             return self._write_now(self._next_name(), [table])
-        if self._error is not None:  # refused: counted among the rows not written
-            self._dropped_rows += table.num_rows
-            self._raise_if_failed()
+        self._raise_if_failed()
         if self._oldest is None:
             self._oldest = self.clock()
         self._tables.append(table)
@@ -253,11 +253,8 @@ class PartWriter:
                     return
                 if self._error is None:
                     self._write_now(*job)
-                else:  # after a failure, nothing more is written: the next part may fit
-                    self._dropped_rows += sum(t.num_rows for t in job[1])  # where one did not
             except BaseException as exc:  # reported to the driver by poll/write/close
                 self._error = exc
-                self._dropped_rows += sum(t.num_rows for t in job[1])
             finally:
                 self._queue.task_done()
 
