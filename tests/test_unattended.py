@@ -45,6 +45,22 @@ def cli(*args, **kw):
                             stderr=subprocess.PIPE, text=True, preexec_fn=reset_signals, **kw)
 
 
+def stderr_reader(driver):
+    """``read_until(text)``: read the driver's stderr line by line until one holds ``text``
+    (bounded by the test's timeout; fails at once if the driver ends first). The lines read
+    are kept in ``read_until.seen``."""
+    seen = []
+
+    def read_until(text):
+        while not any(text in line for line in seen):
+            line = driver.stderr.readline()
+            assert line, f"driver ended ({driver.wait()}) before {text!r}: {''.join(seen)}"
+            seen.append(line)
+
+    read_until.seen = seen
+    return read_until
+
+
 def run_cli(*args, timeout=180):
     return subprocess.run([PY, str(ROOT / "run.py"), *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout)
@@ -989,14 +1005,8 @@ def _signals_mid_sweep(tmp_path, count):
     driver = cli(*args, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     wait_for(lambda: list((tmp_path / "calibration").glob("part-*.parquet")), 120,
              "the first part file", driver)
-    seen = []
-
-    def read_until(text):
-        while not any(text in line for line in seen):
-            line = driver.stderr.readline()  # bounded by the test's timeout
-            assert line, f"driver ended ({driver.wait()}) before {text!r}: {''.join(seen)}"
-            seen.append(line)
-
+    read_until = stderr_reader(driver)
+    seen = read_until.seen
     driver.send_signal(signal.SIGINT)
     read_until("sweep paused at cluster_close")
     if count >= 2:
@@ -1047,14 +1057,8 @@ def test_a_ctrl_c_while_a_sweep_stops_on_a_full_disk_does_not_cut_the_stop_short
         wait_for(lambda: list((disk / "calibration").glob("part-*.parquet")), 120,
                  "the first part file", driver)
         fill_disk(disk)  # to the last byte
-        seen = []
-
-        def read_until(text):
-            while not any(text in line for line in seen):
-                line = driver.stderr.readline()  # bounded by the test's timeout
-                assert line, f"driver ended ({driver.wait()}) before {text!r}: {''.join(seen)}"
-                seen.append(line)
-
+        read_until = stderr_reader(driver)
+        seen = read_until.seen
         read_until("sweep paused at cluster_close")  # stopping on the full disk
         driver.send_signal(signal.SIGINT)
         read_until("still saving results and shutting down")
