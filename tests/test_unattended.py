@@ -1079,6 +1079,38 @@ def test_a_ctrl_c_while_a_sweep_stops_on_a_full_disk_does_not_cut_the_stop_short
 
 
 @pytest.mark.timeout(300)
+def test_a_ctrl_c_on_a_full_disk_counts_what_it_could_not_write(tmp_path, tmpfs):
+    """Ctrl-C right after the disk filled: the interrupt asks the batches in flight for their
+    points and flushes, and the flush fails (or a heartbeat failed just before, and the
+    signal lands in that stop). Either way: exit 3 naming the full disk, the rows that could
+    not be written counted, no traceback; with space freed the rerun completes."""
+    disk = tmpfs("size=16m", "disk")
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=2000",
+            "grid.x={range:[0,200000]}", "cluster.n_workers=2", "cluster.threads_per_worker=8",
+            "flush_seconds=600", "flush_rows=10000000", f"results_dir={disk}", *FAST]
+    driver = cli(*args, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    with killed_at_exit(driver):
+        read_until = stderr_reader(driver)
+        read_until("local cluster up")
+        wait_for(lambda: (last_run(disk / "calibration").get("progress") or {}).get("done", 0)
+                 > 2000, 120, "2,000 points done", driver)
+        fill_disk(disk)  # to the last byte
+        driver.send_signal(signal.SIGINT)
+        _, err = driver.communicate(timeout=120)
+    err = "".join(read_until.seen) + err
+    assert driver.returncode == 3, err
+    assert "No space left on device" in err and "Traceback" not in err, err
+    lost = re.search(r"0 part file\(s\) kept \(([\d,]+) finished rows held in memory could "
+                     r"not be written", err)
+    assert lost and int(lost.group(1).replace(",", "")) > 2000, err
+    (disk / "_filler").unlink()
+    proc = run_cli(*args, timeout=200)
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(disk / "calibration")
+    assert len(df) == 200_000 and df.task_id.is_unique
+
+
+@pytest.mark.timeout(300)
 def test_a_results_folder_moved_mid_sweep_stops_it_without_splitting_the_results(tmp_path):
     """`mv` of the results folder while a sweep writes to it: the driver recreated the old
     folder at its next part and manifest write, splitting the results over two places. Now
