@@ -1038,6 +1038,15 @@ def test_a_second_ctrl_c_during_the_shutdown_does_not_cut_it_short(tmp_path):
     assert len(df) == 120_000 and df.task_id.is_unique
 
 
+def _rerun_with_space_freed(disk, args, points: int) -> None:
+    """The filler removed, the same command completes the sweep: every point once."""
+    (disk / "_filler").unlink()
+    proc = run_cli(*args, timeout=200)
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(disk / "calibration")
+    assert len(df) == points and df.task_id.is_unique
+
+
 @pytest.mark.timeout(300)
 def test_a_ctrl_c_while_a_sweep_stops_on_a_full_disk_does_not_cut_the_stop_short(tmp_path,
                                                                                 tmpfs):
@@ -1071,11 +1080,7 @@ def test_a_ctrl_c_while_a_sweep_stops_on_a_full_disk_does_not_cut_the_stop_short
     lost = re.search(r"(\d+) part file\(s\) kept \(([\d,]+) finished rows held in memory could "
                      r"not be written: the rerun recomputes them\)", err)
     assert kept > 0 and lost and int(lost.group(2).replace(",", "")) > 0, err
-    (disk / "_filler").unlink()
-    proc = run_cli(*args, timeout=200)
-    assert proc.returncode == 0, proc.stderr
-    df = pd.read_parquet(disk / "calibration")
-    assert len(df) == 60_000 and df.task_id.is_unique
+    _rerun_with_space_freed(disk, args, 60_000)
 
 
 @pytest.mark.timeout(300)
@@ -1103,11 +1108,7 @@ def test_a_ctrl_c_on_a_full_disk_counts_what_it_could_not_write(tmp_path, tmpfs)
     lost = re.search(r"0 part file\(s\) kept \(([\d,]+) finished rows held in memory could "
                      r"not be written", err)
     assert lost and int(lost.group(1).replace(",", "")) > 2000, err
-    (disk / "_filler").unlink()
-    proc = run_cli(*args, timeout=200)
-    assert proc.returncode == 0, proc.stderr
-    df = pd.read_parquet(disk / "calibration")
-    assert len(df) == 200_000 and df.task_id.is_unique
+    _rerun_with_space_freed(disk, args, 200_000)
 
 
 @pytest.mark.timeout(300)
