@@ -439,7 +439,8 @@ def test_an_export_that_fails_half_way_leaves_the_earlier_package_whole(mixed_st
     package and left half a new one without datapackage.json, which the next export then
     refused to replace. Now it is built beside the target and swapped in whole."""
     import pipeline.report.export as export_module
-    from pipeline.report.export import export_package, remove_stale_staging
+    from pipeline.report.export import export_package
+    from pipeline.report.swap import remove_stale_staging
 
     out = tmp_path / "pkg"
     export_package(mixed_store, "independent_sets", out, "both")

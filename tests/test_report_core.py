@@ -538,23 +538,26 @@ def test_a_report_on_a_full_disk_keeps_the_previous_one_and_says_why(tmpfs):
 
 def test_a_report_killed_between_its_two_renames_is_put_back_by_the_next(tmpfs):
     """A build killed after moving the previous report aside and before moving its own in
-    leaves no `_report`. The next build tidied both leftovers first: had it failed too (a
-    full disk), nothing was left. It now puts the previous report back before anything else."""
-    from pipeline.report.build import REPLACED, STAGING
+    leaves no `_report`. The next build puts the previous one back before anything else
+    (report/swap.py, shared with export): had it failed too (a full disk), nothing was left."""
+    import socket
 
     disk = tmpfs("size=16m", "disk")
     store(disk, "calibration", {"x": {"range": [0, 50]}}, {"work_us": 0.0})
     assert build_report(disk, "calibration") == 0
     folder = disk / "calibration"
     before = _files(folder / "_report")
-    (folder / "_report").rename(folder / REPLACED)  # the kill's state: old moved aside,
-    (folder / STAGING).mkdir()  # the new one (here a part of it) not yet moved in
-    (folder / STAGING / "index.md").write_text("half")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    tag = f"{dead.pid}-0a1b2c3d-{socket.gethostname()}"
+    (folder / "_report").rename(folder / f"._report.replaced-{tag}")  # the kill's state: old
+    (folder / f"._report.building-{tag}").mkdir()  # moved aside, the new one not moved in
+    (folder / f"._report.building-{tag}" / "index.md").write_text("half")
     fill_disk(disk)
     with pytest.raises(OSError):
         build_report(disk, "calibration")
     assert _files(folder / "_report") == before
-    assert not (folder / REPLACED).exists() and not (folder / STAGING).exists()
+    assert sorted(p.name for p in folder.iterdir() if "_report" in p.name) == ["_report"]
     (disk / "_filler").unlink()
     assert build_report(disk, "calibration") == 0
     assert sorted(p.name for p in folder.iterdir() if "_report" in p.name) == ["_report"]

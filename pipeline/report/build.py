@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -21,6 +20,7 @@ import pandas as pd
 
 from pipeline.report.core import ReportWriter, reports
 from pipeline.report.html import versions_text, write_html
+from pipeline.report.swap import build_whole
 from pipeline.store.manifest import read_manifest
 from pipeline.store.parquet import REPORT_DIR, experiment_dir, load
 
@@ -86,10 +86,6 @@ def _report_lock(path, wait_s: float | None = None):
             file=sys.stderr), poll_s=0.2)
 
 
-STAGING = f".{REPORT_DIR}.building"  # hidden: Parquet readers skip it
-REPLACED = f".{REPORT_DIR}.replaced"
-
-
 class _Built(NamedTuple):
     code: int  # the exit code
     tables: int
@@ -98,37 +94,17 @@ class _Built(NamedTuple):
 
 
 def _build(results_dir, name, path, df, everything, stream, style, sig_digits) -> int:
-    """Build the report beside ``_report`` and swap it in whole: written in place, a report
-    cut short (a full disk, Ctrl-C) had already deleted the previous one and left half a new
-    one. Under the report lock, so what an earlier build left behind is tidied first."""
-    outdir, staging, replaced = path / REPORT_DIR, path / STAGING, path / REPLACED
-    _restore_replaced(outdir, replaced)  # a build killed between its two renames
-    for leftover in (staging, replaced):
-        shutil.rmtree(leftover, ignore_errors=True)
-    try:
-        built = _build_into(staging, results_dir, name, path, df, everything, stream, style,
-                            sig_digits)
-        if outdir.exists():
-            outdir.rename(replaced)
-        staging.rename(outdir)
-    except BaseException:
-        _restore_replaced(outdir, replaced)  # first: a second Ctrl-C may cut what follows
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    shutil.rmtree(replaced, ignore_errors=True)
+    """Build the report beside ``_report`` and swap it in whole (report/swap.py): written in
+    place, a report cut short (a full disk, Ctrl-C) had already deleted the previous one and
+    left half a new one."""
+    outdir = path / REPORT_DIR
+    built = build_whole(outdir, lambda staging: _build_into(
+        staging, results_dir, name, path, df, everything, stream, style, sig_digits))
     print(f"report: {outdir / 'index.html'} ({built.tables} tables, {built.figures} figures)",
           file=stream)
     for fn_name, error in built.problems:
         print(f"report function {fn_name} failed: {error}", file=sys.stderr)
     return built.code
-
-
-def _restore_replaced(outdir: Path, replaced: Path) -> None:
-    """The previous report back in place when a build moved it aside and never put its own
-    there (killed or failing between the two renames of the swap)."""
-    if not outdir.exists() and replaced.exists():
-        with contextlib.suppress(OSError):  # not over the error that stopped the build
-            replaced.rename(outdir)
 
 
 def _build_into(outdir, results_dir, name, path, df, everything, stream, style,

@@ -21,16 +21,11 @@ the cluster settings (machine details, not science); nothing is added.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import hashlib
 import json
 import math
-import os
 import re
-import secrets
 import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -40,6 +35,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from pipeline.report.selection import Selection, coverage, coverage_lines, grid_prefixes, select_table
+from pipeline.report.swap import build_whole
 
 FORMATS = ("parquet", "csv", "both")
 DEFAULT_LICENSE = "CC-BY-4.0"
@@ -219,83 +215,13 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
                                                   not (target / "datapackage.json").is_file())):
         raise ExportError(f"{target} exists and is not an earlier data package: give an empty "
                           "or new folder")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_staging(target)
     # Built beside the target and swapped in whole: an export killed or failing half-way left
     # a package without its datapackage.json, which the next export then refused to replace,
     # and two exports to one folder mixed their files.
-    out = _staging_name(target, ".exporting-")
-    try:
-        _write_package(out, table, name, fmt, experiment, manifest, cov, selection, license,
-                       authors)
-        _swap_into_place(out, target)
-    except BaseException:
-        shutil.rmtree(out, ignore_errors=True)
-        raise
+    build_whole(target, lambda out: _write_package(out, table, name, fmt, experiment, manifest,
+                                                   cov, selection, license, authors),
+                mark=".exporting-")
     return cov
-
-
-STAGING_MARKS = (".exporting-", ".replaced-")
-
-
-def _staging_name(target: Path, mark: str) -> Path:
-    """``.NAME.exporting-PID-RANDOM-HOST`` beside ``target``: the owner's pid and host say
-    whether a leftover is stale (a pid means nothing on another node of a shared home)."""
-    return target.parent / (f".{target.name}{mark}{os.getpid()}-{secrets.token_hex(4)}-"
-                            f"{socket.gethostname()}")
-
-
-def remove_stale_staging(target: Path) -> None:
-    """Tidy what exports killed on this host left beside ``target`` (their pid is gone): a
-    half-built package is removed; an earlier package moved aside is put back if nothing took
-    its place (killed between the two renames of the swap), else removed."""
-    from pipeline.store.manifest import pid_alive
-
-    host = socket.gethostname()
-    for path in target.parent.glob(f".{target.name}.*-*-*"):
-        rest = path.name[len(target.name) + 1:]
-        mark = next((m for m in STAGING_MARKS if rest.startswith(m)), None)
-        pid, _, owner = rest[len(mark):].partition("-") if mark else ("", "", "")
-        owner_host = owner.partition("-")[2]
-        if not pid.isdigit() or owner_host != host or pid_alive(int(pid)):
-            continue
-        if mark == ".replaced-" and not target.exists():
-            with contextlib.suppress(OSError):
-                path.rename(target)
-                continue
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _swap_into_place(staging: Path, target: Path, attempts: int = 5) -> None:
-    """Rename ``staging`` to ``target``; an earlier package there is moved aside first and
-    removed once the new one is in place, or put back if the swap fails (a Ctrl-C, a refused
-    rename). Another export swapping at the same moment: the last one in wins whole."""
-    for _ in range(attempts):
-        old = None
-        if target.exists():
-            old = _staging_name(target, ".replaced-")
-            try:
-                target.rename(old)
-            except FileNotFoundError:  # another export moved it first
-                old = None
-        try:
-            staging.rename(target)
-        except BaseException as exc:
-            if old is not None and not target.exists():
-                with contextlib.suppress(OSError):  # the earlier package goes back
-                    old.rename(target)
-                    old = None
-            if not (isinstance(exc, OSError) and exc.errno in (errno.ENOTEMPTY, errno.EEXIST)):
-                raise
-            # another export put its package there meanwhile: ours replaces it on the next try
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-            continue
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-        return
-    raise ExportError(f"could not put the package in place at {target}: other exports keep "
-                      "replacing it")
 
 
 def _write_package(out: Path, table, name, fmt, experiment, manifest, cov, selection, license,
