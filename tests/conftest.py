@@ -4,7 +4,9 @@ Under CI (CI=true) hypothesis runs derandomized: the same examples every run, so
 always reproducible. Locally it explores new examples each run (and remembers failures).
 """
 
+import contextlib
 import os
+from pathlib import Path
 
 from hypothesis import settings
 
@@ -64,7 +66,6 @@ def tmpfs(tmp_path):
 def fill_disk(folder) -> None:
     """Write ``folder/_filler`` until its filesystem is full, to the last byte."""
     import errno
-    from pathlib import Path
 
     with open(Path(folder) / "_filler", "wb", buffering=0) as fh:
         try:
@@ -79,3 +80,42 @@ def small_disk(tmpfs):
     """A real 4 MiB tmpfs to fill."""
     return tmpfs("size=4m", "small")
 
+
+def _semaphores_in_use() -> set[str]:
+    """Names of the POSIX semaphores (``/dev/shm/sem.*``) some readable process maps."""
+    in_use = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            text = maps.read_text()
+        except OSError:  # the process ended, or is another user's
+            continue
+        in_use.update(line.rsplit("/", 1)[1] for line in text.splitlines()
+                      if "/dev/shm/sem." in line)
+    return in_use
+
+
+def _own_semaphores() -> set[str]:
+    """Names of this user's multiprocessing semaphores in /dev/shm."""
+    names = set()
+    for sem in Path("/dev/shm").glob("sem.mp-*"):
+        with contextlib.suppress(OSError):  # unlinked meanwhile
+            if sem.stat().st_uid == os.getuid():
+                names.add(sem.name)
+    return names
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_semaphores_left_behind():
+    """Remove the semaphores that processes killed by the tests left in /dev/shm.
+
+    Dask's nanny makes its worker queues with multiprocessing's spawn context, whose named
+    semaphores only multiprocessing's resource tracker unlinks; the tests that kill -9 a whole
+    process group kill the tracker too. Removed at the end: those created during the session
+    that no live process maps (another run's, or a live process's, are left alone)."""
+    before = _own_semaphores()
+    yield
+    left = _own_semaphores() - before
+    if left:
+        for name in left - _semaphores_in_use():
+            with contextlib.suppress(OSError):
+                os.unlink(f"/dev/shm/{name}")
