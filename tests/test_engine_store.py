@@ -511,6 +511,38 @@ def test_a_run_log_on_a_full_disk_warns_once_instead_of_a_traceback_per_line(sma
     assert f"{log_path(small_disk, 'RUN')} cannot be written (No space left on device)" in err
 
 
+def test_a_run_log_warns_again_when_a_different_error_follows(small_disk, capsys):
+    """After the first refused line (a full disk), a later different error (the file size
+    limit, EFBIG) was silent: both are warned of, each once."""
+    import logging
+    import resource
+    import signal
+
+    from pipeline.engine.progress import log_path, run_log
+
+    log = logging.getLogger("pipeline")
+    log_path(small_disk, "RUN").parent.mkdir(parents=True)
+    log_path(small_disk, "RUN").touch()
+    fill_disk(small_disk)
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    xfsz = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the limit ends the process
+    try:
+        with run_log(small_disk, "RUN") as path:
+            for i in range(100):
+                log.warning("line %d %s", i, "x" * 90)
+            (small_disk / "_filler").unlink()  # space again, but now a file size limit
+            resource.setrlimit(resource.RLIMIT_FSIZE, (path.stat().st_size, limits[1]))
+            for i in range(100):
+                log.warning("line %d %s", i, "x" * 90)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, xfsz)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err[:2000]
+    assert err.count("warning: the run log") == 2, err[:2000]
+    assert "(No space left on device)" in err and "(File too large)" in err, err[:2000]
+
+
 def test_a_held_lock_knows_when_its_folder_is_moved_renamed_or_removed(tmp_path):
     import shutil
 

@@ -157,10 +157,13 @@ class _Forward(logging.Handler):
 
 class _RunLogFile(logging.FileHandler):
     """The run log's file. A disk that refuses a line (full, gone read-only) gets one warning
-    on the terminal, not logging's traceback per line ('--- Logging error ---'): the sweep's
-    own messages say what the disk stops, and the lines still reach the terminal."""
+    on the terminal per kind of error, not logging's traceback per line ('--- Logging error
+    ---'): the sweep's own messages say what the disk stops, and the lines still reach the
+    terminal. A different error later (the disk full, then failing) is warned of too."""
 
-    refused = False
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.refused: set = set()  # errnos already warned of
 
     def handleError(self, record) -> None:
         exc = sys.exc_info()[1]
@@ -176,8 +179,9 @@ class _RunLogFile(logging.FileHandler):
             self._refused(exc)
 
     def _refused(self, exc: OSError) -> None:
-        if not self.refused:
-            self.refused = True
+        kind = exc.errno if exc.errno is not None else type(exc).__name__
+        if kind not in self.refused:
+            self.refused.add(kind)
             print(f"warning: the run log {self.baseFilename} cannot be written "
                   f"({exc.strerror or exc}); lines it refuses are not kept", file=sys.stderr)
 
