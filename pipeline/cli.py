@@ -27,7 +27,7 @@ from pipeline.exit_codes import (EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED, 
                                  EXIT_OK)
 from pipeline.overrides import (apply_node_overrides, check_cluster_choice,
                                 check_cluster_overrides, check_experiment_choice,
-                                check_top_level_overrides, params_typed, quote_non_ascii_paths,
+                                check_top_level_overrides, params_typed, quote_results_dir,
                                 split_node_overrides)
 from pipeline.validation import CONF_DIR, ConfigError, validate
 
@@ -107,7 +107,7 @@ def _main(argv: list[str] | None = None) -> int:
         check_cluster_choice(args)
         check_cluster_overrides(args)
         check_top_level_overrides(args)
-        args = quote_non_ascii_paths(args)
+        args = quote_results_dir(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG

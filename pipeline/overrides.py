@@ -125,20 +125,41 @@ def check_cluster_overrides(args: list[str]) -> None:
                           + "; allowed: " + ", ".join(allowed))
 
 
-def quote_non_ascii_paths(args: list[str]) -> list[str]:
-    """Hydra's override grammar rejects non-ASCII characters outside quotes
-    (``results_dir=/data/résultats``): quote such a ``results_dir`` value for it."""
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./:@%+-]*")  # what Hydra's grammar takes unquoted
+
+
+def quote_results_dir(args: list[str]) -> list[str]:
+    """A ``results_dir`` may hold any characters: Hydra's override grammar refuses many outside
+    quotes (``run (copy)``, ``a#b``, ``it's``, ``[x]``, non-ASCII letters) and would resolve
+    ``${x}`` as an interpolation, so the value is quoted and escaped for it. A leading ``~`` is
+    the home folder, as a shell would have it. With ``-m``, a comma still separates the
+    folders of a multirun sweep; a value already quoted for Hydra (``"'a b'"``) is left as is."""
+    import os
+
+    multirun = any(a in ("-m", "--multirun") for a in args)
     out = []
     for arg in args:
         key, sep, value = arg.partition("=")
-        if (sep and key.lstrip("+") == "results_dir" and not value.isascii()
-                and not value.startswith(("'", '"'))):
-            if "'" in value:
-                raise ConfigError(f"results_dir={value}: a path with non-ASCII characters and "
-                                  "a ' cannot be passed through Hydra; rename or symlink it")
-            arg = f"{key}='{value}'"
+        quoted = len(value) > 1 and value[0] == value[-1] and value[0] in "'\""  # for Hydra
+        if sep and key.lstrip("+") == "results_dir" and not quoted:
+            value = os.path.expanduser(value)
+            if multirun and "," in value:
+                arg = f"{key}=" + ",".join(_hydra_quoted(v) for v in value.split(","))
+            else:
+                arg = f"{key}={_hydra_quoted(value)}"
         out.append(arg)
     return out
+
+
+def _hydra_quoted(value: str) -> str:
+    """``value`` as a Hydra override reads it back exactly: quoted if it needs to be, with
+    quotes, the backslashes before a quote or the end, and ``${`` escaped."""
+    if _PLAIN_PATH.fullmatch(value):  # also "": refused later, by name
+        return value
+    # OmegaConf's escapes first (a literal "${", the backslashes before one), then Hydra's
+    body = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
+    body = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, body)
+    return "'" + body.replace("'", "\\'") + "'"
 
 
 def check_experiment_choice(args: list[str]) -> None:

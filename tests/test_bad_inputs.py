@@ -5,12 +5,15 @@ now works."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from pipeline.engine.grid import Grid
 from pipeline.experiments.base import ParamError, get_experiment
@@ -149,14 +152,46 @@ def test_the_suggested_fixes_work():
 
 
 @pytest.mark.timeout(120)
-def test_a_non_ascii_results_dir_works(tmp_path):
-    results = tmp_path / "résultats-Ωμέγα"
+@pytest.mark.parametrize("name", ["résultats-Ωμέγα",
+                                  "run (copy) #2 & it's [x] {y} ${z} a=b,c \\ é"])
+def test_a_results_dir_may_hold_any_characters(tmp_path, name):
+    """Hydra's grammar refused most punctuation outside quotes and resolved ``${z}``."""
+    results = tmp_path / name
     proc = run_cli("experiment=calibration", "grid.x=[1,2,3]", "params.work_us=0",
                    f"results_dir={results}", "cluster.n_workers=1", "progress=false",
                    "cluster.dashboard_address=127.0.0.1:0", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     df = pd.read_parquet(results / "calibration")
     assert sorted(df.x) == [1, 2, 3]
+    assert os.listdir(tmp_path) == [name]
+
+
+def test_an_empty_results_dir_is_refused(tmp_path, monkeypatch, capsys):
+    from pipeline.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["experiment=calibration", "grid.x=[0]", "results_dir="]) == 2
+    assert "error: results_dir must be a directory path" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=st.sampled_from("a/\\'\"${}[](),=#&~ é:*?"), max_size=12))
+def test_a_results_dir_is_passed_through_hydra_exactly(path):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from pipeline.overrides import quote_results_dir
+
+    assume(path)  # an empty one is refused (test_an_empty_results_dir_is_refused)
+    assume(not (len(path) > 1 and path[0] == path[-1] and path[0] in "'\""))  # quoted for Hydra
+    assume(path != "???")  # OmegaConf's "missing" marker here; Hydra's composition keeps it
+    override = quote_results_dir([f"results_dir={path}"])[0]
+    value = OverridesParser.create().parse_overrides([override])[0].value()
+    conf = OmegaConf.create({"results_dir": "results", "sweep": "${results_dir}/.multirun"})
+    conf.results_dir = value  # as Hydra composes it, interpolations resolved on reading
+    expected = os.path.expanduser(path)
+    assert (conf.results_dir, conf.sweep) == (expected, f"{expected}/.multirun")
 
 
 def test_a_results_dir_that_cannot_be_written_exits_2_without_a_traceback(tmp_path, tmpfs,
