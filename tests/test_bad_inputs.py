@@ -52,10 +52,13 @@ CASES = [
     # a zip group of empty lists is no grid, as an empty axis (it ran a sweep of 0 tasks, exit 0)
     (["experiment=lattice", "grid.zip=[{L1:[],L2:[]}]"],
      ["parameters (L1, L2): empty lists of values in a zip group"]),
-    # a float axis too large to hold (numpy's MemoryError traceback); 10^16 values are beyond
-    # any address space, so numpy's allocation fails even where memory is overcommitted
+    # a float axis too large to hold: 10^16 values were numpy's MemoryError traceback, and
+    # 10^9 (a dry run allowed it) the OOM killer at 26 GB, on a shared login node
     (["experiment=calibration", "grid.work_us={linspace:[0,1,1e16]}"],
-     ["parameter 'work_us'", "num=10,000,000,000,000,000 values do not fit in memory"]),
+     ["parameter 'work_us'", "num=10,000,000,000,000,000 is more than the 10,000,000 values"]),
+    (["experiment=calibration", "dry_run=true", "grid.work_us={logspace:[0,1,1e9]}"],
+     ["parameter 'work_us'", "num=1,000,000,000 is more than the 10,000,000 values a float "
+      "axis may hold: its values are held in memory (about 26.0 GB)"]),
     # an infinite range bound or num (an OverflowError traceback)
     (["experiment=calibration", "grid.x={range:[0,1e400]}"],
      ["parameter 'x': bad range helper [0, inf]: cannot convert float infinity to integer"]),
@@ -70,7 +73,9 @@ CASES = [
      ["the grid has 100,000,000,000,000,000,000 tasks", "at most 9,223,372,036,854,775,807"]),
     # the same for a range over a float parameter (held as a float array)
     (["experiment=calibration", "grid.scale={range:[0,10000000000000000]}"],
-     ["parameter 'scale': range of 10,000,000,000,000,000 values does not fit in memory"]),
+     ["parameter 'scale': a range of 10,000,000,000,000,000 values is more than the 10,000,000"]),
+    (["experiment=calibration", "dry_run=true", "grid.scale={range:[0,10000001]}"],
+     ["parameter 'scale': a range of 10,000,001 values is more than the 10,000,000 values"]),
     # a boolean in a range helper, as in a list (range(True, 3) ran x = 1, 2)
     (["experiment=calibration", "grid.x={range:[true,3]}"],
      ["parameter 'x': bad range helper [True, 3]: its arguments are numbers, not true or false"]),

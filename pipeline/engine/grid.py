@@ -33,6 +33,9 @@ import numpy as np
 from pipeline.experiments.base import REQUIRED, Experiment, ParamError
 
 RANGE_HELPERS = ("linspace", "logspace", "range")
+# A linspace/logspace axis holds its values (a range is lazy); planning and its checks take
+# about 26 bytes a value, so 10^7 values stay under 300 MB on a shared login node.
+MAX_FLOAT_AXIS = 10_000_000
 _HELPER_RE = re.compile(r"^\s*(linspace|logspace|range)\s*\((.*)\)\s*$")
 
 
@@ -83,17 +86,21 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
         num = int(float(num))
         if num < 1:
             raise ValueError("num must be >= 1")
-        try:
-            values = np.linspace(start, stop, num)
-            if name == "logspace":
-                with np.errstate(over="ignore"):  # an inf is refused by the domain, by name
-                    values = 10.0 ** values
-        except MemoryError:  # num=1e12: numpy's traceback, not a bad-input error
-            raise ValueError(f"num={num:,} values do not fit in memory ({8 * num / 2**30:,.0f} "
-                             "GiB); a float axis holds every value") from None
+        if num > MAX_FLOAT_AXIS:  # 10^9 values took ~26 GB and the OOM killer, not an error
+            raise ValueError(f"num={num:,} is {_too_many_floats(num)}")
+        values = np.linspace(start, stop, num)
+        if name == "logspace":
+            with np.errstate(over="ignore"):  # an inf is refused by the domain, by name
+                values = 10.0 ** values
         return values
     except (TypeError, ValueError, OverflowError) as exc:  # int(1e400): OverflowError
         raise ParamError(experiment, param, f"bad {name} helper {args!r}: {exc}") from None
+
+
+def _too_many_floats(num: int) -> str:
+    return (f"more than the {MAX_FLOAT_AXIS:,} values a float axis may hold: its values are held "
+            f"in memory (about {26 * num / 1e9:,.1f} GB); use a coarser axis "
+            f"({MAX_FLOAT_AXIS:,} values already resolve 1e-7 of its span)")
 
 
 def expand_value(value: Any, param: str, experiment: str, list_typed: bool = False):
@@ -232,12 +239,10 @@ def _coerce_axis(p, raw, experiment: str) -> tuple[Sequence, int]:
     if isinstance(raw, range) and p.type is float and convex and len(raw):
         # as a float array, like a linspace: coerced one by one, a 10^8-point range of a
         # float parameter took minutes and GiBs (a Python float and id fragment per value)
-        try:
-            raw = np.arange(raw.start, raw.stop, raw.step, dtype=np.float64)
-        except MemoryError:  # as for a linspace: an error naming the parameter, no traceback
-            raise ParamError(experiment, p.name, f"range of {len(raw):,} values does not fit in "
-                             f"memory ({8 * len(raw) / 2**30:,.0f} GiB); a float axis holds "
-                             "every value") from None
+        if len(raw) > MAX_FLOAT_AXIS:
+            raise ParamError(experiment, p.name, f"a range of {len(raw):,} values is "
+                             + _too_many_floats(len(raw)))
+        raw = np.arange(raw.start, raw.stop, raw.step, dtype=np.float64)
     if isinstance(raw, np.ndarray) and p.type is float and convex and raw.size:
         for v in (raw.min(), raw.max()):
             p.coerce(float(v), experiment)
