@@ -166,8 +166,8 @@ def validate_multirun(args: list[str], node_actions) -> None:
                 conf = OmegaConf.to_container(cfg, resolve=False)
                 conf.pop("hydra", None)
                 conf = OmegaConf.to_container(OmegaConf.create(conf), resolve=True)
-                apply_node_overrides(conf, node_actions)
                 try:
+                    apply_node_overrides(conf, node_actions)
                     validate(name, conf, params_typed(node_actions))
                 except ConfigError as exc:
                     raise ConfigError(f"multirun job {' '.join(combo)}: {exc}") from None
@@ -183,8 +183,8 @@ def execute(cfg, node_actions=()) -> int:
     log.disabled = False  # Hydra's logging set-up disables loggers created before it ran
     name = HydraConfig.get().runtime.choices.get("experiment")
     conf = OmegaConf.to_container(cfg, resolve=True)
-    apply_node_overrides(conf, node_actions)
     try:
+        apply_node_overrides(conf, node_actions)
         grid, options = validate(name, conf, params_typed(node_actions))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

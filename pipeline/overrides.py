@@ -47,13 +47,23 @@ def split_node_overrides(args: list[str]) -> tuple[list[str], list[tuple[str, st
 
 
 def apply_node_overrides(conf: dict, actions: list[tuple[str, str, Any]]) -> None:
+    """Apply the ``grid.X``/``params.X`` actions of :func:`split_node_overrides` to the composed
+    config. ``~grid.X`` for an X the config does not have is refused (a misspelt removal ran
+    the whole axis it meant to drop), as Hydra refuses it elsewhere."""
+    import difflib
+
     for action, dotted, value in actions:
         node, key = dotted.split(".", 1)
         target = conf.get(node)
         if not isinstance(target, dict):
             target = conf[node] = {}
         if action == "delete":
-            target.pop(key, None)
+            if key not in target:
+                close = difflib.get_close_matches(key, list(target), n=1)
+                raise ConfigError(f"'~{dotted}': {node} has no '{key}' to remove"
+                                  + (f" (did you mean '~{node}.{close[0]}'?)" if close else "")
+                                  + f"; its keys: {', '.join(target) or 'none'}")
+            del target[key]
         else:
             target[key] = _plain(value)
 

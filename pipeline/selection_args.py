@@ -70,7 +70,10 @@ def compose_grid(name: str, node_actions) -> Any:
             conf = OmegaConf.to_container(cfg, resolve=True)
     finally:
         GlobalHydra.instance().clear()
-    apply_node_overrides(conf, node_actions)
+    try:
+        apply_node_overrides(conf, node_actions)
+    except ConfigError as exc:
+        raise SelectionError(str(exc)) from None
     for node in ("grid", "params"):
         if conf.get(node) is not None and not isinstance(conf[node], dict):
             raise SelectionError(f"{node} must be a mapping of parameter names to values")

@@ -38,6 +38,12 @@ CASES = [
     (["experiment=calibration", "grid.x={range:[0,50]}", "max_tasks=49"],
      ["the grid has 50 tasks, more than max_tasks = 49"]),
     (["experiment=calibration", "max_tasks=lots"], ["max_tasks must be an integer >= 1, got 'lots'"]),
+    # a misspelt axis removal was ignored: the whole axis it meant to drop ran
+    (["experiment=composition", "~grid.delta_targt"],
+     ["'~grid.delta_targt': grid has no 'delta_targt' to remove (did you mean "
+      "'~grid.delta_target'?); its keys: eps, k, delta_target, delta"]),
+    (["experiment=calibration", "~params.nosuch", "dry_run=true"],
+     ["'~params.nosuch': params has no 'nosuch' to remove; its keys: work_us"]),
     (["experiment=calibration", "results_dir=RESULTS/afile"],
      ["afile is a file, not a directory"]),
     (["experiment=calibration", "results_dir=RESULTS/afile/deeper"],

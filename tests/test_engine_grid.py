@@ -156,6 +156,8 @@ def test_cli_grid_overrides_replace_and_add():
     conf = {"grid": {"k": {"linspace": [0, 1, 3]}, "graph": ["path"]}, "params": {}}
     apply_node_overrides(conf, actions)
     assert conf == {"grid": {"eps": [0.1, 0.5], "k": {"range": [1, 4]}}, "params": {"n": 9}}
+    with pytest.raises(ConfigError, match="grid has no 'graph' to remove; its keys: k, eps"):
+        apply_node_overrides(conf, actions)  # removed already
     with pytest.raises(ConfigError, match="as a list"):
         split_node_overrides(["grid.eps=0.1,0.5"])
 
