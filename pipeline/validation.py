@@ -136,12 +136,21 @@ ENGINE_KEYS = {
 }
 
 
+# Upper bounds where a larger value would overflow (flush_mib is turned into bytes: 1e308 MiB
+# crashed the sweep after its manifest was written).
+ENGINE_MAXIMA = {"flush_mib": 2**20}
+
+
 def check_engine_keys(conf: dict) -> None:
-    """Each engine key is a positive number (an integer for flush_rows)."""
+    """Each engine key is a positive number (an integer for flush_rows), within its maximum."""
     for key, (typ, default, meaning) in ENGINE_KEYS.items():
         value = conf.get(key, default)
+        top = ENGINE_MAXIMA.get(key, float("inf"))
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-              and value > 0 and value != float("inf") and (typ is float or isinstance(value, int)))
+              and 0 < value < float("inf") and value <= top
+              and (typ is float or isinstance(value, int)))
         if not ok:
             kind = "an integer >= 1" if typ is int else "a number > 0"
+            if top < float("inf"):
+                kind += f" and at most {top:,}"
             raise ConfigError(f"{key} ({meaning}) must be {kind}, got {value!r}")

@@ -38,6 +38,10 @@ CASES = [
     (["experiment=calibration", "grid.x={range:[0,50]}", "max_tasks=49"],
      ["the grid has 50 tasks, more than max_tasks = 49"]),
     (["experiment=calibration", "max_tasks=lots"], ["max_tasks must be an integer >= 1, got 'lots'"]),
+    # 1e308 MiB overflowed when turned into bytes: a crash (exit 3) after the manifest
+    (["experiment=calibration", "flush_mib=1e308"],
+     ["flush_mib (buffered MiB (in memory) that trigger a part file) must be a number > 0 and "
+      "at most 1,048,576, got 1e+308"]),
     # a misspelt axis removal was ignored: the whole axis it meant to drop ran
     (["experiment=composition", "~grid.delta_targt"],
      ["'~grid.delta_targt': grid has no 'delta_targt' to remove (did you mean "
