@@ -118,6 +118,9 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
 def check_results_dir(results_dir: Path, name: str) -> None:
     """``results_dir`` (and ``results_dir/NAME``) must be a directory or creatable as one."""
     for path in (results_dir / name, results_dir, *results_dir.parents):
+        if path.is_symlink() and not path.exists():  # mkdir said "File exists"
+            raise ConfigError(f"results_dir={results_dir}: {path} is a symbolic link to "
+                              f"{os.readlink(path)}, which does not exist or loops")
         if path.exists():
             if not path.is_dir():
                 raise ConfigError(f"results_dir={results_dir}: {path} is a file, not a directory "

@@ -91,9 +91,17 @@ def why_not_locked(exc: OSError) -> tuple[str, bool]:
         return ("its filesystem has no file locks (NFS without a lock daemon?), and sweeps, "
                 "compactions and repairs of one folder must exclude each other: keep results "
                 "on a filesystem that has them", True)
-    if isinstance(exc, PermissionError) or exc.errno == errno.EROFS:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free space, then rerun", False
+    if isinstance(exc, PermissionError) or exc.errno in _NOT_A_FOLDER_ERRNOS:
         return "results go to results_dir/NAME/; choose a folder you can write", True
-    return "free space, then rerun", False
+    return "rerun once the filesystem answers again", False  # EIO, ESTALE: a fault of the moment
+
+
+# a path that cannot be a writable folder (a read-only mount, a dangling or looping symbolic
+# link, a file on the way, /proc): the user's to change, not a fault of the moment
+_NOT_A_FOLDER_ERRNOS = (errno.EROFS, errno.EEXIST, errno.ELOOP, errno.ENOTDIR, errno.ENOENT,
+                        errno.ENAMETOOLONG, errno.EISDIR, errno.EINVAL)
 
 
 def refuse_if_no_locks(path: Path) -> None:
