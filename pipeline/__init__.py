@@ -27,6 +27,9 @@ def load(results_dir, name, status=None, version=None, *, select=None, grid=None
     repair command (``python -m pipeline verify DIR --repair``); ``on_error="skip"`` leaves
     damaged parts out with a warning.
     """
+    from pipeline.report.selection import refuse_empty_filters
+
+    refuse_empty_filters(run_id=run_id, code_id=code_id, version=version)  # no filter, or none?
     if select is None and grid is None and params is None and run_id is None and code_id is None:
         from pipeline.store.parquet import load as _load
 

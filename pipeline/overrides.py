@@ -40,8 +40,9 @@ def split_node_overrides(args: list[str]) -> tuple[list[str], list[tuple[str, st
         except Exception as exc:
             raise ConfigError(f"cannot parse '{arg}': {exc}") from None
         if override.is_sweep_override():
-            raise ConfigError(f"'{arg}': write grid axes as a list, {node}.{key}=[a,b,c], or a "
-                              "range helper such as '{range:[0,10]}' (a,b,c is Hydra multirun)")
+            raise ConfigError(f"'{arg}': write grid axes as a list, grid.{key}=[a,b,c], or a "
+                              "range helper such as '{range:[0,10]}' (a,b,c is Hydra multirun)"
+                              + ("; params.X fixes one value" if node == "params" else ""))
         actions.append(("set", f"{node}.{key}", override.value()))
     return rest, actions
 
@@ -55,8 +56,11 @@ def apply_node_overrides(conf: dict, actions: list[tuple[str, str, Any]]) -> Non
     for action, dotted, value in actions:
         node, key = dotted.split(".", 1)
         target = conf.get(node)
-        if not isinstance(target, dict):
+        if target is None:
             target = conf[node] = {}
+        elif not isinstance(target, dict):  # params=abc: replacing it dropped the YAML's values
+            raise ConfigError(f"{node} must be a mapping of parameter names to values, got "
+                              f"{target!r} (set one value with {node}.NAME=VALUE)")
         if action == "delete":
             if key not in target:
                 close = difflib.get_close_matches(key, list(target), n=1)
@@ -201,6 +205,15 @@ def check_top_level_overrides(args: list[str]) -> None:
         if not sep or arg.startswith(("-", "+", "~")):  # ``+key`` adds on purpose: validate()
             continue
         head = re.split(r"[./@]", key, maxsplit=1)[0]  # hydra/launcher=..., cluster.x=...
+        if head == "watchdog" and key.startswith("watchdog."):
+            from pipeline.engine.watchdog import WATCHDOG_KEYS
+
+            sub = key.split(".")[1]
+            if sub not in WATCHDOG_KEYS:
+                close = difflib.get_close_matches(sub, WATCHDOG_KEYS, n=1)
+                raise ConfigError(f"unknown key 'watchdog.{sub}'"
+                                  + (f" (did you mean 'watchdog.{close[0]}'?)" if close else "")
+                                  + "; allowed: " + ", ".join(WATCHDOG_KEYS))
         if head not in allowed and head not in ("experiment", "hydra"):
             close = difflib.get_close_matches(head, sorted(allowed | {"experiment"}), n=1)
             raise ConfigError(f"unknown top-level key '{head}'"

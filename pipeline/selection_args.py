@@ -10,8 +10,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from pipeline.report.selection import (Selection, SelectionError, as_tuple, select,
-                                       versions_of)
+from pipeline.report.selection import (Selection, SelectionError, as_tuple,
+                                       refuse_empty_filters, select, versions_of)
 
 
 def parse_selection_args(name: str, args: Sequence[str]) -> Selection:
@@ -42,6 +42,7 @@ def parse_selection_args(name: str, args: Sequence[str]) -> Selection:
             use_grid = True
         else:
             keys[key] = [v for v in value.split(",") if v]
+    refuse_empty_filters(**keys)
     grid = compose_grid(name, actions) if use_grid else None
     return Selection(grid=grid, run_ids=tuple(keys.get("run_id", ())),
                      code_ids=tuple(keys.get("code_id", ())),
@@ -87,6 +88,7 @@ def load_selected(results_dir, name: str, *, status=None, version=None, words=No
                   grid=None, params=None, run_id=None, code_id=None,
                   on_error="raise") -> pd.DataFrame:
     """``pipeline.load`` with a selection (see its docstring); ``words`` is its ``select``."""
+    refuse_empty_filters(run_id=run_id, code_id=code_id, version=version)
     if words is not None and (grid is not None or params is not None):
         raise SelectionError("give either select=[...] (run.py words) or grid=/params= "
                              "(dicts), not both")

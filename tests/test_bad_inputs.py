@@ -47,6 +47,18 @@ CASES = [
     (["experiment=calibration", "results_dir=/proc/nosuch"],
      ["cannot create or lock /proc/nosuch/calibration: No such file or directory (results go "
       "to results_dir/NAME/; choose a folder you can write)"]),
+    # params=abc was replaced by the mapping params.rows makes: the YAML's work_us was dropped
+    (["experiment=calibration", "params=abc", "params.rows=2"],
+     ["params must be a mapping of parameter names to values, got 'abc' (set one value with "
+      "params.NAME=VALUE)"]),
+    # the advice was params.work_us=[a,b,c], itself refused
+    (["experiment=calibration", "params.work_us=10,20"],
+     ["'params.work_us=10,20': write grid axes as a list, grid.work_us=[a,b,c]",
+      "params.X fixes one value"]),
+    # Hydra's advice was to add it with +watchdog..., then refused by our own check
+    (["experiment=calibration", "watchdog.no_worker_timeout=5"],
+     ["unknown key 'watchdog.no_worker_timeout' (did you mean 'watchdog.no_workers_timeout'?); "
+      "allowed: no_workers_timeout, no_progress_timeout, scheduler_timeout"]),
     # 1e308 MiB overflowed when turned into bytes: a crash (exit 3) after the manifest
     (["experiment=calibration", "flush_mib=1e308"],
      ["flush_mib (buffered MiB (in memory) that trigger a part file) must be a number > 0 and "

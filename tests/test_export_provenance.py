@@ -331,6 +331,24 @@ def test_load_with_a_selection(mixed_store):
     assert load(select=words, code_id="0000000000000000").empty
 
 
+def test_an_empty_filter_is_refused_not_read_as_no_filter(mixed_store, tmp_path):
+    """run_id=[] (or code_id, version) took everything stored, in load, the select words, and
+    run.py report=true."""
+    from pipeline.cli import main
+    from pipeline.report.selection import SelectionError
+
+    load = lambda **kw: pipeline.load(mixed_store, "independent_sets", **kw)  # noqa: E731
+    for key in ("run_id", "code_id", "version"):
+        with pytest.raises(SelectionError, match=f"{key}=\\[\\] selects nothing"):
+            load(**{key: []})
+        with pytest.raises(SelectionError, match=f"{key}=\\[\\] selects nothing"):
+            load(select=["experiment=independent_sets", f"{key}="])
+    before = sorted(p.name for p in (mixed_store / "independent_sets").iterdir())
+    assert main(["experiment=independent_sets", f"results_dir={mixed_store}", "report=true",
+                 "report_scope=all", "run_id=[]"]) == 2
+    assert sorted(p.name for p in (mixed_store / "independent_sets").iterdir()) == before
+
+
 def test_load_takes_a_list_of_versions_without_other_selection(mixed_store):
     """``version=`` is documented as "latest", an int or a list; a list with no other selection
     raised TypeError (int() of a list) instead of keeping those versions."""

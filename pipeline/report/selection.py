@@ -73,12 +73,22 @@ def versions_of(value) -> tuple:
     return tuple(out)
 
 
+def refuse_empty_filters(**filters) -> None:
+    """``run_id=[]`` (or code_id, version) selects nothing: refused, as it was read as no
+    filter at all and everything stored was taken."""
+    for key, value in filters.items():
+        if isinstance(value, (list, tuple)) and not value:
+            raise SelectionError(f"{key}=[] selects nothing; give one or more values, or leave "
+                                 f"{key} out to keep every {key}")
+
+
 def check_selection_keys(conf: dict) -> None:
     """Validate the top-level selection keys of a run.py config (report_scope, run_id,
     code_id, version) before anything runs."""
     scope = conf.get("report_scope", "grid")
     if scope not in ("grid", "all"):
         raise SelectionError(f"report_scope must be one of {{grid, all}}, got {scope!r}")
+    refuse_empty_filters(**{k: conf.get(k) for k in ("run_id", "code_id", "version")})
     for key in ("run_id", "code_id"):
         for v in as_tuple(conf.get(key)):
             if not isinstance(v, str) or not v:
