@@ -454,3 +454,173 @@ def test_a_sweep_on_a_login_node_starts_few_workers_and_says_why(tmp_path, monke
     assert ("this looks like a login node of SLURM (sbatch on PATH, not inside a job): "
             "cluster=local starts 4 of the 16 workers its cores allow (cluster.n_workers=N to "
             "choose; cluster=slurm runs the sweep on the cluster)") in caplog.text
+
+
+# ---------------------------------------------------------------------------- byte sizes
+# Dask reads a bare number as bytes: cluster.memory_limit=4 (meant: 4 GB) had the nanny kill
+# every worker, and every point was stored failed (KilledWorker, exit 1) after a minute of
+# restarts; cluster=slurm cluster.memory=4 (under 1 KiB) ended in dask-jobqueue's TypeError
+# (a traceback on dry_run, exit 3 with the results folder created on a real run). A size is
+# now refused below what a worker needs (cc.MIN_WORKER_MEMORY, 256 MiB), naming the key, the
+# value and the allowed forms; the forms that worked (sizes with a unit, fractions, auto, 0,
+# the shipped configs and the README's examples) still pass.
+LIMIT_FORMS = ("a size with a unit such as 4GB or 512MiB (at least 256 MiB), a fraction of "
+               "the machine's memory in (0, 1] such as 0.5, auto, or 0 for no limit")
+JOB_FORMS = ("a byte size with a unit such as 16GB or 512MiB (at least 256 MiB; a bare number "
+             "is bytes)")
+
+BAD_SIZES = [
+    ({"kind": "local", "memory_limit": 4}, f"cluster.memory_limit=4 is 4 bytes; write {LIMIT_FORMS}"),
+    ({"kind": "local", "memory_limit": 2}, f"cluster.memory_limit=2 is 2 bytes; write {LIMIT_FORMS}"),
+    ({"kind": "local", "memory_limit": "4"}, f"cluster.memory_limit=4 is 4 bytes; write {LIMIT_FORMS}"),
+    # a float above 1 is bytes too (Dask truncates it)
+    ({"kind": "local", "memory_limit": 1.5}, f"cluster.memory_limit=1.5 is 1 byte; write {LIMIT_FORMS}"),
+    ({"kind": "local", "memory_limit": 64 * 2**20},
+     f"cluster.memory_limit=67108864 is 67,108,864 bytes; write {LIMIT_FORMS}"),
+    # an int 1 is all of the machine's memory to Dask (it reads every number <= 1 as a
+    # fraction), 1 GB to whoever typed it: ambiguous
+    ({"kind": "local", "memory_limit": 1},
+     "cluster.memory_limit=1 is ambiguous: Dask reads it as all of the machine's memory, not "
+     f"1 byte or 1 GB; write 1.0 for all of it, or {LIMIT_FORMS}"),
+    ({"kind": "local", "memory_limit": "200MB"},
+     f"cluster.memory_limit=200MB is 200,000,000 bytes; write {LIMIT_FORMS}"),
+    ({"kind": "local", "memory_limit": -1}, f"cluster.memory_limit must be {LIMIT_FORMS}; got -1"),
+    ({"kind": "local", "memory_limit": "lots"},
+     f"cluster.memory_limit must be {LIMIT_FORMS}; got 'lots'"),
+    ({"kind": "local", "memory_limit": True}, f"cluster.memory_limit must be {LIMIT_FORMS}; got True"),
+    ({"kind": "local", "memory_limit": float("inf")},  # was an OverflowError traceback
+     f"cluster.memory_limit must be {LIMIT_FORMS}; got inf"),
+    ({"kind": "local", "memory_limit": "0GB"}, f"cluster.memory_limit must be {LIMIT_FORMS}; got '0GB'"),
+    ({"kind": "slurm", "memory": 4}, f"cluster.memory=4 is 4 bytes; write {JOB_FORMS}"),
+    ({"kind": "slurm", "memory": "512B"}, f"cluster.memory=512B is 512 bytes; write {JOB_FORMS}"),
+    ({"kind": "pbs", "memory": "100MB"}, f"cluster.memory=100MB is 100,000,000 bytes; write {JOB_FORMS}"),
+    ({"kind": "lsf", "memory": 1000}, f"cluster.memory=1000 is 1,000 bytes; write {JOB_FORMS}"),
+    ({"kind": "slurm", "memory": 0}, f"cluster.memory must be {JOB_FORMS}; got 0"),
+    ({"kind": "slurm", "memory": "lots"}, f"cluster.memory must be {JOB_FORMS}; got 'lots'"),
+    # a job's memory is shared by its cluster.processes workers (--memory-limit = memory / processes)
+    ({"kind": "slurm", "memory": "1GB", "cores": 8, "processes": 8},
+     "cluster.memory=1GB gives each of the cluster.processes=8 workers of a job 119.21 MiB, less "
+     "than a Dask worker needs (at least 256 MiB); raise cluster.memory or lower cluster.processes"),
+    ({"kind": "htcondor", "disk": 4}, f"cluster.disk=4 is 4 bytes; write {JOB_FORMS}"),
+    ({"kind": "htcondor", "disk": "1KB"}, f"cluster.disk=1KB is 1,000 bytes; write {JOB_FORMS}"),
+]
+
+
+@pytest.mark.parametrize("cfg,message", BAD_SIZES,
+                         ids=[" ".join(f"{k}={v}" for k, v in cfg.items()) for cfg, _ in BAD_SIZES])
+def test_byte_sizes_too_small_for_a_worker_are_refused(cfg, message):
+    with pytest.raises(cc.ClusterConfigError) as info:
+        cc.validate(conf(**cfg))  # the shipped conf/cluster/KIND.yaml with cfg's keys
+    assert str(info.value) == message
+
+
+def test_a_fraction_of_memory_too_small_for_a_worker_is_refused(monkeypatch):
+    import distributed.system
+
+    monkeypatch.setattr(distributed.system, "MEMORY_LIMIT", 16 * 2**30)  # a 16 GiB machine
+    with pytest.raises(cc.ClusterConfigError) as info:
+        cc.validate(conf("local", memory_limit=0.01))
+    assert str(info.value) == ("cluster.memory_limit=0.01 is 163.84 MiB of this machine's "
+                               f"16.00 GiB, less than a Dask worker needs; write {LIMIT_FORMS}")
+    cc.validate(conf("local", memory_limit=0.02))  # 327.68 MiB
+
+
+GOOD_LIMITS = ["auto", 0, 0.0, False, None, 0.5, "0.5", 1.0, "4GB", "4GiB", "500MB", "512MiB",
+               "4 GB", "16g", 256 * 2**20, 4_000_000_000, "4e9", 4e9]
+
+
+@pytest.mark.parametrize("value", GOOD_LIMITS, ids=repr)
+def test_memory_limit_forms_that_work_pass_and_dask_reads_them_as_meant(value):
+    import logging
+
+    from distributed.worker_memory import parse_memory_limit
+
+    cfg = conf("local", memory_limit=value)
+    cc.validate(cfg)
+    # what cluster.py hands LocalCluster, read as Dask reads it per worker: no limit, or a
+    # limit a worker can run in (capped at this machine's memory)
+    limit = parse_memory_limit(cc.setting(cfg, "memory_limit", "auto"), 1,
+                               logger=logging.getLogger("test"))
+    from distributed.system import MEMORY_LIMIT
+
+    assert limit is None or limit >= min(256 * 2**20, MEMORY_LIMIT // 2)
+    if value in (0, False):
+        assert limit is None
+
+
+@pytest.mark.parametrize("kind,overrides", [
+    ("slurm", {}),  # the shipped 16GB over 8 processes
+    ("slurm", {"memory": "4GB"}),
+    ("slurm", {"memory": "512MiB", "cores": 1, "processes": 1}),
+    ("slurm", {"memory": 2**30, "cores": 2, "processes": 2}),  # a bare number of bytes
+    ("slurm", {"memory": "1GB", "cores": 1, "processes": 1}),  # as test_slurm.py runs it
+    ("pbs", {"memory": "8GB", "cores": 4, "processes": 2}),
+    ("lsf", {"memory": "16GB"}),
+    ("htcondor", {"disk": "1GB"}),  # the README's example
+    ("htcondor", {"disk": 2_000_000_000, "memory": "8GB"}),
+])
+@pytest.mark.filterwarnings("ignore:OAR Job memory")
+def test_batch_sizes_that_work_pass_and_make_a_job_script(kind, overrides):
+    cfg = conf(kind, **overrides)
+    cc.validate(cfg)
+    script = bc.job_script(cfg)  # dask-jobqueue formats the memory (it raised under 1 KiB)
+    assert "--memory-limit" in script
+
+
+def test_readme_cluster_examples_still_validate():
+    for kind, overrides in [
+        ("local", {"n_workers": 4, "threads_per_worker": 256}),
+        ("local", {"dashboard_address": "0.0.0.0:8787"}),
+        ("local", {"dashboard_address": ":8787"}),
+        ("slurm", {"queue": "compute", "maximum_jobs": 50}),
+        ("slurm", {"job_extra_directives": ["--qos=long"], "walltime": "4h",
+                   "job_script_prologue": ["module load python/3.11",
+                                           "source .venv/bin/activate"]}),
+        ("slurm", {"cores": 1, "processes": 1, "memory": "1GB"}),
+        ("htcondor", {"disk": "1GB", "walltime": "12:00:00"}),
+    ]:
+        cc.validate(conf(kind, **overrides))
+
+
+@pytest.mark.parametrize("args,message", [
+    # the user trial's commands, as typed (a real run, and its dry run)
+    (["grid.x=[0,1,2]", "params.work_us=1", "cluster.memory_limit=4"],
+     f"cluster.memory_limit=4 is 4 bytes; write {LIMIT_FORMS}"),
+    (["grid.x=[0,1,2]", "params.work_us=1", "cluster.memory_limit=4", "dry_run=true"],
+     f"cluster.memory_limit=4 is 4 bytes; write {LIMIT_FORMS}"),
+    (["grid.x=[0]", "cluster=slurm", "cluster.memory=4", "dry_run=true"],
+     f"cluster.memory=4 is 4 bytes; write {JOB_FORMS}"),
+    (["grid.x=[0]", "cluster=slurm", "cluster.memory=4"],
+     f"cluster.memory=4 is 4 bytes; write {JOB_FORMS}"),
+    (["cluster.memory_limit=1", "dry_run=true"],
+     "cluster.memory_limit=1 is ambiguous: Dask reads it as all of the machine's memory, not "
+     f"1 byte or 1 GB; write 1.0 for all of it, or {LIMIT_FORMS}"),
+    (["cluster.memory_limit=inf", "dry_run=true"],
+     f"cluster.memory_limit must be {LIMIT_FORMS}; got inf"),
+    (["cluster=htcondor", "cluster.disk=4", "dry_run=true"],
+     f"cluster.disk=4 is 4 bytes; write {JOB_FORMS}"),
+    (["cluster=pbs", "cluster.memory=1GB", "dry_run=true"],  # over the shipped 8 processes
+     "cluster.memory=1GB gives each of the cluster.processes=8 workers of a job 119.21 MiB, less "
+     "than a Dask worker needs (at least 256 MiB); raise cluster.memory or lower cluster.processes"),
+])
+def test_a_size_too_small_for_a_worker_exits_2_through_the_cli(tmp_path, args, message):
+    results = tmp_path / "results"
+    before = snapshot(tmp_path)
+    proc = run_cli("experiment=calibration", f"results_dir={results}", *args,
+                   env={"PATH": str(tmp_path / "empty-path")}, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(message), proc.stderr  # one line
+    assert not results.exists()
+    assert snapshot(tmp_path) == before
+
+
+def test_a_size_with_a_unit_still_makes_a_job_script_through_the_cli(tmp_path):
+    proc = run_cli("experiment=calibration", f"results_dir={tmp_path / 'results'}", "grid.x=[0]",
+                   "cluster=slurm", "cluster.memory=4GB", "dry_run=true",
+                   env={"PATH": str(tmp_path / "empty-path")}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH --mem=4G" in proc.stdout
+    assert "--memory-limit 476.84MiB --nworkers 8" in proc.stdout  # 4 GB over 8 workers
+    assert not (tmp_path / "results").exists()

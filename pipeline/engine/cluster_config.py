@@ -14,6 +14,7 @@ and the allowed form). With a ``walltime``, :func:`lifetime` derives the workers
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -85,32 +86,87 @@ def _int(minimum: int) -> Callable[[str, Any], Any]:
     return check
 
 
-def _bytes(key: str, value: Any) -> int:
+# The least memory a byte-sized key may give a Dask worker. A worker of this pipeline holds
+# about 90-150 MB before its first point; below its limit's thresholds the nanny kills it over
+# and over and every point is stored failed (KilledWorker: measured with calibration, 128 MiB
+# fails, 192 MiB runs). Dask reads a bare number as bytes, so `memory_limit=4` (meant: 4 GB)
+# was 4 bytes; the floor turns such unit slips into a refusal before anything runs.
+MIN_WORKER_MEMORY = 256 * 2**20
+MIN_WORKER_MEMORY_TEXT = "256 MiB"
+SIZE_FORMS = f"a size with a unit such as 4GB or 512MiB (at least {MIN_WORKER_MEMORY_TEXT})"
+MEMORY_LIMIT_FORMS = (f"{SIZE_FORMS}, a fraction of the machine's memory in (0, 1] such as 0.5, "
+                      "auto, or 0 for no limit")
+
+
+def _number(value: Any) -> int | float | None:
+    """``value`` as a bare number (an int, a float or a numeric string such as '4' or '0.5',
+    all of which Dask reads as numbers), or None for anything else (a size with a unit)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        for kind in (int, float):
+            with contextlib.suppress(ValueError):
+                return kind(value.strip())
+    return None
+
+
+def _plural_bytes(n: int) -> str:
+    return "1 byte" if n == 1 else f"{n:,} bytes"
+
+
+def _size(key: str, value: Any, forms: str) -> int:
+    """Bytes in a size with a unit ('4GB', '512MiB': dask's parse_bytes) or in a bare number
+    of bytes; either must reach MIN_WORKER_MEMORY. ``forms``: the allowed forms, for messages."""
     from dask.utils import parse_bytes
 
-    if isinstance(value, bool):
-        raise ClusterConfigError(f"cluster.{key} must be a byte size, got {value!r}")
-    try:
-        n = parse_bytes(value)
-    except (ValueError, TypeError, KeyError):
-        raise ClusterConfigError(f"cluster.{key} must be a byte size such as 4GB, 512MiB or "
-                                 f"an integer number of bytes, got {value!r}") from None
-    if n <= 0:
-        raise ClusterConfigError(f"cluster.{key} must be a positive byte size, got {value!r}")
+    number, n = _number(value), None
+    if number is not None:
+        n = int(number) if math.isfinite(number) else None
+    elif isinstance(value, str):
+        with contextlib.suppress(ValueError, TypeError, KeyError, OverflowError):
+            n = parse_bytes(value)
+    if n is None or n <= 0:
+        raise ClusterConfigError(f"cluster.{key} must be {forms}; got {value!r}")
+    if n < MIN_WORKER_MEMORY:
+        raise ClusterConfigError(f"cluster.{key}={value} is {_plural_bytes(n)}; write {forms}")
     return n
 
 
+def _bytes(key: str, value: Any) -> int:
+    """A batch job's size (``memory``, HTCondor's ``disk``): a size with a unit, or a bare
+    number of bytes, at least MIN_WORKER_MEMORY (``memory=4`` is 4 bytes, not 4 GB)."""
+    return _size(key, value, f"a byte size with a unit such as 16GB or 512MiB (at least "
+                             f"{MIN_WORKER_MEMORY_TEXT}; a bare number is bytes)")
+
+
 def _memory_limit(key: str, value: Any) -> Any:
-    if value in ("auto", 0):
+    """A LocalCluster worker's memory limit, as Dask reads it: 'auto'; 0 (or false): no
+    limit; a number in (0, 1]: that fraction of the machine's memory; any other number: bytes;
+    a string with a unit: parse_bytes. A bare whole number must be bytes enough for a worker
+    (``memory_limit=4`` is 4 bytes), and 1, which Dask reads as all of the machine's memory,
+    is refused as ambiguous (1.0 says that; 1GB the other)."""
+    if value == "auto" or value is False:
         return value
-    if isinstance(value, float) and 0 < value <= 1:
+    number = _number(value)
+    if number == 0:
+        return value  # no limit (distributed's parse_memory_limit)
+    if isinstance(number, int) and number == 1:
+        raise ClusterConfigError(f"cluster.{key}={value} is ambiguous: Dask reads it as all of "
+                                 f"the machine's memory, not 1 byte or 1 GB; write 1.0 for all "
+                                 f"of it, or {MEMORY_LIMIT_FORMS}")
+    if isinstance(number, float) and 0 < number <= 1:
+        from dask.utils import format_bytes
+        from distributed.system import MEMORY_LIMIT
+
+        if number * MEMORY_LIMIT < MIN_WORKER_MEMORY:  # LocalCluster's workers run here
+            raise ClusterConfigError(
+                f"cluster.{key}={value} is {format_bytes(int(number * MEMORY_LIMIT))} of this "
+                f"machine's {format_bytes(MEMORY_LIMIT)}, less than a Dask worker needs; "
+                f"write {MEMORY_LIMIT_FORMS}")
         return value  # a fraction of the machine's memory, as LocalCluster reads it
-    try:
-        return _bytes(key, value)
-    except ClusterConfigError:
-        raise ClusterConfigError(f"cluster.{key} must be 'auto', a byte size such as 4GB, a "
-                                 f"fraction of memory in (0, 1], or 0 or null for no limit; "
-                                 f"got {value!r}") from None
+    return _size(key, value, MEMORY_LIMIT_FORMS)
 
 
 def parse_duration(key: str, value: Any) -> float:
@@ -332,6 +388,15 @@ def _validate_batch(kind: str, cfg: Mapping[str, Any]) -> None:
     if processes > cores:
         raise ClusterConfigError(f"cluster.processes ({processes}) must be <= cluster.cores "
                                  f"({cores}): each worker process needs a core")
+    memory = setting(cfg, "memory", DEFAULTS["memory"])  # per job, shared by its workers
+    per_worker = _bytes("memory", memory) // processes
+    if per_worker < MIN_WORKER_MEMORY:
+        from dask.utils import format_bytes
+
+        raise ClusterConfigError(
+            f"cluster.memory={memory} gives each of the cluster.processes={processes} workers of "
+            f"a job {format_bytes(per_worker)}, less than a Dask worker needs (at least "
+            f"{MIN_WORKER_MEMORY_TEXT}); raise cluster.memory or lower cluster.processes")
     minimum, maximum = setting(cfg, "minimum_jobs", 0), setting(cfg, "maximum_jobs", 10)
     if minimum > maximum:
         raise ClusterConfigError(f"cluster.minimum_jobs ({minimum}) must be <= "
