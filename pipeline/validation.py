@@ -84,16 +84,21 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
     for node in ("grid", "params"):
         if conf.get(node) is not None and not isinstance(conf[node], dict):
             raise ConfigError(f"{node} must be a mapping of parameter names to values")
-    try:
-        grid = Grid(experiment, conf.get("grid") or {}, conf.get("params") or {})
-    except ParamError as exc:
-        raise ConfigError(str(exc)) from None
-    axes = {n for axis in grid.axes for n in axis.names}
+    grid_conf = conf.get("grid") or {}
+    groups = grid_conf.get("zip")  # a malformed zip is the Grid's to refuse, by name
+    axes = {k for k in grid_conf if k != "zip"} | {
+        k for group in (groups if isinstance(groups, list) else []) if isinstance(group, dict)
+        for k in group}
+    # before the points are checked: a conflict reported as the grid's value being wrong misled
     for key in sorted(params_typed & axes):  # the grid's axis won, and params.x=5 was ignored
         raise ConfigError(f"params.{key} is set, but {key} is also a grid axis (grid.{key}, from "
                           f"the command line or the experiment's config), which would win: to "
                           f"fix {key}, write grid.{key}=[VALUE], or drop the axis with "
                           f"'~grid.{key}'")
+    try:
+        grid = Grid(experiment, grid_conf, conf.get("params") or {})
+    except ParamError as exc:
+        raise ConfigError(str(exc)) from None
     if grid.total > max_tasks and not conf.get("dry_run") and not conf.get("report"):
         raise ConfigError(f"the grid has {grid.total:,} tasks, more than max_tasks = "
                           f"{max_tasks:,}; shrink the grid, or raise the limit with "

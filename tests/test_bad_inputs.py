@@ -55,6 +55,9 @@ CASES = [
     (["experiment=calibration", "params.work_us=10,20"],
      ["'params.work_us=10,20': write grid axes as a list, grid.work_us=[a,b,c]",
       "params.X fixes one value"]),
+    # the conflict was reported as the grid's first value breaking a cross-parameter rule
+    (["experiment=composition_hetero", "params.eps_source=uniform", "params.eps_list=[0.1]"],
+     ["params.eps_source is set, but eps_source is also a grid axis"]),
     # Hydra's advice was to add it with +watchdog..., then refused by our own check
     (["experiment=calibration", "watchdog.no_worker_timeout=5"],
      ["unknown key 'watchdog.no_worker_timeout' (did you mean 'watchdog.no_workers_timeout'?); "
