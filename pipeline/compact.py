@@ -1,6 +1,7 @@
 """``python -m pipeline compact RESULTS_DIR/NAME``: rewrite a result folder into few large part
 files (the store logic is :mod:`pipeline.store.compaction`). Exit 0 done (or nothing to do),
-2 bad arguments, a sweep holds the folder or its filesystem has no file locks, 3 the files could not be written (a full disk;
+2 bad arguments, not a results folder (nothing locked or written), a sweep holds the folder
+or its filesystem has no file locks, 3 the files could not be written (a full disk;
 said whether anything changed), 4 a damaged or foreign part file (named, with the
 ``verify --repair`` command; nothing is changed)."""
 
@@ -46,6 +47,11 @@ def main(argv: list[str]) -> int:
     if nested:  # RESULTS_DIR instead of RESULTS_DIR/NAME: "nothing to compact" misled
         print(f"error: {folder} holds experiment folders ({', '.join(nested)}): compact each "
               f"of them, e.g. python -m pipeline compact {folder / nested[0]}", file=sys.stderr)
+        return 2
+    from pipeline.store.integrity import is_results_folder, not_a_results_folder
+
+    if not is_results_folder(folder):  # said "nothing to compact" and left a .lock in it
+        print(not_a_results_folder(folder), file=sys.stderr)
         return 2
     try:
         result = compact(folder, args.target_rows, args.target_mib)

@@ -11,7 +11,8 @@ running sweep, how to rerun failed tasks).
 
 Cheap on a big store: only the ``task_id``, ``status`` and ``experiment_version`` columns of
 the part files are read.
-Exit 0; 2 bad arguments; 4 a folder has a damaged or foreign part file, or a damaged run
+Exit 0; 2 bad arguments (a folder that is neither a RESULTS_DIR nor a results folder
+included); 4 a folder has a damaged or foreign part file, or a damaged run
 manifest (its line names the file and ``verify --repair``; the other folders are still listed).
 """
 
@@ -254,30 +255,41 @@ def next_step(run: dict, failed_stored: int = 0) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    from pipeline.store.integrity import experiment_folders, is_results_folder
+    from pipeline.store.redact import redact
+
     if len(argv) > 2 or any(a.startswith("-") for a in argv):
         print(USAGE, file=sys.stderr)
         return 2
     results = Path(argv[0] if argv else "results")
     if not results.is_dir():
-        print(f"error: no results directory {results}", file=sys.stderr)
+        print(f"error: no results directory {redact(str(results))}", file=sys.stderr)
         return 2
     if len(argv) == 2:
         folders = [results / argv[1]]
-        if not folders[0].is_dir():
-            known = sorted(p.name for p in results.iterdir() if p.is_dir() and p.name[0] not in "._")
-            print(f"error: no experiment folder {folders[0]}; present: {', '.join(known) or 'none'}",
+        if not is_results_folder(folders[0]):  # a plain subfolder read as "0 ok, 0 failed"
+            what = ("not a results folder (no _manifest.json, _parts.jsonl or result part file "
+                    "written by a sweep)" if folders[0].is_dir() else "no such folder")
+            known = experiment_folders(results)
+            print(f"error: no experiment folder {redact(str(folders[0]))}: {what}; experiment "
+                  f"folders in {redact(str(results))}: {', '.join(known) or 'none'}",
                   file=sys.stderr)
             return 2
     else:
-        folders = sorted(p for p in results.iterdir() if p.is_dir() and p.name[0] not in "._")
-        from pipeline.store.integrity import MANIFEST, PART_INDEX
-
-        if not folders and ((results / MANIFEST).exists() or (results / PART_INDEX).exists()):
-            # RESULTS_DIR/NAME, as verify, compact and export take it: said "no experiment
-            # folders under results/NAME", during a sweep too
+        # RESULTS_DIR: its experiment folders only (a user's plots/ is none); or RESULTS_DIR/NAME,
+        # as verify, compact and export take it: said "no experiment folders under results/NAME",
+        # during a sweep too, and listed a subfolder of it as an experiment
+        folders = [results / name for name in experiment_folders(results)]
+        if not folders and is_results_folder(results):
             folders = [results]
-    from pipeline.store.redact import redact
-
+        if not folders and any(not p.name.startswith(("_", ".")) for p in results.iterdir()):
+            # files or folders, none of them results: not a RESULTS_DIR (an empty one, or one
+            # holding only Hydra's .multirun/ before its first sweep, is listed as empty below)
+            print(f"error: {redact(str(results))} is not a results directory: no experiment "
+                  "folder in it (one with _manifest.json, _parts.jsonl or result part files "
+                  "written by a sweep), nor is it one; expected RESULTS_DIR (default results) "
+                  "or RESULTS_DIR/NAME", file=sys.stderr)
+            return 2
     damaged = []
     for folder in folders:
         lines, bad = describe(folder)

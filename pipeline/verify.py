@@ -10,9 +10,13 @@ exactly their tasks.
 A run manifest (``_manifest.json``) that does not parse is reported too, and ``--repair``
 moves it aside as well: the results do not depend on it, and the next sweep starts a new one.
 
+A folder that is not a results folder at all (no manifest, part index or result part: see
+``integrity.is_results_folder``) is refused with exit 2, and nothing is locked or moved.
+
 Exit codes: 0 every file good (or, with ``--repair``, every bad file moved aside);
-2 bad usage, another sweep holds the folder, or ``--repair`` cannot lock it (a read-only
-folder, a filesystem without file locks); 3 the lock file cannot be written (a full disk);
+2 bad usage, not a results folder, another sweep holds the folder, or ``--repair`` cannot
+lock it (a read-only folder, a filesystem without file locks); 3 the lock file cannot be
+written (a full disk);
 4 bad files found (not repaired).
 """
 
@@ -80,6 +84,11 @@ def _verify(argv: list[str]) -> int:
         print(f"error: {folder} holds experiment folders ({', '.join(nested)}), not result "
               f"parts: verify each of them, e.g. python -m pipeline verify {folder / nested[0]}"
               f"\n{USAGE}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    from pipeline.store.integrity import is_results_folder, not_a_results_folder
+
+    if not is_results_folder(folder):  # --repair moved a plain folder's every file aside
+        print(not_a_results_folder(folder), file=sys.stderr)
         return EXIT_BAD_CONFIG
     experiment = registry().get(folder.resolve().name)
     pending = _pending_compaction(folder, repair)

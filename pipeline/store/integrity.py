@@ -11,11 +11,15 @@ moved it) is harmless; :func:`forget_parts` drops such lines.
 - good: the footer reads, the bytes match the recorded sha256 and row count (parts written
   before the index existed are decoded in full instead), and the schema is the experiment's;
 - corrupt: unreadable, truncated, or bytes/row count differing from what was written;
-- foreign: not a part of this experiment (another name, a directory, another schema).
+- foreign: not a part of this experiment (another name, a directory, another schema): a raw
+  ``pandas.read_parquet(folder)``, which the store promises, would trip on it.
 
 :func:`quarantine` moves the bad ones to ``_quarantine/`` (never deletes): their tasks are no
 longer stored, so a resume recomputes exactly them. Readers (``load``, resume, ``report``)
 raise :class:`BadPartFile` naming the file and the repair command.
+
+:func:`is_results_folder` tells a folder the store wrote (a results folder, RESULTS_DIR/NAME)
+from any other: ``verify``, ``compact`` and ``status`` act on nothing else.
 """
 
 from __future__ import annotations
@@ -199,19 +203,86 @@ def read_schemas(files: Sequence[Path], on_error: str = "raise"):
 
 
 def experiment_folders(folder: str | os.PathLike) -> list[str]:
-    """Names of the subfolders of ``folder`` that are experiment result folders (a run
-    manifest, a part index or part files in them): ``folder`` is then a RESULTS_DIR, given
-    where a command wants RESULTS_DIR/NAME. verify listed each as a foreign directory (and
-    ``--repair`` moved it, a sweep writing it included, to ``_quarantine/``); compact said
-    "no part files, nothing to compact"."""
+    """Names of the subfolders of ``folder`` that are experiment result folders (see
+    :func:`is_results_folder`): ``folder`` is then a RESULTS_DIR, given where a command wants
+    RESULTS_DIR/NAME. verify listed each as a foreign directory (and ``--repair`` moved it, a
+    sweep writing it included, to ``_quarantine/``); compact said "no part files, nothing to
+    compact"."""
     found = []
     for sub in sorted(Path(folder).iterdir()):
         if sub.name.startswith(("_", ".")) or not sub.is_dir():
             continue
-        if ((sub / MANIFEST).exists() or (sub / PART_INDEX).exists()
-                or next(sub.glob("part-*.parquet"), None) is not None):
+        if is_results_folder(sub):
             found.append(sub.name)
     return found
+
+
+LOCK_FILE = ".lock"  # pipeline.store.manifest.SweepLock's
+# the names a sweep gives its parts: part-<run id>-<seq>.parquet, and compaction's
+# part-<stamp>-compacted-<seq>.parquet (run ids: pipeline.store.parquet.new_run_id)
+_SWEEP_PART_NAME = re.compile(r"^part-\d{8}T\d{6}Z-[0-9a-f]{6}-(compacted-)?\d{6}\.parquet$")
+# what quarantine() puts in _quarantine/ (a name already there gets a numeric suffix)
+_QUARANTINED_NAME = re.compile(r"^(part-.+\.parquet|" + re.escape(MANIFEST) + r")(\.\d+)?$")
+
+
+def is_results_folder(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` is a results folder, RESULTS_DIR/NAME as the store writes it: it
+    holds any of a run manifest (``_manifest.json``, readable or not), a part index
+    (``_parts.jsonl``), a compaction's commit (``_compaction.json``), a result part file (a
+    ``part-*.parquet`` file with the pipeline's bookkeeping columns or a sweep's part name),
+    what a repair moved to ``_quarantine/``, or the lock record of a sweep (``.lock`` naming a
+    run: a sweep that has not written anything else yet).
+
+    Anything else (a folder of notes and plots, a Spark or Dask output folder of
+    ``part-*.parquet`` files of its own, an empty folder) is not: ``verify --repair`` moved
+    every file of such a folder to ``_quarantine/``, ``compact`` left a ``.lock`` in it and
+    ``status`` listed its subfolders as experiments. Nothing here writes or locks."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return False
+    from pipeline.store.compaction import INTENT
+
+    if any((folder / name).is_file() for name in (MANIFEST, PART_INDEX, INTENT)):
+        return True
+    for part in sorted(folder.glob("part-*.parquet")):
+        if part.is_file() and (_SWEEP_PART_NAME.match(part.name) or _is_result_part(part)):
+            return True
+    quarantined = folder / QUARANTINE
+    if quarantined.is_dir() and any(_QUARANTINED_NAME.match(p.name)
+                                    for p in quarantined.iterdir()):
+        return True
+    return _sweep_lock_record(folder / LOCK_FILE)
+
+
+def _is_result_part(path: Path) -> bool:
+    """Whether ``path``'s footer reads and has the pipeline's bookkeeping columns (of any
+    experiment): a result part, possibly foreign to the folder, not a stranger's file."""
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception:  # unreadable: judged by the other signs
+        return False
+    return _schema_problem(schema, None) is None
+
+
+def _sweep_lock_record(lock: Path) -> bool:
+    """Whether ``lock`` holds the record of a sweep (a run id): written by ``run.py`` when it
+    takes a new folder, before its run log and manifest."""
+    try:
+        if not lock.is_file() or lock.stat().st_size > 65536:
+            return False
+        record = json.loads(lock.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and bool(record.get("run_id"))
+
+
+def not_a_results_folder(folder: str | os.PathLike) -> str:
+    """The one-line error of a command given a folder that :func:`is_results_folder` denies."""
+    return (f"error: {folder} is not a results folder: it holds no {MANIFEST}, {PART_INDEX} "
+            "or result part file (part-*.parquet) written by a sweep; expected RESULTS_DIR/NAME "
+            "as run.py writes it, e.g. results/calibration (nothing was changed)")
 
 
 def folder_experiment(folder: str | os.PathLike):
