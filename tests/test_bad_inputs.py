@@ -58,6 +58,9 @@ CASES = [
     # the conflict was reported as the grid's first value breaking a cross-parameter rule
     (["experiment=composition_hetero", "params.eps_source=uniform", "params.eps_list=[0.1]"],
      ["params.eps_source is set, but eps_source is also a grid axis"]),
+    # '01' and '1' were two task ids of one node
+    (["experiment=inferential", "~grid.zip", "params.graph=path", "grid.target=['1','01']"],
+     ["parameter 'target'", "'all' or a node index (0, 1, ...)"]),
     # Hydra's advice was to add it with +watchdog..., then refused by our own check
     (["experiment=calibration", "watchdog.no_worker_timeout=5"],
      ["unknown key 'watchdog.no_worker_timeout' (did you mean 'watchdog.no_workers_timeout'?); "

@@ -336,7 +336,10 @@ def _gauged_formula6(p, prior, base, targets, eps) -> dict:
 
 
 def _is_target(v) -> bool:
-    return v == "all" or (isinstance(v, str) and v.isdigit())
+    """'all' or a node index written one way only: '01' and '1' were two task ids of one
+    node (and '²' passed isdigit, then failed int())."""
+    return v == "all" or (isinstance(v, str) and v.isascii() and v.isdigit()
+                          and (v == "0" or not v.startswith("0")))
 
 
 INFERENTIAL = register(Experiment(
