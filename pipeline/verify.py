@@ -136,9 +136,24 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
     next sweep or compaction finishes the swap: ``pipeline.load`` reads the new set (from
     the intent), but a plain Parquet reader reads both. Reported as a problem; ``--repair``
     finishes the swap, then verification goes on. None when nothing is pending."""
-    from pipeline.store.compaction import INTENT, read_intent, recover
+    from pipeline.store.compaction import (INTENT, DamagedIntent, read_intent, recover,
+                                           set_aside_damaged_intent)
 
-    if read_intent(folder) is None:
+    try:
+        if read_intent(folder) is None:
+            return None
+    except DamagedIntent as exc:
+        if not repair:
+            print(f"verify {folder}: {exc}", file=sys.stderr)
+            return EXIT_BAD_STORE
+        lock = _lock(folder, "repair when it has finished")
+        try:
+            moved = set_aside_damaged_intent(folder)
+        finally:
+            lock.__exit__(None, None, None)
+        print(f"the damaged compaction commit was set aside: {', '.join(map(str, moved))}; "
+              "every part file was kept (pipeline.load keeps one row per task). To leave one "
+              f"file set for a raw read: python -m pipeline compact {folder}")
         return None
     if not repair:
         print(f"verify {folder}: a compaction was interrupted while it swapped files "

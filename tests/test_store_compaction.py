@@ -358,3 +358,103 @@ def test_the_dry_run_and_the_closing_summary_beside_a_compaction_read_the_new_se
         plan = plan_sweep(grid, folder)
         assert f"already done:  {plan.done_ok:,} ok, {plan.done_failed:,} failed" in out
     assert swapped[0].rewritten and swapped[0].files_before == 53
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=180)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("step", ["committed", "swapping"])
+def test_a_committed_set_whose_staging_folder_is_gone_is_rolled_back_not_forward(tmp_path,
+                                                                                step):
+    """Killed after its commit, then the hidden _compacting-*/ deleted (a user tidying up, a
+    filesystem that lost it): verify --repair, following load's advice, finished the swap,
+    deleting every old file for new files that were not there (0 rows left; a sweep did the
+    same and recomputed everything). The old set is whole, so it stays the table."""
+    import shutil
+
+    grid = _store(tmp_path)
+    folder = tmp_path / "calibration"
+    before = _view(tmp_path, grid)
+    old_parts = _parts(folder)
+    _compact_killed_at(folder, step)
+    for staging in folder.glob("_compacting-*"):
+        shutil.rmtree(staging)
+    _assert_same(before, _view(tmp_path, grid))  # readers see the old set, not missing files
+    out = _run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert out.returncode == 0, out.stdout + out.stderr
+    missing = {"committed": 3, "swapping": 2}[step]  # "swapping": the first one moved in
+    assert (f"the interrupted compaction was finished (rolled back: {missing} of its 3 new "
+            "file(s) were missing, so the old files, all there, were kept)") in out.stdout
+    assert _parts(folder) == old_parts and not (folder / INTENT).exists()
+    _assert_same(before, _view(tmp_path, grid))
+    assert _run("-m", "pipeline", "verify", str(folder)).returncode == 0  # the index agrees
+
+
+@pytest.mark.timeout(300)
+def test_when_neither_set_is_whole_every_file_is_kept_and_a_sweep_recomputes_the_rest(tmp_path):
+    """The staging folder gone and an old file deleted too: nothing more is deleted, load
+    keeps one row per task of what is left, and the resume recomputes exactly the lost tasks."""
+    import shutil
+
+    args = ["run.py", "experiment=calibration", f"results_dir={tmp_path}",
+            "cluster.n_workers=1", "cluster.dashboard_address=:0", "grid.x={range:[0,300]}",
+            "params.work_us=0", "batch_size=20", "flush_rows=20", "progress=false"]
+    assert _run(*args).returncode == 0
+    folder = tmp_path / "calibration"
+    parts = _parts(folder)
+    lost = set(pd.read_parquet(parts[0]).x)
+    assert len(parts) == 15 and len(lost) == 20
+    _compact_killed_at(folder, "committed")
+    for staging in folder.glob("_compacting-*"):
+        shutil.rmtree(staging)
+    parts[0].unlink()
+    assert sorted(load(tmp_path, "calibration").x) == sorted(set(range(300)) - lost)
+    out = _run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ("left as found: 1 new and 1 old file(s) were missing, so neither set was whole; "
+            "every file there was kept") in out.stdout
+    assert _parts(folder) == parts[1:] and not (folder / INTENT).exists()
+    rerun = _run(*args)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "280 already done" in rerun.stderr and "20 to run" in rerun.stderr
+    assert sorted(pd.read_parquet(folder).x) == list(range(300))  # whole, each point once
+
+
+@pytest.mark.timeout(300)
+def test_a_damaged_compaction_commit_stops_every_command_with_exit_4_and_repair_sets_it_aside(
+        tmp_path):
+    """A torn _compaction.json was a JSONDecodeError traceback from status, verify, verify
+    --repair, load and the sweep, with no way out. Now exit 4 naming it; --repair moves it
+    (and the staging folder) to _quarantine/, every part file stays, and compact leaves one
+    file set."""
+    from pipeline.store.compaction import DamagedIntent
+
+    grid = _store(tmp_path)
+    folder = tmp_path / "calibration"
+    before = _view(tmp_path, grid)
+    _compact_killed_at(folder, "swapping")  # both sets in the folder, some new ones staged
+    (folder / INTENT).write_text('{"staging": "_compacting-x", "old": [')
+    with pytest.raises(DamagedIntent, match="compaction commit .*_compaction.json is damaged"):
+        load(tmp_path, "calibration")
+    sweep = ["run.py", "experiment=calibration", f"results_dir={tmp_path}", "progress=false",
+             "grid.x={range:[0,3000]}", "params.work_us=0", "params.fail_every=7",
+             "params.rows=2", "cluster.n_workers=1", "cluster.dashboard_address=:0"]
+    for args in (["-m", "pipeline", "status", str(folder)], ["-m", "pipeline", "verify",
+                 str(folder)], ["-m", "pipeline", "compact", str(folder)], sweep):
+        out = _run(*args)
+        assert out.returncode == 4, (args, out.stdout + out.stderr)
+        assert "_compaction.json is damaged" in out.stdout + out.stderr, args
+        assert "Traceback" not in out.stdout + out.stderr, args
+    out = _run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "the damaged compaction commit was set aside" in out.stdout
+    staged = [p.name for p in (folder / "_quarantine").iterdir() if p.name != INTENT]
+    assert (folder / "_quarantine" / INTENT).is_file() and len(staged) == 1
+    assert staged[0].startswith("_compacting-") and not list(folder.glob("_compacting-*"))
+    _assert_same(before, _view(tmp_path, grid))  # no row lost; load keeps one of each
+    out = _run("-m", "pipeline", "compact", str(folder), "--target-rows", "2000")
+    assert out.returncode == 0, out.stdout + out.stderr
+    pd.testing.assert_frame_equal(_sorted(pd.read_parquet(folder)), before[0])

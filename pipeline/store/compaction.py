@@ -16,6 +16,13 @@ A kill before step 3 leaves the old set plus a staging folder, which the next op
 forward); until then :func:`committed_part_files` resolves the new set from the intent, so
 ``pipeline.load`` reads exactly the new set at any moment. "The next open" is the next
 compaction or sweep on the folder (both hold the lock), see :func:`recover`.
+
+A committed new set with files missing (its staging folder deleted by hand, or lost by the
+filesystem) is never rolled forward: that would delete the old files for files that are not
+there. While the old set is whole it stays the table (roll back); if it is not either, every
+file that exists is kept and ``load`` keeps one row per task and row, and what neither set
+still holds is recomputed by the next sweep. A damaged intent is :class:`DamagedIntent`
+(exit 4); ``verify --repair`` sets it aside with :func:`set_aside_damaged_intent`.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from pipeline.store.integrity import BadPartFile
 
 
 INTENT = "_compaction.json"
@@ -50,21 +59,61 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class DamagedIntent(BadPartFile):
+    """A compaction commit (``_compaction.json``) that does not parse: which files are the
+    table cannot be told from it. Raised like a bad part (exit 4, the repair command) instead
+    of a JSONDecodeError traceback from every command."""
+
+    problem = "is damaged"
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        self.path, self.reason = Path(path), reason
+        folder = self.path.parent
+        RuntimeError.__init__(
+            self, f"the compaction commit {self.path} {self.problem} ({reason}).\nSet it aside "
+            f"with: python -m pipeline verify {folder} --repair\n(every part file is kept, so "
+            f"no row is lost; then python -m pipeline compact {folder} leaves one file set)")
+
+
 def read_intent(path: str | os.PathLike) -> dict | None:
+    """The pending compaction's commit, or None; :class:`DamagedIntent` if it does not parse."""
     file = Path(path) / INTENT
-    if not file.exists():
+    try:
+        text = file.read_text()
+    except FileNotFoundError:
         return None
-    return json.loads(file.read_text())
+    try:
+        intent = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise DamagedIntent(file, f"not valid JSON: {exc}") from None
+    names = lambda key: (isinstance(intent.get(key), list)  # noqa: E731
+                         and all(isinstance(n, str) and "/" not in n for n in intent[key]))
+    if not (isinstance(intent, dict) and isinstance(intent.get("staging"), str)
+            and intent["staging"].startswith(STAGING_PREFIX) and names("old") and names("new")):
+        raise DamagedIntent(file, "not a compaction commit: staging, old and new expected")
+    return intent
+
+
+def _missing_new(path: Path, intent: dict) -> list[str]:
+    staging = path / intent["staging"]
+    return [n for n in intent["new"] if not (path / n).exists() and not (staging / n).exists()]
 
 
 def committed_part_files(path: str | os.PathLike) -> list[Path] | None:
     """The part files of a folder whose compaction committed but did not finish swapping:
-    each new file where it is now (folder or staging). None when no compaction is pending."""
+    each new file where it is now (folder or staging). None when no compaction is pending.
+    With new files missing, what :func:`recover` will keep: the old set while it is whole,
+    else every file there is."""
     path = Path(path)
     intent = read_intent(path)
     if intent is None:
         return None
     staging = path / intent["staging"]
+    if _missing_new(path, intent):
+        old = [path / n for n in intent["old"] if (path / n).exists()]
+        if len(old) == len(intent["old"]):
+            return old
+        return old + [f for n in intent["new"] for f in (path / n, staging / n) if f.exists()]
     files = []
     for name in intent["new"]:
         moved = path / name
@@ -75,18 +124,73 @@ def committed_part_files(path: str | os.PathLike) -> list[Path] | None:
 def recover(path: str | os.PathLike) -> str | None:
     """Finish or undo an interrupted compaction; call with the store's lock held.
 
-    Returns "rolled forward", "rolled back" or None (nothing to do)."""
+    Returns "rolled forward", "rolled back", a longer account when the committed set had
+    files missing, or None (nothing to do)."""
     path = Path(path)
     if not path.is_dir():
         return None
     intent = read_intent(path)
     if intent is not None:
+        if _missing_new(path, intent):
+            return _undo(path, intent)
         _swap(path, intent)
         return "rolled forward"
     stale = [d for d in path.glob(STAGING_PREFIX + "*") if d.is_dir()]
     for d in stale:
         shutil.rmtree(d, ignore_errors=True)
     return "rolled back" if stale else None
+
+
+def _undo(path: Path, intent: dict) -> str:
+    """A committed new set with files missing: never finished (that deleted the old files for
+    nothing). The old set, while whole, stays the table and the new files (copies of its rows)
+    go; otherwise every file there is stays, the staged ones moved in beside the others."""
+    from pipeline.store.integrity import forget_parts
+
+    staging = path / intent["staging"]
+    missing = _missing_new(path, intent)
+    gone = [n for n in intent["old"] if not (path / n).exists()]
+    if not gone:
+        for name in intent["new"]:
+            (path / name).unlink(missing_ok=True)
+        forget_parts(path, intent["new"])
+        outcome = (f"rolled back: {len(missing)} of its {len(intent['new'])} new file(s) were "
+                   "missing, so the old files, all there, were kept")
+    else:
+        for name in intent["new"]:
+            if (staging / name).exists():
+                os.replace(staging / name, path / name)
+        _reindex(path, {"new": intent["new"], "old": gone})
+        outcome = (f"left as found: {len(missing)} new and {len(gone)} old file(s) were missing, "
+                   "so neither set was whole; every file there was kept (pipeline.load keeps "
+                   "one row per task), and the next sweep recomputes any task they lost")
+    _fsync_dir(path)
+    (path / INTENT).unlink(missing_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    _fsync_dir(path)
+    return outcome
+
+
+def set_aside_damaged_intent(path: str | os.PathLike) -> list[Path]:
+    """``verify --repair`` of a :class:`DamagedIntent`: move it and its staging folders to
+    ``_quarantine/`` (never deleting). Every part file stays, old and new, so no row is lost
+    and ``load`` keeps one per task; ``compact`` then leaves one file set. Call with the lock
+    held. Returns the new paths."""
+    from pipeline.store.integrity import QUARANTINE
+
+    path = Path(path)
+    target = path / QUARANTINE
+    target.mkdir(exist_ok=True)
+    moved = []
+    staged = sorted(d for d in path.glob(STAGING_PREFIX + "*") if d.is_dir())
+    for item in [f for f in (path / INTENT, *staged) if f.exists()]:  # re-read under the lock
+        dest, n = target / item.name, 1
+        while dest.exists():
+            dest, n = target / f"{item.name}.{n}", n + 1
+        os.replace(item, dest)
+        moved.append(dest)
+    _fsync_dir(path)
+    return moved
 
 
 def _swap(path: Path, intent: dict) -> None:
