@@ -1282,6 +1282,38 @@ def test_losing_the_scheduler_exits_3_within_a_minute_and_a_rerun_resumes(tmp_pa
     assert len(df) == 300 and df.task_id.is_unique
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_sweeps_on_one_scheduler_do_not_take_each_others_timeouts(tmp_path):
+    """Sweep B's point hangs (task_timeout=2) while sweep A runs on the same scheduler: the
+    timeout event goes to every client of the scheduler, and A stored B's grid index as a
+    point of its own that had failed (exit 1, 'FAILED: 1 of 2001 task(s)' on 2,000 points)."""
+    procs = []
+    try:
+        address, _, _ = start_scheduler_and_workers(tmp_path, procs, 2, ["--nthreads", "4"])
+        common = ["experiment=calibration", "params.work_mode=sleep", "task_timeout=2",
+                  "cluster=address", f"cluster.address={address}", "progress=false"]
+        a = cli(*common, "grid.x={range:[0,2000]}", "params.work_us=50000", "batch_size=4",
+                "flush_rows=40", f"results_dir={tmp_path / 'a'}")  # 12.5 s on 8 threads
+        with killed_at_exit(a):
+            wait_for(lambda: len(parts(tmp_path / "a" / "calibration")) >= 1, 120,
+                     "sweep A's first rows", a)
+            b = run_cli(*common, "grid.x={range:[0,40]}", "params.work_us=1000",
+                        "params.hang_at=30", "batch_size=5", f"results_dir={tmp_path / 'b'}",
+                        timeout=200)
+            assert a.poll() is None  # B's point hung while A ran
+            _, err_a = a.communicate(timeout=200)
+        assert b.returncode == 1, b.stderr[-3000:]
+        df_b = pipeline.load(tmp_path / "b", "calibration")
+        assert df_b[df_b.status == "failed"].x.tolist() == [30]
+        assert a.returncode == 0, err_a[-3000:]  # a worker of A's recycled: its batches reran
+        df_a = pd.read_parquet(tmp_path / "a" / "calibration")
+        assert len(df_a) == 2000 and df_a.task_id.is_unique and set(df_a.status) == {"ok"}
+        assert "timed out" not in err_a
+    finally:
+        stop_all(procs)
+
+
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("how", ["killed", "hung"])
 def test_ctrl_c_works_while_the_scheduler_is_dead_or_hung(tmp_path, scheduler_and_worker, how):

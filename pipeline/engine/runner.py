@@ -255,6 +255,9 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         for event in events.drain() if events is not None else ():
             index = int(event["index"])
             key = event.get("key")
+            if key not in in_flight and key not in handled_key_set and key not in cancelled_keys:
+                continue  # another sweep's, on the same scheduler (cluster=address): its index
+                # is a point of its own grid, and stored here it failed a point of this one
             if index in timed_out or index in timed_out_stored or key in cancelled_keys:
                 continue  # already acted on (a cancelled batch Dask had started again)
             if key in handled_key_set:
