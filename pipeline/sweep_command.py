@@ -69,10 +69,15 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     scope = contextlib.ExitStack()  # 15b: SIGTERM/SIGHUP take Ctrl-C's path; _logs/RUN_ID.log
     try:  # first, as it reads every part: a damaged one stops the sweep before anything is written
         from pipeline.store.compaction import recover
+        from pipeline.store.integrity import check_part_checksums
+        from pipeline.store.parquet import part_files
 
         scope.enter_context(termination_signals())
         _pause_at("planning")
         recovered = recover(path)  # a compaction killed mid-way: finish or undo it first
+        # every byte, not only the id columns the plan reads: a part rotten elsewhere would
+        # let the sweep say "all done" over rows that load then refuses
+        check_part_checksums(path, part_files(path))
         plan = plan_sweep(grid, path, options["retry_failed"])
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM/SIGHUP: nothing is written yet
         shutdown_started()  # a repeated signal waits for the lock's release below

@@ -113,6 +113,38 @@ def test_truncated_part_cycle_through_the_cli(tmp_path, capsys):
     assert verify_main([str(folder)]) == 0
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_bit_rot_outside_the_id_columns_stops_the_resume_and_the_dry_run(tmp_path, capsys):
+    """A flipped byte in the value column: the resume read only the id columns, said all
+    was done (exit 0), and pipeline.load then refused the folder. The sweep and dry_run now
+    check every part's recorded sha256 first (exit 4, naming it); status stays cheap."""
+    folder = tmp_path / "calibration"
+    assert run("run.py", *SWEEP, f"results_dir={tmp_path}").returncode == 0
+    victim = sorted(folder.glob("part-*.parquet"))[3]
+    data = bytearray(victim.read_bytes())
+    meta = pq.read_metadata(victim).row_group(0)
+    value = next(meta.column(i) for i in range(meta.num_columns)
+                 if meta.column(i).path_in_schema == "value")
+    data[value.data_page_offset + value.total_compressed_size // 2] ^= 0x01  # one bit
+    victim.write_bytes(bytes(data))
+    assert len(pq.read_table(victim, columns=["task_id", "status"])) == 10  # ids read fine
+    before = snapshot(tmp_path)
+    proc = run("run.py", *SWEEP, f"results_dir={tmp_path}")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert (f"part file {victim} is unreadable (sha256 differs from the one recorded when "
+            "written)") in proc.stderr and f"verify {folder} --repair" in proc.stderr
+    capsys.readouterr()
+    assert cli_main([*SWEEP, f"results_dir={tmp_path}", "dry_run=true"]) == 4
+    assert victim.name in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
+    assert run("-m", "pipeline", "verify", str(folder), "--repair").returncode == 0
+    resume = run("run.py", *SWEEP, f"results_dir={tmp_path}")
+    assert resume.returncode == 0 and "50 already done, 10 to run" in resume.stderr
+    df = pd.read_parquet(folder)
+    assert len(df) == 60 and df.task_id.is_unique and set(df.task_id) == expected_ids(60)
+
+
 def test_verify_finds_flipped_bytes_stray_files_and_foreign_schemas(tmp_path):
     folder = tmp_path / "calibration"
     writer = PartWriter(folder, "run1")
