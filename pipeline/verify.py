@@ -100,12 +100,10 @@ def _verify(argv: list[str]) -> int:
         if repair and report.missing:  # tidy the index, under the lock like any repair: a
             from pipeline.store.integrity import forget_parts  # sweep appends to it
 
-            lock = _lock(folder, "nothing is bad, but the index is not tidied while a sweep "
-                                 "writes: repair when it has finished")
-            try:
-                forgotten = forget_parts(folder, verify_store(folder, experiment).missing)
-            finally:
-                lock.__exit__(None, None, None)
+            forgotten = _locked(
+                folder, lambda f: forget_parts(f, verify_store(f, experiment).missing),
+                "nothing is bad, but the index is not tidied while a sweep writes: repair "
+                "when it has finished")
             print(f"{forgotten} vanished part(s) forgotten in the index")
         return EXIT_OK
     if not repair:
@@ -114,12 +112,7 @@ def _verify(argv: list[str]) -> int:
               f"  python -m pipeline verify {folder} --repair\n"
               "then rerun the sweep to recompute their tasks.", file=sys.stderr)
         return EXIT_BAD_STORE
-    lock = _lock(folder, "repair when it has finished")
-    try:
-        report = verify_store(folder, experiment)  # again, under the lock
-        moved = quarantine(report)
-    finally:
-        lock.__exit__(None, None, None)
+    moved = _locked(folder, lambda f: quarantine(verify_store(f, experiment)))  # checked again
     for name, target in moved:
         print(f"moved {name} -> {target}")
     parts = [name for name, _ in moved if name != MANIFEST]
@@ -146,11 +139,7 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
         if not repair:
             print(f"verify {folder}: {exc}", file=sys.stderr)
             return EXIT_BAD_STORE
-        lock = _lock(folder, "repair when it has finished")
-        try:
-            moved = set_aside_damaged_intent(folder)
-        finally:
-            lock.__exit__(None, None, None)
+        moved = _locked(folder, set_aside_damaged_intent)
         print(f"the damaged compaction commit was set aside: {', '.join(map(str, moved))}; "
               "every part file was kept (pipeline.load keeps one row per task). To leave one "
               f"file set for a raw read: python -m pipeline compact {folder}")
@@ -162,13 +151,17 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
               f"Finish it with: python -m pipeline verify {folder} --repair (a sweep or "
               "`python -m pipeline compact` on the folder finishes it too)", file=sys.stderr)
         return EXIT_BAD_STORE
-    lock = _lock(folder, "repair when it has finished")
+    print(f"the interrupted compaction was finished ({_locked(folder, recover)})")
+    return None
+
+
+def _locked(folder: Path, step, when_busy: str = "repair when it has finished"):
+    """``step(folder)`` under the folder's lock (see :func:`_lock`)."""
+    lock = _lock(folder, when_busy)
     try:
-        outcome = recover(folder)
+        return step(folder)
     finally:
         lock.__exit__(None, None, None)
-    print(f"the interrupted compaction was finished ({outcome})")
-    return None
 
 
 def render(report, schema_checked: bool = True) -> str:

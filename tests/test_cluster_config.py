@@ -235,14 +235,21 @@ def test_shipped_cluster_configs_validate():
      "cluster.shared_temp_directory must be an existing folder you can write"),
 ])
 def test_bad_cluster_input_exits_2_and_writes_nothing(tmp_path, args, message):
+    proc = refused_through_the_cli(tmp_path, args)
+    assert message in proc.stderr
+
+
+def refused_through_the_cli(tmp_path, args):
+    """run.py with ``args`` (no batch commands on PATH): exit 2, no traceback, nothing
+    written; returns the process."""
     results = tmp_path / "results"
     before = snapshot(tmp_path)
     proc = run_cli("experiment=calibration", f"results_dir={results}", *args,
                    env={"PATH": str(tmp_path / "empty-path")}, timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert message in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert snapshot(tmp_path) == before
+    assert not results.exists() and snapshot(tmp_path) == before
+    return proc
 
 
 # ---------------------------------------------------------------------------- fail fast
@@ -604,16 +611,8 @@ def test_readme_cluster_examples_still_validate():
      "than a Dask worker needs (at least 256 MiB); raise cluster.memory or lower cluster.processes"),
 ])
 def test_a_size_too_small_for_a_worker_exits_2_through_the_cli(tmp_path, args, message):
-    results = tmp_path / "results"
-    before = snapshot(tmp_path)
-    proc = run_cli("experiment=calibration", f"results_dir={results}", *args,
-                   env={"PATH": str(tmp_path / "empty-path")}, timeout=60)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].endswith(message), proc.stderr  # one line
-    assert not results.exists()
-    assert snapshot(tmp_path) == before
+    lines = refused_through_the_cli(tmp_path, args).stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(message), lines  # one line
 
 
 def test_a_size_with_a_unit_still_makes_a_job_script_through_the_cli(tmp_path):
