@@ -143,6 +143,11 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                                               "max_batch_seconds", 60.0),
                                           checks=[*cluster_checks(client),
                                                   Watchdog(client, **watchdog_options(conf))])
+                        # Done: a signal while the cluster closes says the shutdown is under
+                        # way. Raised, it cut the close short (Dask's exit handler printed an
+                        # UnboundLocalError) and recorded the finished sweep as interrupted.
+                        shutdown_started()
+                        _pause_at("cluster_close")
                     except KeyboardInterrupt as exc:
                         # Recorded before the cluster closes (the rows are flushed): closing it
                         # may take a minute, and a batch system's SIGKILL (SLURM's KillWait,
@@ -207,7 +212,8 @@ def _pause_at(step: str) -> None:
     signal lands there; PIPELINE_SWEEP_PAUSE_SECONDS, default 120). Steps: ``planning`` (the
     lock taken, the store being read), ``code_check`` (before the code-change check, nothing
     in the manifest yet), ``first_manifest`` (just after the first ``running`` record),
-    ``cluster_close`` (a sweep interrupted and recorded, or crashed, its cluster not yet closed)."""
+    ``cluster_close`` (a sweep finished, interrupted and recorded, or crashed, its cluster not
+    yet closed)."""
     if os.environ.get(PAUSE_ENV) == step:
         print(f"sweep paused at {step}", file=sys.stderr, flush=True)
         time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, 120)))

@@ -714,6 +714,30 @@ def test_an_interrupted_sweep_is_recorded_before_its_cluster_closes(tmp_path):
 
 
 @pytest.mark.timeout(240)
+def test_a_ctrl_c_after_the_last_point_lets_the_finished_sweep_close_its_cluster(tmp_path):
+    """A Ctrl-C while a finished sweep closed its cluster was raised there: the close was cut
+    short (Dask's exit handler then printed 'UnboundLocalError: cannot access local variable
+    result'), and the sweep, every row stored, was recorded interrupted with exit 130."""
+    folder = tmp_path / "calibration"
+    args = ["experiment=calibration", "params.work_us=0", "grid.x={range:[0,300]}",
+            "cluster.n_workers=1", f"results_dir={tmp_path}", *FAST]
+    driver = cli(*args, env={**os.environ, "PIPELINE_SWEEP_PAUSE_AT": "cluster_close",
+                             "PIPELINE_SWEEP_PAUSE_SECONDS": "3"})
+    with killed_at_exit(driver):
+        read_until = stderr_reader(driver)
+        read_until("sweep paused at cluster_close")
+        driver.send_signal(signal.SIGINT)
+        read_until("still saving results and shutting down")
+        out, err = driver.communicate(timeout=120)
+    err = "".join(read_until.seen) + err
+    assert driver.returncode == 0, err
+    assert "Traceback" not in err and "interrupted" not in err, err
+    assert "ran 300 tasks" in out
+    assert last_run(folder)["status"] == "finished"
+    assert len(pd.read_parquet(folder)) == 300
+
+
+@pytest.mark.timeout(240)
 def test_a_frozen_worker_is_dropped_and_its_batches_run_elsewhere(tmp_path):
     """A worker process stopped mid-sweep (SIGSTOP: alive, its connections open, silent), as a
     swapped-out or filesystem-stuck process is. Its batches wait for the scheduler's
