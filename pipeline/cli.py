@@ -147,12 +147,15 @@ def validate_multirun(args: list[str], node_actions) -> None:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     overrides = [a for a in args if not a.startswith("-")]
     parsed = OverridesParser.create().parse_overrides(overrides)
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     sweeps = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
               for o in parsed if o.is_sweep_override()]
+    removals = {dotted for action, dotted, _ in node_actions if action == "delete"}
+    removed: set[str] = set()
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -165,26 +168,41 @@ def validate_multirun(args: list[str], node_actions) -> None:
                 name = cfg.hydra.runtime.choices.get("experiment")
                 conf = OmegaConf.to_container(cfg, resolve=False)
                 conf.pop("hydra", None)
-                conf = OmegaConf.to_container(OmegaConf.create(conf), resolve=True)
                 try:
-                    apply_node_overrides(conf, node_actions)
+                    conf = OmegaConf.to_container(OmegaConf.create(conf), resolve=True)
+                    removed |= apply_node_overrides(conf, node_actions, missing_ok=True)
                     validate(name, conf, params_typed(node_actions))
+                except OmegaConfBaseException as exc:  # an interpolation that does not resolve
+                    raise ConfigError(f"multirun job {' '.join(combo)}: "
+                                      f"{str(exc).splitlines()[0]}") from None
                 except ConfigError as exc:
                     raise ConfigError(f"multirun job {' '.join(combo)}: {exc}") from None
     finally:
         GlobalHydra.instance().clear()
+    for dotted in sorted(removals - removed):  # in no job: misspelt
+        raise ConfigError(f"'~{dotted}': no job of this multirun has {dotted} to remove")
 
 
 def execute(cfg, node_actions=()) -> int:
     """Run one composed config (one Hydra job). Returns the exit code."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
 
     log.disabled = False  # Hydra's logging set-up disables loggers created before it ran
     name = HydraConfig.get().runtime.choices.get("experiment")
-    conf = OmegaConf.to_container(cfg, resolve=True)
-    try:
-        apply_node_overrides(conf, node_actions)
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:  # an interpolation that does not resolve (results_dir=/data/${SCRATCH}, meant as $SCRATCH)
+        conf = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        where = f" in {exc.full_key}" if getattr(exc, "full_key", None) else ""
+        print(f"error: {str(exc).splitlines()[0]}{where}: ${{...}} in a value is an "
+              "interpolation (${oc.env:SCRATCH} reads an environment variable)", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    try:  # a multirun's removals were checked across its jobs (validate_multirun)
+        multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+        apply_node_overrides(conf, node_actions, missing_ok=multirun)
         grid, options = validate(name, conf, params_typed(node_actions))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -47,12 +47,16 @@ def split_node_overrides(args: list[str]) -> tuple[list[str], list[tuple[str, st
     return rest, actions
 
 
-def apply_node_overrides(conf: dict, actions: list[tuple[str, str, Any]]) -> None:
+def apply_node_overrides(conf: dict, actions: list[tuple[str, str, Any]],
+                         missing_ok: bool = False) -> set[str]:
     """Apply the ``grid.X``/``params.X`` actions of :func:`split_node_overrides` to the composed
     config. ``~grid.X`` for an X the config does not have is refused (a misspelt removal ran
-    the whole axis it meant to drop), as Hydra refuses it elsewhere."""
+    the whole axis it meant to drop), as Hydra refuses it elsewhere; with ``missing_ok`` (the
+    jobs of a multirun over experiments, where one may lack what another has) it is skipped.
+    Returns the removals that found their key."""
     import difflib
 
+    removed = set()
     for action, dotted, value in actions:
         node, key = dotted.split(".", 1)
         target = conf.get(node)
@@ -62,14 +66,18 @@ def apply_node_overrides(conf: dict, actions: list[tuple[str, str, Any]]) -> Non
             raise ConfigError(f"{node} must be a mapping of parameter names to values, got "
                               f"{target!r} (set one value with {node}.NAME=VALUE)")
         if action == "delete":
+            if key not in target and missing_ok:
+                continue
             if key not in target:
                 close = difflib.get_close_matches(key, list(target), n=1)
                 raise ConfigError(f"'~{dotted}': {node} has no '{key}' to remove"
                                   + (f" (did you mean '~{node}.{close[0]}'?)" if close else "")
                                   + f"; its keys: {', '.join(target) or 'none'}")
             del target[key]
+            removed.add(dotted)
         else:
             target[key] = _plain(value)
+    return removed
 
 
 def params_typed(actions: list[tuple[str, str, Any]]) -> set[str]:
@@ -144,9 +152,9 @@ _PLAIN_PATH = re.compile(r"[A-Za-z0-9_./:@%+-]*")  # what Hydra's grammar takes 
 
 def quote_results_dir(args: list[str]) -> list[str]:
     """A ``results_dir`` may hold any characters: Hydra's override grammar refuses many outside
-    quotes (``run (copy)``, ``a#b``, ``it's``, ``[x]``, non-ASCII letters) and would resolve
-    ``${x}`` as an interpolation, so the value is quoted and escaped for it. A leading ``~`` is
-    the home folder, as a shell would have it. With ``-m``, a comma still separates the
+    quotes (``run (copy)``, ``a#b``, ``it's``, ``[x]``, non-ASCII letters), so the value is
+    quoted and escaped for it. Interpolations still resolve (``${oc.env:SCRATCH}/results``, as
+    cluster scripts write). A leading ``~`` is the home folder, as a shell would have it. With ``-m``, a comma still separates the
     folders of a multirun sweep; a value already quoted for Hydra (``"'a b'"``) is left as is."""
     import os
 
@@ -166,13 +174,12 @@ def quote_results_dir(args: list[str]) -> list[str]:
 
 
 def _hydra_quoted(value: str) -> str:
-    """``value`` as a Hydra override reads it back exactly: quoted if it needs to be, with
-    quotes, the backslashes before a quote or the end, and ``${`` escaped."""
+    """``value`` as a Hydra override reads it back exactly (but for its interpolations):
+    quoted if it needs to be, with quotes and the backslashes before a quote or the end
+    escaped."""
     if _PLAIN_PATH.fullmatch(value):  # also "": refused later, by name
         return value
-    # OmegaConf's escapes first (a literal "${", the backslashes before one), then Hydra's
-    body = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
-    body = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, body)
+    body = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, value)
     return "'" + body.replace("'", "\\'") + "'"
 
 

@@ -77,7 +77,12 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         recovered = recover(path)  # a compaction killed mid-way: finish or undo it first
         # every byte, not only the id columns the plan reads: a part rotten elsewhere would
         # let the sweep say "all done" over rows that load then refuses
-        check_part_checksums(path, part_files(path))
+        parts = part_files(path)
+        size = sum(p.stat().st_size for p in parts if p.exists())
+        if size > 2**30:  # ~0.6 s per GB here, more on a network filesystem: say why it waits
+            print(f"checking {len(parts)} part file(s) ({size / 2**30:.1f} GiB) against their "
+                  "checksums", file=sys.stderr, flush=True)
+        check_part_checksums(path, parts)
         plan = plan_sweep(grid, path, options["retry_failed"])
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM/SIGHUP: nothing is written yet
         shutdown_started()  # a repeated signal waits for the lock's release below

@@ -85,10 +85,10 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
         if conf.get(node) is not None and not isinstance(conf[node], dict):
             raise ConfigError(f"{node} must be a mapping of parameter names to values")
     grid_conf = conf.get("grid") or {}
-    groups = grid_conf.get("zip")  # a malformed zip is the Grid's to refuse, by name
+    groups = grid_conf.get("zip")  # a list of groups, or one; a malformed one is the Grid's
+    groups = [groups] if isinstance(groups, dict) else groups if isinstance(groups, list) else []
     axes = {k for k in grid_conf if k != "zip"} | {
-        k for group in (groups if isinstance(groups, list) else []) if isinstance(group, dict)
-        for k in group}
+        k for group in groups if isinstance(group, dict) for k in group}
     # before the points are checked: a conflict reported as the grid's value being wrong misled
     for key in sorted(params_typed & axes):  # the grid's axis won, and params.x=5 was ignored
         raise ConfigError(f"params.{key} is set, but {key} is also a grid axis (grid.{key}, from "

@@ -55,6 +55,9 @@ CASES = [
     (["experiment=calibration", "params.work_us=10,20"],
      ["'params.work_us=10,20': write grid axes as a list, grid.work_us=[a,b,c]",
       "params.X fixes one value"]),
+    # a zip given as one mapping, not a list of groups (the check missed it: params.L1 ignored)
+    (["experiment=lattice", "grid.zip={L1:[4,8],L2:[4,8]}", "params.L1=16"],
+     ["params.L1 is set, but L1 is also a grid axis"]),
     # the conflict was reported as the grid's first value breaking a cross-parameter rule
     (["experiment=composition_hetero", "params.eps_source=uniform", "params.eps_list=[0.1]"],
      ["params.eps_source is set, but eps_source is also a grid axis"]),
@@ -92,10 +95,11 @@ CASES = [
     # a float axis too large to hold: 10^16 values were numpy's MemoryError traceback, and
     # 10^9 (a dry run allowed it) the OOM killer at 26 GB, on a shared login node
     (["experiment=calibration", "grid.work_us={linspace:[0,1,1e16]}"],
-     ["parameter 'work_us'", "num=10,000,000,000,000,000 is more than the 10,000,000 values"]),
-    (["experiment=calibration", "dry_run=true", "grid.work_us={logspace:[0,1,1e9]}"],
-     ["parameter 'work_us'", "num=1,000,000,000 is more than the 10,000,000 values a float "
-      "axis may hold: its values are held in memory (about 26.0 GB)"]),
+     ["parameter 'work_us'", "num=10,000,000,000,000,000 values would take about "
+      "260,000,000.0 GB to hold"]),
+    (["experiment=calibration", "dry_run=true", "grid.work_us={logspace:[0,1,1e11]}"],
+     ["parameter 'work_us'", "num=100,000,000,000 values would take about 2,600.0 GB to hold "
+      "(a float axis keeps every value in memory), more than half the", "use a coarser axis"]),
     # an infinite range bound or num (an OverflowError traceback)
     (["experiment=calibration", "grid.x={range:[0,1e400]}"],
      ["parameter 'x': bad range helper [0, inf]: cannot convert float infinity to integer"]),
@@ -110,9 +114,9 @@ CASES = [
      ["the grid has 100,000,000,000,000,000,000 tasks", "at most 9,223,372,036,854,775,807"]),
     # the same for a range over a float parameter (held as a float array)
     (["experiment=calibration", "grid.scale={range:[0,10000000000000000]}"],
-     ["parameter 'scale': a range of 10,000,000,000,000,000 values is more than the 10,000,000"]),
-    (["experiment=calibration", "dry_run=true", "grid.scale={range:[0,10000001]}"],
-     ["parameter 'scale': a range of 10,000,001 values is more than the 10,000,000 values"]),
+     ["parameter 'scale': a range of 10,000,000,000,000,000 values would take about"]),
+    (["experiment=calibration", "dry_run=true", "grid.scale={range:[0,100000000000]}"],
+     ["parameter 'scale': a range of 100,000,000,000 values would take about 2,600.0 GB"]),
     # a boolean in a range helper, as in a list (range(True, 3) ran x = 1, 2)
     (["experiment=calibration", "grid.x={range:[true,3]}"],
      ["parameter 'x': bad range helper [True, 3]: its arguments are numbers, not true or false"]),
@@ -198,9 +202,10 @@ def test_the_suggested_fixes_work():
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", ["résultats-Ωμέγα",
-                                  "run (copy) #2 & it's [x] {y} ${z} a=b,c \\ é"])
+                                  "run (copy) #2 & it's [x] {y} $z a=b,c \\ é"])
 def test_a_results_dir_may_hold_any_characters(tmp_path, name):
-    """Hydra's grammar refused most punctuation outside quotes and resolved ``${z}``."""
+    """Hydra's grammar refused most punctuation outside quotes (a traceback or its grammar
+    error, exit 2)."""
     results = tmp_path / name
     proc = run_cli("experiment=calibration", "grid.x=[1,2,3]", "params.work_us=0",
                    f"results_dir={results}", "cluster.n_workers=1", "progress=false",
@@ -209,6 +214,45 @@ def test_a_results_dir_may_hold_any_characters(tmp_path, name):
     df = pd.read_parquet(results / "calibration")
     assert sorted(df.x) == [1, 2, 3]
     assert os.listdir(tmp_path) == [name]
+
+
+def test_interpolations_in_results_dir_resolve_or_are_refused_by_name(tmp_path, monkeypatch,
+                                                                         capsys):
+    """Cluster scripts write results_dir=${oc.env:SCRATCH}/...: it resolves, with quoting
+    around it; an interpolation that does not resolve is exit 2 naming it, not a traceback."""
+    from pipeline.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SCRATCH_FOR_TEST", str(tmp_path / "scratch"))
+    assert main(["experiment=calibration", "grid.x=[0]", "dry_run=true",
+                 "results_dir=${oc.env:SCRATCH_FOR_TEST}/run (2)"]) == 0
+    assert f"-> {tmp_path / 'scratch' / 'run (2)' / 'calibration'}\n" in capsys.readouterr().out
+    assert main(["experiment=calibration", "grid.x=[0]", "results_dir=/data/${SCRATCHX}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Interpolation key 'SCRATCHX' not found in results_dir: "
+                          "${...} in a value is an interpolation"), err
+    assert "Traceback" not in err and os.listdir(tmp_path) == []
+
+
+def test_a_removal_in_a_multirun_needs_its_key_in_one_job_only(tmp_path, monkeypatch, capsys):
+    """'~grid.zip' over lattice (which zips L1 with L2) and composition (no zip) was refused
+    for the whole multirun once misspelt removals were; a key in no job still is."""
+    from pipeline.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    common = ["-m", "experiment=lattice,composition", "dry_run=true", f"results_dir={tmp_path}"]
+    assert main([*common, "~grid.zip"]) == 0
+    assert capsys.readouterr().out.count("tasks in grid:") == 2
+    assert main([*common, "~grid.zp"]) == 2
+    assert "'~grid.zp': no job of this multirun has grid.zp to remove" in capsys.readouterr().err
+
+
+def test_a_float_axis_may_take_half_the_memory_available():
+    from pipeline.engine.grid import FLOAT_AXIS_BYTES, MIN_FLOAT_AXIS, float_axis_limit
+
+    assert float_axis_limit(52 * 10**9) == 10**9  # 26 GB of values in 52 GB available
+    assert float_axis_limit(10**6) == MIN_FLOAT_AXIS == 10**7  # always 260 MB
+    assert FLOAT_AXIS_BYTES == 26
 
 
 def test_an_empty_results_dir_is_refused(tmp_path, monkeypatch, capsys):
@@ -231,6 +275,7 @@ def test_a_results_dir_is_passed_through_hydra_exactly(path):
     assume(path)  # an empty one is refused (test_an_empty_results_dir_is_refused)
     assume(not (len(path) > 1 and path[0] == path[-1] and path[0] in "'\""))  # quoted for Hydra
     assume(path != "???")  # OmegaConf's "missing" marker here; Hydra's composition keeps it
+    assume("${" not in path)  # an interpolation, resolved (test_interpolations_in_results_dir)
     override = quote_results_dir([f"results_dir={path}"])[0]
     value = OverridesParser.create().parse_overrides([override])[0].value()
     conf = OmegaConf.create({"results_dir": "results", "sweep": "${results_dir}/.multirun"})

@@ -475,6 +475,7 @@ LIMIT_FORMS = ("a size with a unit such as 4GB or 512MiB (at least 256 MiB), a f
                "the machine's memory in (0, 1] such as 0.5, auto, or 0 for no limit")
 JOB_FORMS = ("a byte size with a unit such as 16GB or 512MiB (at least 256 MiB; a bare number "
              "is bytes)")
+DISK_FORMS = "a byte size with a unit such as 10GB or 100MB (at least 1 MiB; a bare number is bytes)"
 
 BAD_SIZES = [
     ({"kind": "local", "memory_limit": 4}, f"cluster.memory_limit=4 is 4 bytes; write {LIMIT_FORMS}"),
@@ -490,7 +491,7 @@ BAD_SIZES = [
      "cluster.memory_limit=1 is ambiguous: Dask reads it as all of the machine's memory, not "
      f"1 byte or 1 GB; write 1.0 for all of it, or {LIMIT_FORMS}"),
     ({"kind": "local", "memory_limit": "200MB"},
-     f"cluster.memory_limit=200MB is 200,000,000 bytes; write {LIMIT_FORMS}"),
+     f"cluster.memory_limit=200MB is less than the 256 MiB a Dask worker needs; write {LIMIT_FORMS}"),
     ({"kind": "local", "memory_limit": -1}, f"cluster.memory_limit must be {LIMIT_FORMS}; got -1"),
     ({"kind": "local", "memory_limit": "lots"},
      f"cluster.memory_limit must be {LIMIT_FORMS}; got 'lots'"),
@@ -499,8 +500,10 @@ BAD_SIZES = [
      f"cluster.memory_limit must be {LIMIT_FORMS}; got inf"),
     ({"kind": "local", "memory_limit": "0GB"}, f"cluster.memory_limit must be {LIMIT_FORMS}; got '0GB'"),
     ({"kind": "slurm", "memory": 4}, f"cluster.memory=4 is 4 bytes; write {JOB_FORMS}"),
-    ({"kind": "slurm", "memory": "512B"}, f"cluster.memory=512B is 512 bytes; write {JOB_FORMS}"),
-    ({"kind": "pbs", "memory": "100MB"}, f"cluster.memory=100MB is 100,000,000 bytes; write {JOB_FORMS}"),
+    ({"kind": "slurm", "memory": "512B"},
+     f"cluster.memory=512B is less than the 256 MiB a Dask worker needs; write {JOB_FORMS}"),
+    ({"kind": "pbs", "memory": "100MB"},
+     f"cluster.memory=100MB is less than the 256 MiB a Dask worker needs; write {JOB_FORMS}"),
     ({"kind": "lsf", "memory": 1000}, f"cluster.memory=1000 is 1,000 bytes; write {JOB_FORMS}"),
     ({"kind": "slurm", "memory": 0}, f"cluster.memory must be {JOB_FORMS}; got 0"),
     ({"kind": "slurm", "memory": "lots"}, f"cluster.memory must be {JOB_FORMS}; got 'lots'"),
@@ -508,8 +511,9 @@ BAD_SIZES = [
     ({"kind": "slurm", "memory": "1GB", "cores": 8, "processes": 8},
      "cluster.memory=1GB gives each of the cluster.processes=8 workers of a job 119.21 MiB, less "
      "than a Dask worker needs (at least 256 MiB); raise cluster.memory or lower cluster.processes"),
-    ({"kind": "htcondor", "disk": 4}, f"cluster.disk=4 is 4 bytes; write {JOB_FORMS}"),
-    ({"kind": "htcondor", "disk": "1KB"}, f"cluster.disk=1KB is 1,000 bytes; write {JOB_FORMS}"),
+    # a job's scratch disk has no worker's memory floor (disk=100MB is a request), only 1 MiB
+    ({"kind": "htcondor", "disk": 4}, f"cluster.disk=4 is 4 bytes; write {DISK_FORMS}"),
+    ({"kind": "htcondor", "disk": "1KB"}, f"cluster.disk=1KB is less than 1 MiB; write {DISK_FORMS}"),
 ]
 
 
@@ -564,6 +568,7 @@ def test_memory_limit_forms_that_work_pass_and_dask_reads_them_as_meant(value):
     ("pbs", {"memory": "8GB", "cores": 4, "processes": 2}),
     ("lsf", {"memory": "16GB"}),
     ("htcondor", {"disk": "1GB"}),  # the README's example
+    ("htcondor", {"disk": "100MB"}),  # scratch below a worker's memory floor: a fair request
     ("htcondor", {"disk": 2_000_000_000, "memory": "8GB"}),
 ])
 @pytest.mark.filterwarnings("ignore:OAR Job memory")
@@ -605,7 +610,7 @@ def test_readme_cluster_examples_still_validate():
     (["cluster.memory_limit=inf", "dry_run=true"],
      f"cluster.memory_limit must be {LIMIT_FORMS}; got inf"),
     (["cluster=htcondor", "cluster.disk=4", "dry_run=true"],
-     f"cluster.disk=4 is 4 bytes; write {JOB_FORMS}"),
+     f"cluster.disk=4 is 4 bytes; write {DISK_FORMS}"),
     (["cluster=pbs", "cluster.memory=1GB", "dry_run=true"],  # over the shipped 8 processes
      "cluster.memory=1GB gives each of the cluster.processes=8 workers of a job 119.21 MiB, less "
      "than a Dask worker needs (at least 256 MiB); raise cluster.memory or lower cluster.processes"),

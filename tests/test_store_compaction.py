@@ -436,9 +436,12 @@ def test_a_damaged_compaction_commit_stops_every_command_with_exit_4_and_repair_
     folder = tmp_path / "calibration"
     before = _view(tmp_path, grid)
     _compact_killed_at(folder, "swapping")  # both sets in the folder, some new ones staged
-    (folder / INTENT).write_text('{"staging": "_compacting-x", "old": [')
-    with pytest.raises(DamagedIntent, match="compaction commit .*_compaction.json is damaged"):
-        load(tmp_path, "calibration")
+    for bad, why in [('{"staging": "_compacting-x/../..", "old": [], "new": []}',
+                      "not a compaction commit"),  # would have led its rmtree out of the folder
+                     ('{"staging": "_compacting-x", "old": [', "not valid JSON")]:
+        (folder / INTENT).write_text(bad)
+        with pytest.raises(DamagedIntent, match=f"_compaction.json is damaged \\({why}"):
+            load(tmp_path, "calibration")
     sweep = ["run.py", "experiment=calibration", f"results_dir={tmp_path}", "progress=false",
              "grid.x={range:[0,3000]}", "params.work_us=0", "params.fail_every=7",
              "params.rows=2", "cluster.n_workers=1", "cluster.dashboard_address=:0"]

@@ -115,10 +115,10 @@ def test_truncated_part_cycle_through_the_cli(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_bit_rot_outside_the_id_columns_stops_the_resume_and_the_dry_run(tmp_path, capsys):
+def test_bit_rot_outside_the_id_columns_stops_the_resume(tmp_path):
     """A flipped byte in the value column: the resume read only the id columns, said all
-    was done (exit 0), and pipeline.load then refused the folder. The sweep and dry_run now
-    check every part's recorded sha256 first (exit 4, naming it); status stays cheap."""
+    was done (exit 0), and pipeline.load then refused the folder. The sweep now checks every
+    part's recorded sha256 first (exit 4, naming it); dry_run and status stay cheap."""
     folder = tmp_path / "calibration"
     assert run("run.py", *SWEEP, f"results_dir={tmp_path}").returncode == 0
     victim = sorted(folder.glob("part-*.parquet"))[3]
@@ -134,9 +134,6 @@ def test_bit_rot_outside_the_id_columns_stops_the_resume_and_the_dry_run(tmp_pat
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert (f"part file {victim} is unreadable (sha256 differs from the one recorded when "
             "written)") in proc.stderr and f"verify {folder} --repair" in proc.stderr
-    capsys.readouterr()
-    assert cli_main([*SWEEP, f"results_dir={tmp_path}", "dry_run=true"]) == 4
-    assert victim.name in capsys.readouterr().err
     assert snapshot(tmp_path) == before
     assert run("-m", "pipeline", "verify", str(folder), "--repair").returncode == 0
     resume = run("run.py", *SWEEP, f"results_dir={tmp_path}")

@@ -116,9 +116,10 @@ def _plural_bytes(n: int) -> str:
     return "1 byte" if n == 1 else f"{n:,} bytes"
 
 
-def _size(key: str, value: Any, forms: str) -> int:
+def _size(key: str, value: Any, forms: str, floor: int = MIN_WORKER_MEMORY,
+          floor_text: str = f"the {MIN_WORKER_MEMORY_TEXT} a Dask worker needs") -> int:
     """Bytes in a size with a unit ('4GB', '512MiB': dask's parse_bytes) or in a bare number
-    of bytes; either must reach MIN_WORKER_MEMORY. ``forms``: the allowed forms, for messages."""
+    of bytes; either must reach ``floor``. ``forms``: the allowed forms, for messages."""
     from dask.utils import parse_bytes
 
     number, n = _number(value), None
@@ -129,16 +130,26 @@ def _size(key: str, value: Any, forms: str) -> int:
             n = parse_bytes(value)
     if n is None or n <= 0:
         raise ClusterConfigError(f"cluster.{key} must be {forms}; got {value!r}")
-    if n < MIN_WORKER_MEMORY:
+    if n < floor:
+        if number is None:  # a unit was given: the size itself is too small
+            raise ClusterConfigError(f"cluster.{key}={value} is less than {floor_text}; "
+                                     f"write {forms}")
         raise ClusterConfigError(f"cluster.{key}={value} is {_plural_bytes(n)}; write {forms}")
     return n
 
 
 def _bytes(key: str, value: Any) -> int:
-    """A batch job's size (``memory``, HTCondor's ``disk``): a size with a unit, or a bare
-    number of bytes, at least MIN_WORKER_MEMORY (``memory=4`` is 4 bytes, not 4 GB)."""
+    """A batch job's memory: a size with a unit, or a bare number of bytes, at least
+    MIN_WORKER_MEMORY (``memory=4`` is 4 bytes, not 4 GB)."""
     return _size(key, value, f"a byte size with a unit such as 16GB or 512MiB (at least "
                              f"{MIN_WORKER_MEMORY_TEXT}; a bare number is bytes)")
+
+
+def _disk(key: str, value: Any) -> int:
+    """HTCondor's ``disk`` per job: a size with a unit, or a bare number of bytes, at least
+    1 MiB (``disk=4`` is 4 bytes); no worker's memory floor (100MB of scratch is a request)."""
+    return _size(key, value, "a byte size with a unit such as 10GB or 100MB (at least 1 MiB; "
+                             "a bare number is bytes)", 2**20, "1 MiB")
 
 
 def _memory_limit(key: str, value: Any) -> Any:
@@ -332,7 +343,7 @@ def _schema(kind: str) -> dict[str, Callable[[str, Any], Any]]:
         "death_timeout": parse_duration, "dashboard_address": _host_port,
         "lifetime_margin": parse_duration, "lifetime_stagger": parse_duration,
         "worker_start_timeout": parse_duration, "max_submit_failures": _int(1),
-        "disk": _bytes, "resource_spec": _text, "use_stdin": _flag, "worker_profile": _flag,
+        "disk": _disk, "resource_spec": _text, "use_stdin": _flag, "worker_profile": _flag,
         "tls": _flag, "shared_temp_directory": _text,
     }
     if kind == "htcondor":

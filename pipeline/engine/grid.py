@@ -20,12 +20,14 @@ until it is iterated).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import math
 import re
 from itertools import product
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -34,8 +36,10 @@ from pipeline.experiments.base import REQUIRED, Experiment, ParamError
 
 RANGE_HELPERS = ("linspace", "logspace", "range")
 # A linspace/logspace axis holds its values (a range is lazy); planning and its checks take
-# about 26 bytes a value, so 10^7 values stay under 300 MB on a shared login node.
-MAX_FLOAT_AXIS = 10_000_000
+# about 26 bytes a value (a 10^9-value dry run: 26 GB, and the OOM killer of a shared login
+# node). An axis may take half the memory available, and 10^7 values (260 MB) always.
+FLOAT_AXIS_BYTES = 26
+MIN_FLOAT_AXIS = 10_000_000
 _HELPER_RE = re.compile(r"^\s*(linspace|logspace|range)\s*\((.*)\)\s*$")
 
 
@@ -86,8 +90,8 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
         num = int(float(num))
         if num < 1:
             raise ValueError("num must be >= 1")
-        if num > MAX_FLOAT_AXIS:  # 10^9 values took ~26 GB and the OOM killer, not an error
-            raise ValueError(f"num={num:,} is {_too_many_floats(num)}")
+        if num > float_axis_limit():
+            raise ValueError(f"num={num:,} {_too_many_floats(num)}")
         values = np.linspace(start, stop, num)
         if name == "logspace":
             with np.errstate(over="ignore"):  # an inf is refused by the domain, by name
@@ -97,10 +101,39 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
         raise ParamError(experiment, param, f"bad {name} helper {args!r}: {exc}") from None
 
 
+def memory_available() -> int | None:
+    """Bytes this process may still take: the kernel's MemAvailable, or less under a cgroup
+    limit (a batch job's allocation); None where neither can be read."""
+    available = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    with contextlib.suppress(OSError, ValueError):
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max":
+            room = max(0, int(limit) - used)
+            available = room if available is None else min(available, room)
+    return available
+
+
+def float_axis_limit(available: int | None = None) -> int:
+    """Values a float axis may hold: half of ``available`` bytes (default: what this machine
+    has now, :func:`memory_available`) at FLOAT_AXIS_BYTES a value, and MIN_FLOAT_AXIS always."""
+    available = memory_available() if available is None else available
+    if available is None:
+        return MIN_FLOAT_AXIS
+    return max(MIN_FLOAT_AXIS, available // 2 // FLOAT_AXIS_BYTES)
+
+
 def _too_many_floats(num: int) -> str:
-    return (f"more than the {MAX_FLOAT_AXIS:,} values a float axis may hold: its values are held "
-            f"in memory (about {26 * num / 1e9:,.1f} GB); use a coarser axis "
-            f"({MAX_FLOAT_AXIS:,} values already resolve 1e-7 of its span)")
+    available = memory_available()
+    here = f", more than half the {available / 1e9:,.1f} GB available here" if available else ""
+    return (f"values would take about {FLOAT_AXIS_BYTES * num / 1e9:,.1f} GB to hold (a float "
+            f"axis keeps every value in memory){here}; use a coarser axis (at most "
+            f"{float_axis_limit(available):,} values here)")
 
 
 def expand_value(value: Any, param: str, experiment: str, list_typed: bool = False):
@@ -239,8 +272,8 @@ def _coerce_axis(p, raw, experiment: str) -> tuple[Sequence, int]:
     if isinstance(raw, range) and p.type is float and convex and len(raw):
         # as a float array, like a linspace: coerced one by one, a 10^8-point range of a
         # float parameter took minutes and GiBs (a Python float and id fragment per value)
-        if len(raw) > MAX_FLOAT_AXIS:
-            raise ParamError(experiment, p.name, f"a range of {len(raw):,} values is "
+        if len(raw) > float_axis_limit():
+            raise ParamError(experiment, p.name, f"a range of {len(raw):,} "
                              + _too_many_floats(len(raw)))
         raw = np.arange(raw.start, raw.stop, raw.step, dtype=np.float64)
     if isinstance(raw, np.ndarray) and p.type is float and convex and raw.size:

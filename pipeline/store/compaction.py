@@ -89,7 +89,8 @@ def read_intent(path: str | os.PathLike) -> dict | None:
     names = lambda key: (isinstance(intent.get(key), list)  # noqa: E731
                          and all(isinstance(n, str) and "/" not in n for n in intent[key]))
     if not (isinstance(intent, dict) and isinstance(intent.get("staging"), str)
-            and intent["staging"].startswith(STAGING_PREFIX) and names("old") and names("new")):
+            and intent["staging"].startswith(STAGING_PREFIX) and "/" not in intent["staging"]
+            and names("old") and names("new")):  # no name may lead out of the folder
         raise DamagedIntent(file, "not a compaction commit: staging, old and new expected")
     return intent
 
