@@ -1082,6 +1082,7 @@ def _interrupt_flushes(tmp_path, sig):
         _kill_group(proc.pid)
     manifest = json.loads((tmp_path / "calibration" / "_manifest.json").read_text())
     run = manifest["runs"][-1]
+    run["stderr"] = err  # for the assertions' messages
     return proc.returncode, run, pd.read_parquet(tmp_path / "calibration")
 
 
@@ -1089,7 +1090,7 @@ def _interrupt_flushes(tmp_path, sig):
 @pytest.mark.timeout(300)
 def test_ctrl_c_flushes_the_buffer_and_the_manifest_says_so(tmp_path):
     code, run, df = _interrupt_flushes(tmp_path, signal.SIGINT)
-    assert code == 130 and run["status"] == "interrupted"
+    assert code == 130 and run["status"] == "interrupted", run["stderr"]
     assert run["written"]["flushed"] is True and run["written"]["rows"] == len(df) > 0
     assert df.task_id.is_unique
 
@@ -1098,7 +1099,8 @@ def test_ctrl_c_flushes_the_buffer_and_the_manifest_says_so(tmp_path):
 @pytest.mark.timeout(300)
 def test_sigterm_flushes_the_buffer_and_the_manifest_says_so(tmp_path):
     code, run, df = _interrupt_flushes(tmp_path, signal.SIGTERM)
-    assert code == 143 and run["status"] == "interrupted" and run["signal"] == "SIGTERM"
+    assert code == 143 and run["status"] == "interrupted" and run["signal"] == "SIGTERM", \
+        run["stderr"]
     assert run["written"]["flushed"] is True and run["written"]["rows"] == len(df) > 0
 
 
