@@ -79,7 +79,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         # let the sweep say "all done" over rows that load then refuses
         parts = part_files(path)
         size = sum(p.stat().st_size for p in parts if p.exists())
-        if size > 2**30:  # ~0.6 s per GB here, more on a network filesystem: say why it waits
+        if size > 2**30:  # every byte is read once: say why it waits
             print(f"checking {len(parts)} part file(s) ({size / 2**30:.1f} GiB) against their "
                   "checksums", file=sys.stderr, flush=True)
         check_part_checksums(path, parts)

@@ -20,14 +20,12 @@ until it is iterated).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import json
 import math
 import re
 from itertools import product
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -102,21 +100,15 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
 
 
 def memory_available() -> int | None:
-    """Bytes this process may still take: the kernel's MemAvailable, or less under a cgroup
-    limit (a batch job's allocation); None where neither can be read."""
-    available = None
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-    with contextlib.suppress(OSError, ValueError):
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
-        if limit != "max":
-            room = max(0, int(limit) - used)
-            available = room if available is None else min(available, room)
-    return available
+    """Bytes this process may still take: the memory available now, and no more than the
+    limit Dask gives its workers (distributed.system: the machine, or a cgroup's limit such as
+    a batch job's allocation); None where it cannot be read."""
+    try:
+        import psutil
+        from distributed.system import MEMORY_LIMIT
+    except ImportError:
+        return None
+    return min(psutil.virtual_memory().available, MEMORY_LIMIT)
 
 
 def float_axis_limit(available: int | None = None) -> int:

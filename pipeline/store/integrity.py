@@ -114,7 +114,7 @@ def check_part_checksums(folder: str | os.PathLike, files: Sequence[Path]) -> No
     """Raise :class:`BadPartFile` for the first of ``files`` whose bytes differ from the size
     and sha256 recorded when it was written: bit rot in any column, which a reader of a few
     columns (a resume's plan, ``status``) does not decode. Parts written before the index
-    existed are left to their readers. Reads every byte: about a second per GB."""
+    existed are left to their readers. Reads every byte of them once."""
     index = read_index(folder)
     for path in files:
         entry = index.get(path.name)
