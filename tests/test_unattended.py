@@ -731,7 +731,11 @@ def test_a_ctrl_c_after_the_last_point_lets_the_finished_sweep_close_its_cluster
         out, err = driver.communicate(timeout=120)
     err = "".join(read_until.seen) + err
     assert driver.returncode == 0, err
-    assert "Traceback" not in err and "interrupted" not in err, err
+    # the close is whole: no exit handler's traceback (a worker may still log Dask's own
+    # "Failed to communicate with scheduler during heartbeat" on a loaded machine, as in
+    # any sweep's close: seen once in CI)
+    assert "UnboundLocalError" not in err and "close_clusters" not in err, err
+    assert "interrupted" not in err and "KeyboardInterrupt" not in err, err
     assert "ran 300 tasks" in out
     assert last_run(folder)["status"] == "finished"
     assert len(pd.read_parquet(folder)) == 300
