@@ -193,6 +193,94 @@ def test_a_worker_that_joins_after_an_edit_has_its_points_failed_not_stamped(
     assert final["code_id"].nunique() == 2  # the old code's rows and the new code's
 
 
+def _local_sweep(code_copy, results, n_workers: int, n: int):
+    """The real CLI on an embedded LocalCluster (the sweep's own), run from the copy."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)  # run.py's folder (the copy) comes first on the path
+    cmd = [PY, str(code_copy / "run.py"), "experiment=calibration", f"grid.x={{range:[0,{n}]}}",
+           "params.work_mode=sleep", "params.work_us=20000", "batch_size=4", "flush_seconds=1",
+           f"cluster.n_workers={n_workers}", "cluster.threads_per_worker=2",
+           "cluster.dashboard_address=:0", f"results_dir={results}", "progress=false"]
+    return subprocess.Popen(cmd, cwd=code_copy, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _kill_a_worker_after_an_edit(code_copy, driver, folder) -> None:
+    """Once rows are on disk: edit calibration.py, then kill -9 one worker process of the
+    driver's LocalCluster; its nanny starts a new one, which imports the edited file."""
+    import psutil
+
+    _wait(lambda: list(folder.glob("part-*.parquet")) or driver.poll() is not None,
+          "the first part file", timeout=120)
+    assert driver.poll() is None, driver.communicate()[1]
+    _edit(code_copy / "pipeline" / "experiments" / "calibration.py")
+    workers = [c for c in psutil.Process(driver.pid).children()  # not the resource tracker
+               if "from multiprocessing.spawn import spawn_main" in " ".join(c.cmdline())]
+    assert workers, "no worker process found"
+    workers[0].kill()
+
+
+@pytest.mark.slow
+def test_a_worker_restarted_on_edited_code_is_retired_and_its_points_run_elsewhere(
+        tmp_path, code_copy):
+    """On the sweep's own cluster, a worker that the nanny restarts after an edit runs the new
+    code: its batches go back to the other workers (nothing stored failed, nothing stamped
+    wrongly) and the sweep retires it. Before, each of its batches was stored failed, so
+    every worker restarted overnight turned its share of the sweep into failed rows."""
+    before = _in_copy(code_copy, IMPORT_CALIBRATION + "print(code_id(exp))")
+    results, n = tmp_path / "r", 2000
+    driver = _local_sweep(code_copy, results, n_workers=2, n=n)
+    folder = results / "calibration"
+    try:
+        _kill_a_worker_after_an_edit(code_copy, driver, folder)
+        out, err = driver.communicate(timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 0, err
+    assert "with other code than this sweep" in err and "It is retired" in err, err
+    table = pd.read_parquet(folder)
+    assert len(table) == n and table["x"].nunique() == n and table["task_id"].is_unique
+    assert set(table["status"]) == {"ok"}
+    assert set(table["code_id"]) == {before}  # every row computed by the code it names
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_every_worker_runs_edited_code_ends_and_a_rerun_completes_it(
+        tmp_path, code_copy):
+    """The only worker is restarted after an edit: no worker runs the sweep's code any more,
+    so the sweep ends (exit 3, saying why) with its rows kept and no point stored failed,
+    instead of storing every remaining point failed. Run again, on the code now on disk, it
+    computes the rest."""
+    before = _in_copy(code_copy, IMPORT_CALIBRATION + "print(code_id(exp))")
+    results, n = tmp_path / "r", 2000
+    driver = _local_sweep(code_copy, results, n_workers=1, n=n)
+    folder = results / "calibration"
+    try:
+        _kill_a_worker_after_an_edit(code_copy, driver, folder)
+        out, err = driver.communicate(timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 3, err
+    assert "no worker runs the code this sweep started with" in err, err
+    assert "run the sweep again" in err
+    kept = pd.read_parquet(folder)
+    assert 0 < len(kept) < n and set(kept["status"]) == {"ok"}
+    assert set(kept["code_id"]) == {before}
+
+    after = _in_copy(code_copy, IMPORT_CALIBRATION + "print(code_id(exp))")
+    rerun = _local_sweep(code_copy, results, n_workers=1, n=n)
+    out, err = rerun.communicate(timeout=240)
+    assert rerun.returncode == 0, err
+    final = pipeline.load(results, "calibration")
+    assert len(final) == n and final["task_id"].is_unique and set(final["status"]) == {"ok"}
+    assert set(final["code_id"]) == {before, after}
+    assert (final["code_id"] == before).sum() == len(kept)
+
+
 def _in_copy(code_copy, script: str) -> str:
     """Run ``script`` in a fresh interpreter that imports the copy; its stdout."""
     env = {**os.environ, "PYTHONPATH": str(code_copy), "PYTHONDONTWRITEBYTECODE": "1"}

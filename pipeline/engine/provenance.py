@@ -125,7 +125,9 @@ def loaded_code_id(experiment) -> str:
     return known
 
 
-def other_code_message(worker: str, loaded: str, expected: str, name: str) -> str:
+def other_code_message(worker: str, loaded: str, expected: str, name: str,
+                       advice: str = "Restart the workers so that they load the code on disk"
+                       ) -> str:
     """Why a worker's results cannot be stamped with this sweep's code_id."""
     if loaded.endswith(CHANGED_SINCE_LOADED):
         why = ("it imported the experiment's modules before their files changed, and runs "
@@ -133,8 +135,7 @@ def other_code_message(worker: str, loaded: str, expected: str, name: str) -> st
     else:
         why = f"it runs code_id {loaded}"
     return (f"worker {worker} computes experiment '{name}' with other code than this sweep "
-            f"(code_id {expected}): {why}. Restart the workers so that they load the code "
-            "on disk")
+            f"(code_id {expected}): {why}. {advice}")
 
 
 def provenance_stamp(experiment, run_id: str) -> dict:

@@ -30,11 +30,12 @@ from pipeline.engine.cost_model import InFlightWork
 from pipeline.engine.planning import BatchSizer, PendingPlan
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
-from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_started,
-                                      signals_held)
+from pipeline.engine.watchdog import (SweepAborted, WorkersRunOtherCode, shutdown_hurried,
+                                      shutdown_started, signals_held)
 from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
-                                          connected_threads, fetch_result,
-                                          scheduler_silent_for, thread_counts, total_threads)
+                                          connected_threads, fetch_result, retire_workers,
+                                          scheduler_silent_for, thread_counts, total_threads,
+                                          worker_codes)
 from pipeline.store.parquet import PartWriter
 
 log = logging.getLogger("pipeline")
@@ -44,6 +45,7 @@ MAX_BATCH_SECONDS = 60.0  # bound on a batch's predicted duration
 LOST_SPLIT = 8  # a batch lost with its worker is resubmitted as this many pieces,
 LOST_SINGLES = 64  # or as single points when it holds at most this many
 LOST_ATTEMPTS = 2  # a single point lost with its workers is tried this often before it fails
+OTHER_CODE_REQUEUES = 8  # times a batch run with other code goes out again (then: failed)
 WAKE_SECONDS = 1.0  # the driver loop wakes at least this often, whatever the cluster does
 GATHER_TIMEOUT_S = 30.0  # bound on fetching one wake's finished results in one go
 SILENT_GATHER_TIMEOUT_S = 5.0  # the same while the scheduler has left a call unanswered
@@ -172,7 +174,12 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     waves = itertools.count()  # submission waves: each runs after the ones before it
     direct = scheduler_in_process(client)
     code = code_id(grid.experiment)  # stamped on every row by the writer
-    other_code_seen: set[str] = set()  # workers already reported for running other code
+    other_code_workers: dict[str, str] = {}  # worker -> the other code_id it returned rows of
+    other_code_news: set[str] = set()  # such workers to act on (take_out_other_code)
+    other_code_logged: set[str] = set()
+    other_code_retired: set[str] = set()
+    other_code_tries: dict[tuple[int, int], int] = {}  # (first index, length) -> returns
+    owned_cluster = getattr(client, "cluster", None) is not None  # not a pool at an address
 
     def threads() -> int:
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
@@ -304,17 +311,28 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             if result.done < len(chunk):  # stopped early in the tail: the rest is re-split
                 sizer.give_back(as_indices(chunk[result.done:]))
                 chunk = chunk[:result.done]
-            sizer.observe(chunk, result.elapsed_s, result.seconds)
             if result.code_id != code:
                 # A worker that joined or restarted after an edit (or kept old modules): its
-                # rows would carry this sweep's code_id without having run that code. Its
-                # points are stored failed, saying why; retry_failed=true reruns them.
+                # rows would carry this sweep's code_id without having run that code. On a
+                # cluster the sweep started, the points go out again to the other workers and
+                # the loop retires this one (take_out_other_code). On a pool at an address,
+                # not the sweep's to close, they are stored failed, saying why (it would take
+                # them again); retry_failed=true reruns them. Either way, the sweep ends when
+                # no worker runs its code any more.
+                other_code_workers[result.worker] = result.code_id
+                if result.worker not in other_code_retired:
+                    other_code_news.add(result.worker)
+                where = (int(chunk[0]), len(chunk))
+                other_code_tries[where] = other_code_tries.get(where, 0) + 1
+                if owned_cluster and other_code_tries[where] <= OTHER_CODE_REQUEUES:
+                    sizer.resubmit([chunk])
+                    fut.release()
+                    return
                 message = other_code_message(result.worker, result.code_id, code, grid.name)
-                if result.worker not in other_code_seen:
-                    other_code_seen.add(result.worker)
-                    log.error("%s; its points are stored as failed", message)
                 table = failed_batch_table(grid, chunk, message, worker=result.worker)
+                sizer.abandon(chunk)
             else:
+                sizer.observe(chunk, result.elapsed_s, result.seconds)
                 try:  # built here, not on the worker (see batch.PointsRun)
                     table = points_table(grid, chunk, result)
                 except Exception as exc:  # the batch's points fail, not the sweep
@@ -344,6 +362,34 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             sizer.abandon(chunk)
         fut.release()
         store(table, len(chunk))
+
+    def take_out_other_code() -> None:
+        # Outside the loop's held signals: this asks every worker, then the scheduler.
+        if not other_code_news:
+            return
+        news = sorted(other_code_news - other_code_logged)
+        other_code_logged.update(other_code_news)
+        other_code_news.clear()
+        codes = worker_codes(client, grid)
+        if codes and not any(got == code for got in codes.values()):
+            raise WorkersRunOtherCode(
+                f"no worker runs the code this sweep started with (code_id {code}) any more: "
+                f"experiment '{grid.name}''s files changed since, and every worker now runs "
+                f"code_id {', '.join(sorted(set(codes.values())))}. The rows stored so far are "
+                "kept; run the sweep again to compute the rest with the code on disk "
+                "(rerun_changed=true also recomputes the rows of the old code)")
+        for worker in news:
+            log.error("%s", other_code_message(
+                worker, other_code_workers[worker], code, grid.name,
+                "It is retired, and its points go to the other workers" if owned_cluster else
+                "Its points are stored as failed (a pool at an address is not this sweep's to "
+                "close): restart it so that it loads the code on disk, then rerun with "
+                "retry_failed=true"))
+        # (no answer, or no worker now: the watchdog sees to that; tried again at its next
+        # batch run with other code)
+        others = sorted(w for w, got in (codes or {}).items() if got != code)
+        if owned_cluster and others and retire_workers(client, others):
+            other_code_retired.update(others)  # with any that has not returned a batch yet
 
     def stop_long_batches_in_tail() -> None:
         # idle threads are counted among those joined: an adaptive cluster's planned ones
@@ -466,6 +512,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                     continue
                 with signals_held():
                     handle(fut, result, lost)
+            take_out_other_code()
             submit_more()
             stop_long_batches_in_tail()
             if not tail_flushed and plan.exhausted and not sizer.has_returned:

@@ -63,6 +63,11 @@ class SchedulerLost(SweepAborted):
     pass
 
 
+class WorkersRunOtherCode(SweepAborted):
+    """No worker left runs the code the sweep stamps on its rows (the files changed, and the
+    workers restarted since loaded them): the rest waits for a rerun on the new code."""
+
+
 def _positive_or_none(value) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
                              and value > 0)

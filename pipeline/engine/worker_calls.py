@@ -11,7 +11,7 @@ import weakref
 
 from pipeline.engine.batch import PointsRun, request_stop, settle_worker_process
 from pipeline.engine.grid import Grid
-from pipeline.engine.provenance import code_id, other_code_message
+from pipeline.engine.provenance import code_id, loaded_code_id, other_code_message
 
 log = logging.getLogger("pipeline")
 
@@ -182,3 +182,48 @@ def ask_to_stop(client, keys: list) -> None:
                       on_error="ignore", timeout=STOP_REQUEST_TIMEOUT_S)
     except Exception as exc:
         log.debug("could not ask batches to stop early: %s", exc)
+
+
+WORKER_CODE_TIMEOUT_S = 30.0  # bound on asking every worker which code it has loaded
+RETIRE_TIMEOUT_S = 30.0  # bound on retiring workers that run other code
+
+
+def _loaded_code(grid: Grid) -> str:
+    return loaded_code_id(grid.experiment)
+
+
+def worker_codes(client, grid: Grid) -> dict[str, str] | None:
+    """The code each connected worker has loaded for ``grid``'s experiment
+    (:func:`provenance.loaded_code_id`), asked with a bound; None if the scheduler does not
+    answer in time. A worker that fails the call (it is closing, say) is left out."""
+    try:
+        answers = ask_scheduler(client, client._run, _loaded_code, grid, on_error="return",
+                                wait=True, timeout=WORKER_CODE_TIMEOUT_S)
+    except Exception as exc:
+        log.debug("could not ask the workers which code they run: %s", exc)
+        return None
+    return {worker: got for worker, got in answers.items() if isinstance(got, str)}
+
+
+def _quiet_close() -> None:
+    # A LocalCluster's workers write to the sweep's terminal: closing, each logged Dask's
+    # INFO "Connection to ... has been closed." there (the sweep's own line says why).
+    logging.getLogger("distributed.core").setLevel(logging.WARNING)
+
+
+def retire_workers(client, workers: list[str]) -> bool:
+    """Close ``workers`` (and their nannies, which would restart them) through the scheduler,
+    bounded; the batches queued on them go to the others. False, logged, if it failed."""
+    try:
+        ask_scheduler(client, client._run, _quiet_close, workers=list(workers), wait=True,
+                      on_error="ignore", timeout=STOP_REQUEST_TIMEOUT_S)
+    except Exception:  # only quieter
+        pass
+    try:
+        ask_scheduler(client, client.scheduler.retire_workers, workers=list(workers),
+                      close_workers=True, timeout=RETIRE_TIMEOUT_S)
+        return True
+    except Exception as exc:
+        log.warning("could not retire worker(s) %s: %s: %s", ", ".join(workers),
+                    type(exc).__name__, exc)
+        return False
