@@ -535,3 +535,43 @@ def test_ctrl_c_while_the_local_cluster_starts_leaves_no_traceback(tmp_path):
     assert "interrupted (SIGINT): 0 part file(s) kept" in driver.stderr
     assert "Traceback" not in driver.stderr + driver.stdout, driver.stderr
     assert read_manifest(tmp_path / "calibration")["runs"][-1]["status"] == "interrupted"
+
+
+HEARTBEAT_FAILS = """
+import asyncio, sys
+sys.path.insert(0, ROOT)
+from distributed import Client, LocalCluster
+
+async def heartbeat_without_scheduler(dask_worker):
+    async def unreachable(**kwargs):
+        raise OSError("the scheduler is gone")
+    dask_worker.scheduler.heartbeat_worker = unreachable  # as when the driver closes it
+    await dask_worker.heartbeat()  # Dask's own heartbeat, which logs the failure
+
+if __name__ == "__main__":
+    preload = ["pipeline.engine.worker_preload"] if sys.argv[1] == "preload" else []
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None,
+                      preload=preload) as cluster, Client(cluster) as client:
+        client.run(heartbeat_without_scheduler)
+        print("heartbeat done", flush=True)
+"""
+
+
+def test_local_workers_show_no_heartbeat_traceback_when_the_driver_closes_their_scheduler(
+        tmp_path):
+    """A LocalCluster worker whose heartbeat meets its scheduler closed (the driver closing the
+    cluster after a finished sweep, on a loaded machine) printed Dask's "Failed to communicate
+    with scheduler during heartbeat" and a traceback on the sweep's terminal. The real
+    heartbeat is made to fail in a real worker; without the preload the line appears (the
+    test can see it), with it, not."""
+    script = tmp_path / "heartbeat.py"
+    script.write_text(HEARTBEAT_FAILS.replace("ROOT", repr(str(ROOT)), 1))
+    runs = {how: subprocess.run([PY, str(script), how], capture_output=True, text=True,
+                                timeout=120, cwd=tmp_path) for how in ("bare", "preload")}
+    for how, proc in runs.items():
+        assert proc.returncode == 0 and "heartbeat done" in proc.stdout, (how, proc.stderr)
+    assert "Failed to communicate with scheduler during heartbeat" in runs["bare"].stderr
+    assert "Traceback" in runs["bare"].stderr
+    assert "Failed to communicate with scheduler" not in runs["preload"].stderr, \
+        runs["preload"].stderr
+    assert "Traceback" not in runs["preload"].stderr, runs["preload"].stderr
