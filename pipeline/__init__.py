@@ -6,6 +6,9 @@
 __version__ = "0.1.0"
 
 
+STATUSES = (None, "ok", "failed")  # the values of the stored ``status`` column
+
+
 def load(results_dir, name, status=None, version=None, *, select=None, grid=None, params=None,
          run_id=None, code_id=None, on_error="raise"):
     """The result table of experiment ``name`` under ``results_dir``, deduplicated by task id.
@@ -27,8 +30,10 @@ def load(results_dir, name, status=None, version=None, *, select=None, grid=None
     repair command (``python -m pipeline verify DIR --repair``); ``on_error="skip"`` leaves
     damaged parts out with a warning.
     """
-    from pipeline.report.selection import refuse_empty_filters
+    from pipeline.report.selection import SelectionError, refuse_empty_filters
 
+    if status not in STATUSES:  # a typo ('okk') selected nothing, silently
+        raise SelectionError(f"status={status!r}: allowed None (every row), 'ok' or 'failed'")
     refuse_empty_filters(run_id=run_id, code_id=code_id, version=version)  # no filter, or none?
     if select is None and grid is None and params is None and run_id is None and code_id is None:
         from pipeline.store.parquet import load as _load

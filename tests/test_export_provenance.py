@@ -9,6 +9,7 @@ import csv
 import glob
 import hashlib
 import json
+import re
 import math
 import os
 import socket
@@ -202,6 +203,14 @@ def test_export_is_a_valid_data_package_equal_to_load(tmp_path, name):
         assert secret not in text
     readme = (pkg / "README.md").read_text()
     assert f"`{key_column}`" in readme and "pl.read_parquet" in readme
+    # each column's row reads back as its 4 cells, the description unchanged ('|lambda|' was
+    # written '/lambda/': a bare '|' ends a Markdown cell)
+    rows = {line.split("`")[1]: line for line in readme.splitlines() if line.startswith("| `")}
+    for column, field in fields.items():
+        cells = re.split(r"(?<!\\)\|", rows[column])[1:-1]
+        assert len(cells) == 4, rows[column]
+        description = cells[3].strip().replace("\\|", "|").replace("\\\\", "\\")
+        assert description == field.get("description", "").replace("\n", " "), column
     assert exp.doc.split()[0] in readme and (pkg / "docs").is_dir()
     cff = (pkg / "CITATION.cff").read_text()
     assert "cff-version: 1.2.0" in cff and '"Ada Lovelace"' in cff and "license: CC-BY-4.0" in cff
@@ -347,6 +356,25 @@ def test_an_empty_filter_is_refused_not_read_as_no_filter(mixed_store, tmp_path)
     assert main(["experiment=independent_sets", f"results_dir={mixed_store}", "report=true",
                  "report_scope=all", "run_id=[]"]) == 2
     assert sorted(p.name for p in (mixed_store / "independent_sets").iterdir()) == before
+
+
+def test_load_refuses_a_status_or_version_that_selects_nothing_by_a_typo(mixed_store):
+    """status='okk' and a version never stored returned an empty table without a word (the
+    report refuses the same selection, exit 2). A filter that is valid but matches nothing
+    (no failed row) is still an empty table."""
+    from pipeline.report.selection import SelectionError
+
+    load = lambda **kw: pipeline.load(mixed_store, "independent_sets", **kw)  # noqa: E731
+    with pytest.raises(SelectionError, match="status='okk': allowed None .* 'ok' or 'failed'"):
+        load(status="okk")
+    with pytest.raises(SelectionError, match="status='okk'"):
+        load(status="okk", select=["experiment=independent_sets"])
+    with pytest.raises(ValueError, match="no rows of version 7 are stored .* stored: 0, 1"):
+        load(version=7)
+    with pytest.raises(ValueError, match="no rows of version 7"):
+        load(version=[0, 7])
+    assert load(status="failed").empty  # valid, and nothing failed
+    assert sorted(load(version=0, status="ok").m) == [1, 2]
 
 
 def test_load_takes_a_list_of_versions_without_other_selection(mixed_store):

@@ -305,7 +305,7 @@ def _readme(name, experiment, schema, descriptor, cov, docs, resources) -> str:
               "", "## Columns", "", "| column | type | unit | description |", "|---|---|---|---|"]
     for f in schema["fields"]:
         lines.append(f"| `{f['name']}` | {f['type']} ({f['arrowType']}) | {f.get('unit', '')} | "
-                     f"{f.get('description', '').replace('|', '/')} |")
+                     f"{_table_cell(f.get('description', ''))} |")
     lines += ["", "Units: `1` is a dimensionless number, `nat` a natural logarithm, `bit` base 2, "
               "`s` seconds; an empty unit is a label or a flag. Exact integers beyond 64 bits "
               "are decimal strings, with a float `log_*` column beside them.", "",
@@ -360,3 +360,10 @@ def _git_user() -> str | None:
                               capture_output=True, text=True, timeout=10).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _table_cell(text: str) -> str:
+    """``text`` in a Markdown table cell: a bare '|' ends the cell, so it is escaped (GFM's
+    ``\\|``), not replaced by '/' (``|lambda|`` read ``/lambda/``, a division)."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+

@@ -537,6 +537,12 @@ def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
         latest = pc.max(table["experiment_version"]).as_py()
         wanted = [latest if v == "latest" else int(v)
                   for v in (version if isinstance(version, (list, tuple)) else [version])]
+        stored = sorted(pc.unique(table["experiment_version"]).to_pylist())
+        absent = sorted(set(wanted) - set(stored))
+        if absent:  # a typo selected nothing, silently
+            raise ValueError(f"version={version!r}: no rows of version "
+                             f"{', '.join(map(str, absent))} are stored for '{name}'; stored: "
+                             f"{', '.join(map(str, stored))} (or 'latest')")
         table = table.filter(pc.is_in(table["experiment_version"],
                                       value_set=pa.array(wanted, pa.int64())))
     table = deduplicate_table(table)
