@@ -9,10 +9,29 @@ import sys
 from pathlib import Path
 
 from pipeline.exit_codes import EXIT_BAD_STORE, EXIT_CRASHED
-from pipeline.report.export import DEFAULT_LICENSE, LICENSES, ExportError, export_package
+from pipeline.report.export import (DEFAULT_LICENSE, LICENSES, ExportError, default_author,
+                                    export_package)
 from pipeline.report.selection import SelectionError
 from pipeline.selection_args import parse_selection_args
-from pipeline.store.integrity import BadPartFile
+from pipeline.store.integrity import BadPartFile, is_results_folder
+
+
+HELP = """Writes DIR/datapackage.json, DIR/data/NAME.parquet and/or .csv, README.md, CITATION.cff
+and SHA256SUMS: the rows pipeline.load gives (one per task_id and row_index), with what
+each column means, its unit, the grid and the provenance. Nothing is written unless it
+succeeds (exit 0); exit 2 bad arguments, 3 could not write, 4 a damaged part file.
+
+  RESULTS_DIR/NAME   the experiment's results folder, as run.py writes it
+  --to DIR           where the package goes (outside the results folder)
+  --format F         parquet, csv or both (default: both)
+  --license L        the data's license (default: %s)
+  --author NAME      an author for CITATION.cff, repeatable (default: git config user.name)
+  experiment=NAME grid.PARAM=[...] params.PARAM=V ~grid.PARAM
+                     only the points of that grid (the YAML's grid, these overrides on top),
+                     as a sweep with those words would run them
+  run_id=ID[,ID] code_id=ID[,ID] version=N[,N]|latest
+                     only rows of these runs / this code / these experiment versions""" % (
+    DEFAULT_LICENSE)
 
 
 def main(argv: list[str]) -> int:
@@ -39,7 +58,7 @@ def main(argv: list[str]) -> int:
                 else:
                     options[key] = value
             elif word in ("-h", "--help"):
-                print(usage)
+                print(f"{usage}\n\n{HELP}")
                 return 0
             elif word.startswith("-") and not word.startswith("~"):
                 raise ExportError(f"unknown option {word!r}")
@@ -52,6 +71,11 @@ def main(argv: list[str]) -> int:
         folder = Path(source.rstrip("/"))
         if not folder.is_dir():
             raise ExportError(f"no such results folder: {folder}")
+        if not is_results_folder(folder):  # RESULTS_DIR itself, say: "no results for 'r2'"
+            inside = sorted(str(sub) for sub in folder.iterdir() if is_results_folder(sub))
+            raise ExportError(f"{folder} is not an experiment's results folder (RESULTS_DIR/NAME)"
+                              + (f"; it holds {', '.join(inside)}: give one of them" if inside
+                                 else ""))
         if Path(options["--to"]).resolve() == folder.resolve() or \
                 folder.resolve() in Path(options["--to"]).resolve().parents:
             raise ExportError("--to must be outside the results folder (pandas would read the "
@@ -72,6 +96,10 @@ def main(argv: list[str]) -> int:
         return EXIT_CRASHED
     for warning in cov["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
+    if not authors:
+        print(f"note: CITATION.cff names {default_author()!r} as the author "
+              "(git config user.name); give --author NAME (repeatable) for the real ones",
+              file=sys.stderr)
     print(f"exported {cov['rows']:,} rows ({cov['tasks']:,} tasks, {len(cov['runs'])} run(s), "
           f"code_id(s) {', '.join(cov['code_ids']) or 'none recorded'}) of '{folder.name}' to "
           f"{Path(options['--to']) / 'datapackage.json'}")

@@ -6,12 +6,16 @@ Hydra as ``run.py`` does; the selecting itself is pipeline/report/selection.py.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Sequence
 
 import pandas as pd
 
 from pipeline.report.selection import (Selection, SelectionError, as_tuple,
                                        refuse_empty_filters, select, versions_of)
+
+
+SELECTION_KEYS = ("experiment", "run_id", "code_id", "version")
 
 
 def parse_selection_args(name: str, args: Sequence[str]) -> Selection:
@@ -31,8 +35,10 @@ def parse_selection_args(name: str, args: Sequence[str]) -> Selection:
     use_grid = bool(actions)
     for word in rest:
         key, sep, value = word.partition("=")
-        if not sep or key not in ("experiment", "run_id", "code_id", "version"):
-            raise SelectionError(f"unknown selection '{word}'; allowed: experiment=NAME, "
+        if not sep or key not in SELECTION_KEYS:
+            close = difflib.get_close_matches(key, SELECTION_KEYS, n=1)
+            hint = f" (did you mean {close[0]}=?)" if close and sep else ""
+            raise SelectionError(f"unknown selection '{word}'{hint}; allowed: experiment=NAME, "
                                  "grid.PARAM=[...], params.PARAM=VALUE, run_id=ID[,ID], "
                                  "code_id=ID[,ID], version=N[,N]|latest")
         if key == "experiment":

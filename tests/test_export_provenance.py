@@ -237,10 +237,30 @@ def test_export_selection_and_bad_arguments(tmp_path):
     for bad, message in ((["--format", "xlsx"], "--format must be one of"),
                          (["grid.nope=[1]"], "parameter 'nope'"),
                          (["run_id=zzz"], "no stored rows"),
-                         (["colour=red"], "unknown selection 'colour=red'")):
+                         (["colour=red"], "unknown selection 'colour=red'"),
+                         (["versoin=2"], "'versoin=2' (did you mean version=?)")):
         proc = export(folder, tmp_path / "bad", *bad)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and not (tmp_path / "bad").exists()
+    # RESULTS_DIR instead of RESULTS_DIR/NAME: said so, naming the folder to give (it read
+    # "no results for experiment 'r'")
+    proc = export(folder.parent, tmp_path / "bad")
+    assert proc.returncode == 2, proc.stderr
+    assert f"is not an experiment's results folder (RESULTS_DIR/NAME); it holds {folder}: " \
+        "give one of them" in proc.stderr, proc.stderr
+    assert not (tmp_path / "bad").exists()
+    # without --author, the author CITATION.cff names is said (it came from git silently)
+    proc = export(folder, tmp_path / "pkg3", "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    from pipeline.report.export import default_author
+
+    assert f"note: CITATION.cff names {default_author()!r} as the author" in proc.stderr
+    assert f'name: "{default_author()}"' in (tmp_path / "pkg3" / "CITATION.cff").read_text()
+    helped = subprocess.run([sys.executable, "-m", "pipeline", "export", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0
+    for option in ("--to DIR", "--format F", "--license L", "--author NAME", "run_id=ID"):
+        assert option in helped.stdout, helped.stdout  # each option explained, not only usage
 
 
 # --------------------------------------------------------------------------- selections

@@ -335,7 +335,7 @@ def _yaml_str(text: str) -> str:
 
 def _citation(name, doc, license, cov, authors) -> str:
     if not authors:
-        authors = (_git_user() or "Unknown",)
+        authors = (default_author(),)
     lines = ["cff-version: 1.2.0",
              'message: "If you use this data set, please cite it as below."',
              "type: dataset",
@@ -350,6 +350,11 @@ def _citation(name, doc, license, cov, authors) -> str:
         lines.append(f"commit: {_yaml_str(cov['commits'][0])}")
     lines.append(f"keywords: [{', '.join(_yaml_str(k) for k in ('pipeline', name))}]")
     return "\n".join(lines) + "\n"
+
+
+def default_author() -> str:
+    """CITATION.cff's author when none is given: git's user.name here, else "Unknown"."""
+    return _git_user() or "Unknown"
 
 
 def _git_user() -> str | None:
