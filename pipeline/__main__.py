@@ -96,7 +96,10 @@ def main(argv: list[str]) -> int:
         print(_usage(), file=sys.stderr)
         return 2
     module, func = COMMANDS[argv[0]][1].split(":")
-    return getattr(importlib.import_module(module), func)(argv[1:])
+    from pipeline.engine.watchdog import termination_signals
+
+    with termination_signals():  # SIGTERM/SIGHUP as Ctrl-C: staging folders are cleaned up
+        return getattr(importlib.import_module(module), func)(argv[1:])
 
 
 if __name__ == "__main__":

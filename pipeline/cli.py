@@ -217,11 +217,20 @@ def execute(cfg, node_actions=()) -> int:
             from pipeline.report.build import build_report
             from pipeline.report.selection import selection_from_options
 
+            from pipeline.engine.watchdog import termination_signals
+
             try:
-                return build_report(options["results_dir"], name,
-                                    style=options["report_style"] or "paper",
-                                    sig_digits=options["report_sig_digits"] or 6,
-                                    selection=selection_from_options(grid, options))
+                # SIGTERM/SIGHUP as Ctrl-C: killed outright, the report left its half-built
+                # staging folder behind and exited 143 without a word
+                with termination_signals():
+                    return build_report(options["results_dir"], name,
+                                        style=options["report_style"] or "paper",
+                                        sig_digits=options["report_sig_digits"] or 6,
+                                        selection=selection_from_options(grid, options))
+            except KeyboardInterrupt as exc:
+                print("\ninterrupted: the report was not written; the previous report, if any, "
+                      "is left as it was", file=sys.stderr)
+                return getattr(exc, "exit_code", EXIT_INTERRUPTED)
             except OSError as exc:  # a full disk, a read-only folder: was a Hydra traceback
                 print(f"error: could not build the report of {name}: {exc.strerror or exc}"
                       f"{f' ({exc.filename})' if exc.filename else ''}; the previous report, "

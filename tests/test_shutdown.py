@@ -575,3 +575,51 @@ def test_local_workers_show_no_heartbeat_traceback_when_the_driver_closes_their_
     assert "Failed to communicate with scheduler" not in runs["preload"].stderr, \
         runs["preload"].stderr
     assert "Traceback" not in runs["preload"].stderr, runs["preload"].stderr
+
+
+SLOW_REPORT_VIA_CLI = """
+import sys, time
+sys.path.insert(0, ROOT)
+from pipeline.cli import main
+from pipeline.report.core import report_for
+
+@report_for("calibration")
+def slow(df, out):  # a report of some seconds (a big store's figures take longer)
+    out.table("first", df[["x"]], caption="written before the signal")
+    print("building", flush=True)
+    time.sleep(60)
+
+sys.exit(main(["experiment=calibration", "results_dir=" + sys.argv[1], "report=true",
+                "report_scope=all"]))
+"""
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_report_interrupted_mid_build_says_so_and_leaves_no_staging_folder(tmp_path, sig,
+                                                                              code):
+    """`kill` (SIGTERM) of report=true ended it at once with exit 143, no word, and its
+    half-built `._report.building-*` folder left beside `_report/`. Now SIGTERM is Ctrl-C's
+    path: the staging folder is removed, the previous report stays, and it says so."""
+    grid = Grid(get_experiment("calibration"), {"x": [0, 1, 2]}, {"work_us": 0.0})
+    folder = tmp_path / "calibration"
+    parquet.PartWriter(folder, "run").write(run_batch(grid, range(3))[0])
+    previous = folder / "_report"
+    previous.mkdir()
+    (previous / "index.md").write_text("the previous report")
+    script = tmp_path / "slow_report.py"
+    script.write_text(SLOW_REPORT_VIA_CLI.replace("ROOT", repr(str(ROOT)), 1))
+    proc = subprocess.Popen([PY, str(script), str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "building\n", proc.communicate()[1]
+        assert list(folder.glob("._report.building-*")), "no staging folder while building"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, err
+    assert "interrupted: the report was not written" in err and "Traceback" not in err, err
+    assert not list(folder.glob("._report*")), list(folder.iterdir())
+    assert (previous / "index.md").read_text() == "the previous report"
