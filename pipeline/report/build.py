@@ -53,11 +53,17 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
         return EXIT_NO_RESULTS
     if df.empty:
         print(f"error: no stored rows of '{name}' match the selection ({selection.describe()}); "
-              "run that sweep first, or report everything stored with report_scope=all",
-              file=sys.stderr)
+              + _empty_selection_advice(selection), file=sys.stderr)
         return EXIT_NO_RESULTS
     for warning in df.attrs["coverage"]["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
+    failed = failed_points(df)
+    if failed:
+        # the family tables and figures show ok rows only: a point that failed is not in them
+        print(f"warning: {failed:,} of {df['task_id'].nunique():,} point(s) of the report "
+              "failed and are left out of its tables and figures (their errors: the "
+              f"failed_tasks table, or python -m pipeline status {path}); rerun them with the "
+              "sweep's command and retry_failed=true", file=sys.stderr)
     with _report_lock(path) as got:
         if not got:
             print(f"error: another report of {path} has held {path / REPORT_LOCK} for over "
@@ -65,6 +71,64 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
                   "this one again", file=sys.stderr)
             return EXIT_NO_RESULTS
         return _build(results_dir, name, path, df, everything, stream, style, sig_digits)
+
+
+def _empty_selection_advice(selection) -> str:
+    """What to do when the selection matches no row: it names only options not already given
+    (``report_scope=all`` was advised to a command that had given it)."""
+    filters = [k for k, v in (("run_id", selection.run_ids), ("code_id", selection.code_ids))
+               if v]
+    if selection.versions and selection.versions != ("latest",):
+        filters.append("version")
+    advice = []
+    if filters:
+        advice.append(f"check {', '.join(filters)} (python -m pipeline status lists the runs), "
+                      f"or leave {' and '.join(filters)} out")
+    if selection.grid is not None:
+        advice.append("run that sweep first" if not filters else "run that sweep")
+        advice.append("report everything stored with report_scope=all")
+    elif not filters:
+        advice.append("run the sweep first")
+    return ", or ".join(advice) if len(advice) < 3 else \
+        f"{advice[0]}, {advice[1]}, or {advice[2]}"
+
+
+def failed_points(df: pd.DataFrame) -> int:
+    """How many points (tasks) of the report's rows failed."""
+    if "status" not in df.columns or df.empty:
+        return 0
+    return int((df.drop_duplicates("task_id")["status"] == "failed").sum())
+
+
+def failed_note(n_failed: int) -> str:
+    """The caption note of a table or figure built from the ok rows when points failed."""
+    return f"{n_failed:,} failed point(s) not shown (see failed_tasks)."
+
+
+class _NotingWriter:
+    """The :class:`ReportWriter` a family's report function writes through when points failed:
+    the function reads the ok rows (``ok_rows``), so every table and figure it writes lacks
+    the failed points, and its caption says how many (a table short of the 6 rows of a failed
+    L = 8 read as complete)."""
+
+    def __init__(self, out, n_failed: int):
+        self._out = out
+        self._note = failed_note(n_failed)
+
+    def __getattr__(self, attr):
+        return getattr(self._out, attr)
+
+    def _noted(self, caption: str) -> str:
+        caption = (caption or "").rstrip()
+        if not caption:
+            return self._note
+        return caption + (" " if caption.endswith((".", ")")) else ". ") + self._note
+
+    def table(self, name, df, caption: str = "", *args, **kwargs):
+        return self._out.table(name, df, self._noted(caption), *args, **kwargs)
+
+    def figure(self, name, fig, caption: str = ""):
+        return self._out.figure(name, fig, self._noted(caption))
 
 
 REPORT_LOCK = ".report.lock"  # hidden: Parquet readers and verify skip it
@@ -114,15 +178,17 @@ def _build_into(outdir, results_dir, name, path, df, everything, stream, style,
     problems = []
     _status_table(df, out)
     functions = reports(name)
+    n_failed = failed_points(df)
+    family_out = _NotingWriter(out, n_failed) if n_failed else out
     for fn in functions:
         try:
             with out.style_context():
-                fn(df, out)
+                fn(df, family_out)
         except Exception as exc:  # one broken figure must not cost the rest of the report
             problems.append((fn.__name__, "".join(traceback.format_exception_only(type(exc), exc))
                              .strip()))
     if not functions:
-        _generic_summary(df, out)
+        _generic_summary(df, family_out)
     # versions stored but left out: older or newer than the report's (a report of version=0)
     shown = set(df["experiment_version"])
     others = sorted(set(everything["experiment_version"]) - shown)
@@ -154,14 +220,47 @@ def df_name(df: pd.DataFrame) -> str | None:
     return df.attrs.get("experiment")
 
 
+# the columns of the generic summary: statistic -> (name, description); the unit of a row is
+# its column's, in the table's unit column
+_SUMMARY_STATS = {"count": ("values", "ok rows with a value"), "mean": ("mean", "mean"),
+                  "std": ("std", "standard deviation"), "min": ("min", "smallest"),
+                  "25%": ("p25", "25th percentile"), "50%": ("median", "median"),
+                  "75%": ("p75", "75th percentile"), "max": ("max", "largest")}
+
+
 def _generic_summary(df: pd.DataFrame, out: ReportWriter) -> None:
+    """Summary statistics of the numeric columns of an experiment without a report plug-in,
+    one row per column with its unit (columns differ in unit, so the unit is a column of the
+    table, not of a header)."""
+    from pipeline.report.columns import ColumnClash, column_meta, describe_computed
+
     ok = df[df["status"] == "ok"]
     numeric = ok.select_dtypes("number").drop(columns=["elapsed_s", "row_index",
                                                        "experiment_version", "seed"],
                                               errors="ignore")
-    if numeric.shape[1]:
-        desc = numeric.describe().T.reset_index().rename(columns={"index": "column"})
-        out.table("summary", desc, caption="Summary statistics of the numeric columns (ok rows)")
+    if not numeric.shape[1]:
+        return
+    name = df_name(df)
+    desc = numeric.describe().T
+    metas = [column_meta(name, str(c)) for c in desc.index]
+    table = pd.DataFrame({"column": [str(c) for c in desc.index],
+                          "unit": [m.unit for m in metas]})
+    docs = {"column": ("column", None), "unit": ("unit of its statistics", None)}
+    for stat, (col, text) in _SUMMARY_STATS.items():
+        if stat in desc.columns:
+            table[col] = desc[stat].to_numpy()
+            docs[col] = (text, None)
+    renamed = {}
+    if name:
+        for col in list(docs):  # a name the experiment declares would take its header
+            try:
+                describe_computed(name, {col: docs[col]})
+            except ColumnClash:
+                renamed[col] = f"summary_{col}"
+                describe_computed(name, {renamed[col]: docs[col]})
+    out.table("summary", table.rename(columns=renamed),
+              caption="Summary statistics of the numeric columns (ok rows), each in the unit "
+                      "of its column")
 
 
 def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, problems,
@@ -191,7 +290,10 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
         first = " ".join(str(first).splitlines())  # a line break would end the list item
         tick = "``" if "`" in first else "`"  # and a backtick the code span
         lines.append(f"- **{n_failed:,} task(s) failed**; first error: {tick}{first}{tick} "
-                     "(see `failed_tasks`; rerun with `retry_failed=true`)")
+                     "(see `failed_tasks`, or `python -m pipeline status`; rerun with "
+                     "`retry_failed=true`)")
+        lines.append(f"- **{n_failed:,} failed point(s) not shown** in the tables and figures "
+                     "below (except `status` and `failed_tasks`); their captions say so")
     if problems:
         lines.append(f"- **{len(problems)} report function(s) failed**: "
                      + "; ".join(f"`{f}`: {e}" for f, e in problems))

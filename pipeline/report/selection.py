@@ -174,9 +174,16 @@ def select(results_dir, name: str, selection: Selection | None = None,
     selection = selection or Selection()
     path = experiment_dir(results_dir, name)
     prefixes = grid_prefixes(selection.grid) if selection.grid is not None else None
-    table = select_table(path, selection, prefixes, on_error=on_error)
+    filtered = bool(selection.run_ids or selection.code_ids or selection.versions)
+    # the grid's points first (select_table with the grid alone), then the filters: a point
+    # stored but left out by run_id/code_id/version is not "missing, run the sweep"
+    table = select_table(path, Selection(grid=selection.grid), prefixes, on_error=on_error)
     if table is None:
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
+    in_store = (np.unique(id_prefixes(table["task_id"]))
+                if selection.grid is not None and filtered else None)
+    if table.num_rows and filtered:
+        table = _filter(deduplicate_table(table), selection)
     if table.num_rows:
         table = deduplicate_table(table)
     stored = None
@@ -186,16 +193,20 @@ def select(results_dir, name: str, selection: Selection | None = None,
         table = table.filter(pc.equal(table["status"], status))
     df = table.to_pandas()
     df.attrs["experiment"] = name
-    df.attrs["coverage"] = coverage(df, selection, read_manifest(path), prefixes, stored)
+    df.attrs["coverage"] = coverage(df, selection, read_manifest(path), prefixes, stored,
+                                    in_store)
     return df
 
 
 def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
-             prefixes: np.ndarray | None = None, stored: np.ndarray | None = None) -> dict:
+             prefixes: np.ndarray | None = None, stored: np.ndarray | None = None,
+             in_store: np.ndarray | None = None) -> dict:
     """What the rows cover: runs (with their commits), code_ids, versions, tasks, and for a
     grid selection the points missing; ``warnings`` lists what a reader must know.
     ``stored``: sorted id prefixes of the selected tasks stored, when ``df`` holds only some
-    of them (a status filter); by default the tasks of ``df``."""
+    of them (a status filter); by default the tasks of ``df``. ``in_store``: sorted id
+    prefixes of the grid's points stored in the folder whatever the run_id/code_id/version
+    filters: a missing point among them was left out by a filter, not never computed."""
     from pipeline.store.parquet import contains, id_prefixes
 
     runs_by_id = {r.get("run_id"): r for r in manifest.get("runs", [])}
@@ -264,9 +275,32 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
             prefixes = grid_prefixes(grid) if prefixes is None else prefixes
             first = np.nonzero(~contains(stored, prefixes))[0][:MISSING_SHOWN]
             out["grid"]["missing_examples"] = [grid.point(int(i)) for i in first]
-            warnings.append(f"{missing:,} of {grid.total:,} point(s) of the grid have no stored "
-                            + ("row yet (the sweep above is still writing)" if writing else
-                               "row (run the sweep to fill them in)"))
+            left_out = (int(in_store.size - contains(stored, in_store).sum())
+                        if in_store is not None else 0)
+            out["grid"]["left_out_by_filter"] = left_out
+            unstored = missing - left_out
+            filters = "; ".join(f"{label} in {{{', '.join(map(str, values))}}}"
+                                for label, values in (("run_id", selection.run_ids),
+                                                      ("code_id", selection.code_ids),
+                                                      ("version", selection.versions))
+                                if values)
+            if left_out:
+                keys = " and ".join(k for k, v in (("run_id", selection.run_ids),
+                                                  ("code_id", selection.code_ids),
+                                                  ("version", selection.versions)) if v)
+                warnings.append(
+                    f"{missing:,} of {grid.total:,} point(s) of the grid have no row in this "
+                    f"selection: {left_out:,} of them are stored but left out by the selection's "
+                    f"filter ({filters}; their stored rows are of another {keys}: leave "
+                    f"{keys} out to report them)"
+                    + (f", and {unstored:,} have no stored row " + (
+                        "yet (the sweep above is still writing)" if writing else
+                        "(run the sweep to fill them in)") if unstored else ""))
+            else:
+                warnings.append(f"{missing:,} of {grid.total:,} point(s) of the grid have no "
+                                "stored row " + ("yet (the sweep above is still writing)"
+                                                 if writing else
+                                                 "(run the sweep to fill them in)"))
     return out
 
 
