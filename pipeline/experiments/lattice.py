@@ -390,7 +390,7 @@ document(LATTICE, {
                "too large for the method (docs/lattice.md, Methods)", "1"),
     "energy_per_vertex": ("E / N", "1"),
     "log_spanning_trees": ("ln tau(G), tau = number of spanning trees", "nat"),
-    "spanning_tree_entropy": ("ln tau / N", "nat"),
+    "spanning_tree_entropy": ("ln τ / N", "nat"),
     "spanning_trees": ("tau(G), the number of spanning trees, while exact is feasible and at "
                        "most 4,000 digits; else null", "1", EXACT_SCIENTIFIC),
     "log_dimers": ("ln M(G), M = number of perfect matchings (dimer coverings); null when "

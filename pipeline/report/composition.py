@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from pipeline.report.columns import describe_computed
 from pipeline.report.core import ok_rows, report_for
-from pipeline.report.style import (MAX_CURVES, REFERENCE, chunks, curve_style, legend_outside,
-                                   panel_legend)
+from pipeline.report.style import (MAX_CURVES, REFERENCE, caption_number, chunks, curve_style,
+                                   legend_outside, panel_legend)
 
 _METHODS = [  # column, label (the curve style follows the order)
     ("eps_optimal", "optimal (Thm 3.3, exact)"),
@@ -16,6 +17,13 @@ _METHODS = [  # column, label (the curve style follows the order)
     ("eps_basic", r"basic ($k\varepsilon$)"),
 ]
 
+
+describe_computed("composition", {
+    "bound": ("bound on the total ε", None),
+    "median_ratio_to_optimal": ("median of bound / optimal total ε", "1"),
+    "max_ratio_to_optimal": ("largest bound / optimal total ε", "1"),
+    "min_ratio_to_optimal": ("smallest bound / optimal total ε", "1"),
+})
 
 
 def _tex(x: float) -> str:
@@ -49,22 +57,26 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
     _plot_methods(ax, sl)
     ax.set_title(rf"$\varepsilon={_tex(main)}$, $\delta={_tex(delta)}$, $\tilde\delta={_tex(dt)}$")
     legend_outside(fig, ncols=2)
+    c = caption_number
     out.figure("eps_vs_k", fig, caption=f"Total ε against the number of compositions k "
-               f"(per-step ε = {main:.3g}, δ = {delta:.3g}, total δ = {dt:.3g}); log axes.")
+               f"(per-step ε = {c(main)}, δ = {c(delta)}, total δ = {c(dt)}); log axes.")
     cols = ["k", "eps_optimal", "eps_kov_bound", "eps_drv", "eps_basic"]
     out.table("eps_vs_k", sl[cols].reset_index(drop=True),
               caption=f"Optimal total ε of the k-fold composition and three bounds on it, at "
-                      f"per-step ε = {main:.3g}, δ = {delta:.3g} and total δ = {dt:.3g}.")
+                      f"per-step ε = {c(main)}, δ = {c(delta)} and total δ = {c(dt)}.")
 
     # companion: the same at a few eps values side by side
     if len(panels) > 1:
         fig, axes = out.new_figure(ncols=len(panels), aspect=0.9)
         for ax, e in zip(np.ravel(axes), panels):
             _plot_methods(ax, ok[(ok["eps"] == e) & (ok["delta_target"] == dt)].sort_values("k"))
-            ax.set_title(rf"$\varepsilon={_tex(e)}$, $\tilde\delta={_tex(dt)}$")
+            ax.set_title(rf"$\varepsilon={_tex(e)}$, $\delta={_tex(delta)}$, "
+                         rf"$\tilde\delta={_tex(dt)}$")
         legend_outside(fig)
         out.figure("eps_vs_k_panels", fig,
-                   caption="Total ε against k for several per-step ε (log axes).")
+                   caption=f"Total ε against k for per-step ε = "
+                           f"{', '.join(c(e) for e in panels)} at per-step δ = {c(delta)} and "
+                           f"total δ = {c(dt)} (log axes).")
 
     # how much the exact answer saves over each bound, over the whole sweep
     fin = ok[np.isfinite(ok["eps_optimal"]) & (ok["eps_optimal"] > 0)]
@@ -80,7 +92,7 @@ def eps_against_k(df: pd.DataFrame, out) -> None:
         })
         out.table("bound_ratios", summary,
                   caption=f"Each bound divided by the optimal total ε, over all {len(fin)} rows "
-                          f"with a finite optimum at δ = {delta:.3g}.")
+                          f"with a finite optimum at per-step δ = {c(delta)}.")
 
 
 def _plot_methods(ax, sl: pd.DataFrame) -> None:
@@ -126,13 +138,13 @@ def privacy_region(df: pd.DataFrame, out) -> None:
             ax.set_aspect("equal")
             ax.set_xlabel(r"$P_{\mathrm{MD}}$ (missed detection)")
             ax.set_ylabel(r"$P_{\mathrm{FA}}$ (false alarm)")
-            ax.set_title(rf"$\varepsilon={eps:.3g}$, $\delta={delta:.3g}$")
+            ax.set_title(rf"$\varepsilon={_tex(eps)}$, $\delta={_tex(delta)}$")
         if len(rows) > 1:
             panel_legend(axes[r][-1])
     if len(rows) == 1:
         legend_outside(fig)
     out.figure("privacy_region", fig, caption=f"Privacy region of the k-fold composition "
-               f"(ε = {eps:.3g}), seed 001 Figure 2: larger regions are less private.")
+               f"(ε = {caption_number(eps)}), seed 001 Figure 2: larger regions are less private.")
     lines = ok[ok["kind"] == "line"].sort_values(["delta", "k", "i"])
     out.table("region_lines", lines[["delta", "k", "i", "eps_i", "delta_i"]].reset_index(drop=True),
               caption="The pairs (εᵢ, δᵢ) = ((k − 2i) ε, δᵢ) whose supporting lines define the "
@@ -174,7 +186,7 @@ def _delta_panels(ok, epss, ks, out, name, delta=None) -> None:
                                                     rf", $\delta={_tex(delta)}$"))
     legend_outside(fig)
     out.figure(name, fig, caption="Optimal total δ for a given total ε"
-               + ("." if delta is None else f" (per-step δ = {delta:.3g})."))
+               + ("." if delta is None else f" (per-step δ = {caption_number(delta)})."))
 
 
 @report_for("composition_hetero")

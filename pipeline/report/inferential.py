@@ -10,10 +10,22 @@ import pandas as pd
 
 from matplotlib.lines import Line2D
 
+from pipeline.report.columns import describe_computed
 from pipeline.report.core import ok_rows, report_for
 from pipeline.report.style import MAX_CURVES, chunks, curve_style, legend_outside
 
 J_C_SQUARE = 0.5 * math.log(1 + math.sqrt(2))  # 2-D Ising (ERRATA: not ln(1 + sqrt 2))
+
+# the columns these reports compute (a computed column named like a parameter, "rows", was
+# headed by the grid parameter's documentation, "grid rows (row-major numbering)")
+describe_computed("inferential", {
+    "row_sum_bound": ("Thm 4.2 row-sum bound 2ε/δ", "nat"),
+    "n_points": ("points (rows of inferential_nu)", "1"),
+    "bound_finite": ("points with a finite Thm 4.2 bound", "1"),
+    "nu_below_bound": ("points with ν ≤ the Thm 4.2 bound", "1"),
+    "nu_equals_formula6": ("points with ν = formula (6)", "1"),
+    "max_nu_over_eps": ("largest ν/ε", "1"),
+})
 
 
 
@@ -69,13 +81,14 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
                        below_bound=df["nu"] <= df["nu_influence_bound"] + 1e-9,
                        equals_formula6=np.isclose(df["nu"], df["nu_affiliated"], rtol=1e-7))
              .groupby(["prior", "mechanism", "graph", "affiliated"])
-             .agg(rows=("nu", "size"), bound_finite=("bound_finite", "sum"),
+             .agg(n_points=("nu", "size"), bound_finite=("bound_finite", "sum"),
                   nu_below_bound=("below_bound", "sum"), nu_equals_formula6=("equals_formula6", "sum"),
                   max_nu_over_eps=("nu_over_eps", "max"))
              .reset_index())
     out.table("inferential_bound_check", check,
-              caption="Per family: rows with a finite Theorem 4.2 bound, rows with ν below it, and "
-                      "rows where ν equals formula (6) (all of them when affiliated, Theorem 3.4).")
+              caption="Per family: its points, those with a finite Theorem 4.2 bound, those with ν "
+                      "below it, and those where ν equals formula (6) (all of them when "
+                      "affiliated, Theorem 3.4).")
 
     df["family"] = [_family_label(r) + "".join(f", {c} = {r[c]:g}" for c in swept)
                     for r in df.to_dict("records")]

@@ -16,8 +16,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from pipeline.report.columns import describe_computed
 from pipeline.report.core import ok_rows, report_for
-from pipeline.report.style import curve_style, legend_outside
+from pipeline.report.style import curve_style, integer_axis, legend_outside
 
 BOUNDARIES = ("torus", "cylinder", "free")  # curve i of every panel: curve_style(i)
 # Values printed in the thesis (§6.2.1, §6.2.2, §6.3.1), as strings of the printed digits.
@@ -28,6 +29,16 @@ THESIS_VALUES = {
 }
 
 
+
+# the columns the lattice report computes (the limits are recomputed, not read from a
+# lattice_limit run: lattice_limit declares them, lattice does not). ln τ / N is in nats.
+describe_computed("lattice", {
+    "lattice": ("lattice", None),
+    "energy_per_vertex_limit": ("E / N of the infinite lattice", "1"),
+    "spanning_tree_entropy_limit": ("ln τ / N of the infinite lattice", "nat"),
+    "energy_error": ("E / N − its infinite-lattice limit", "1"),
+    "entropy_error": ("ln τ / N − its infinite-lattice limit", "nat"),
+})
 
 _NAMED = {("hexagonal", 1): "3-12-12", ("hexagonal", 2): "3-6-24", ("hexagonal", 3): "3-6-12-48"}
 _SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -118,6 +129,7 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
                        label="infinite-lattice limit")
             ax.set_xscale("log", base=2)
             ax.set_xlabel(r"linear size $L=\sqrt{L_1 L_2}$ (unit cells)")
+            integer_axis(ax, "x", integer=_whole(sub["L"]))
             ax.set_ylabel(label)
             ax.set_title(f"limit {lim[limit_key]:.6f}")
         fig.suptitle(f"{_lattice_tex(base, k)} lattice: convergence with the boundary")
@@ -146,6 +158,7 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
                             linestyle=line, fillstyle=fill)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        integer_axis(ax, "x", integer=_whole(merged["L"]))
         ax.set_title(_lattice_tex(base, k))
     for ax in axes[-min(3, len(axes)):]:  # the bottom panel of each column
         ax.set_xlabel(r"linear size $L=\sqrt{L_1 L_2}$ (unit cells)")
@@ -195,11 +208,17 @@ def limits_table(df: pd.DataFrame, out) -> None:
     axes[1].set_ylabel(r"spanning-tree entropy $\ln\tau/N$ (limit)")
     for ax in axes:
         ax.set_xlabel("clique insertions $k$")
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        integer_axis(ax, "x")
     legend_outside(fig)
     out.figure("limits_vs_insertions", fig,
                caption="Infinite-lattice energy per vertex and spanning-tree entropy of Cᵏ(H) "
                        "against the number of clique insertions k.")
+
+
+def _whole(values) -> bool:
+    """Whether every value is a whole number (L = sqrt(L1 L2) is one when L1 = L2)."""
+    v = np.asarray(values, dtype=float)
+    return bool(np.all(np.isclose(v, np.round(v))))
 
 
 def _exact(value) -> int | None:

@@ -11,6 +11,10 @@
   more become small multiples (:func:`small_multiples`).
 * Legends go outside the data (:func:`legend_outside`); symbols use mathtext (ν, ε, C¹);
   log axes get plain decade ticks (``10^{-3}``), never ``4×10^0``.
+* An axis of a discrete quantity (a size L, a number of nodes n) is marked with
+  :func:`integer_axis`: with few distinct values (at most :data:`MAX_VALUE_TICKS`, and room for
+  their labels) it gets a tick at each value plotted, otherwise integer ticks only (never 3.5
+  nodes, never a size left unlabelled between octave ticks).
 * :func:`save_figure` refuses a figure with an unlabelled axis, and one with a panel of more
   than :data:`MAX_CURVES` curves (reference lines such as ``axhline`` or lines drawn with
   ``gid="reference"`` do not count; see :func:`panel_curves`).
@@ -38,6 +42,7 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2)),
               (0, (3, 1, 1, 1))]
 MAX_CURVES = 6  # beyond this one panel becomes a grid of small multiples (save_figure checks)
+MAX_VALUE_TICKS = 8  # an integer axis with at most this many values gets a tick at each
 REFERENCE = "reference"  # gid of a line that is a reference (a limit, a diagonal), not a curve
 FORMATS = ("png", "pdf", "svg")
 
@@ -207,6 +212,99 @@ def decade_ticks(ax) -> None:
         axis.set_minor_formatter(ticker.NullFormatter())
 
 
+def integer_axis(ax, which: str = "x", integer: bool = True) -> None:
+    """Mark the ``which`` axis ("x" or "y") of ``ax`` as discrete: when the figure is saved,
+    it gets a tick at each distinct value its curves take when there are at most
+    :data:`MAX_VALUE_TICKS` and their labels fit, else (``integer``: the values are integers)
+    integer ticks only. Shared axes pool the values of every panel they join."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis._pipeline_discrete = "integer" if integer else "values"
+
+
+def _plotted_values(ax, which: str) -> list[float]:
+    """The finite data values of ``ax``'s curves on one axis (reference lines excluded)."""
+    import numpy as np
+
+    values = []
+    for line in ax.get_lines():
+        if line.get_transform() is not ax.transData or line.get_gid() == REFERENCE:
+            continue
+        data = np.asarray(line.get_xdata() if which == "x" else line.get_ydata(), dtype=float)
+        values.extend(data[np.isfinite(data)].tolist())
+    return values
+
+
+def discrete_ticks(fig) -> None:
+    """Ticks of the axes marked by :func:`integer_axis` (run after :func:`decade_ticks`)."""
+    import numpy as np
+    from matplotlib import ticker
+
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for which in ("x", "y"):
+            axis = ax.xaxis if which == "x" else ax.yaxis
+            mode = getattr(axis, "_pipeline_discrete", None)
+            if mode is None:
+                continue
+            group = (ax.get_shared_x_axes() if which == "x" else ax.get_shared_y_axes())
+            values = sorted({round(v, 9) for a in group.get_siblings(ax) if a.get_visible()
+                             for v in _plotted_values(a, which)})
+            lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+            values = [v for v in values if lo <= v <= hi]
+            if not values:
+                continue
+            labels = [f"{v:g}" for v in values]
+            if len(values) <= MAX_VALUE_TICKS and _labels_fit(ax, which, values, labels):
+                axis.set_major_locator(ticker.FixedLocator(values))
+                axis.set_major_formatter(ticker.FixedFormatter(labels))
+                axis.set_minor_locator(ticker.NullLocator())
+            elif mode == "integer" and axis.get_scale() != "log":
+                axis.set_major_locator(ticker.MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
+                axis.set_minor_locator(ticker.NullLocator())
+            elif mode == "integer":  # log: plain powers (4, 8, 16; 10, 100): integers from 1 up
+                base = getattr(axis.get_transform(), "base", 10)
+                if lo < 1:
+                    axis.set_major_locator(ticker.FixedLocator(
+                        [t for t in ticker.LogLocator(base=base).tick_values(max(lo, 1), hi)
+                         if t >= 1]))
+                axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def _labels_fit(ax, which: str, values, labels) -> bool:
+    """Whether tick labels at ``values`` are no closer than their width (x) or height (y),
+    from the panel's size before layout (a little generous: layout only shrinks panels)."""
+    import numpy as np
+
+    fig = ax.figure
+    pos = ax.get_position()
+    size_in = (pos.width * fig.get_figwidth() if which == "x"
+               else pos.height * fig.get_figheight())
+    lo, hi = ax.get_xlim() if which == "x" else ax.get_ylim()
+    transform = (ax.xaxis if which == "x" else ax.yaxis).get_transform()
+    t = transform.transform(np.asarray([lo, hi, *values], dtype=float))
+    span = abs(t[1] - t[0]) or 1.0
+    where = np.sort((t[2:] - min(t[0], t[1])) / span * size_in * 0.85)
+    char_in = plt_font_pt(fig) * 0.6 / 72
+    need = [(len(a) + len(b)) / 2 * char_in + 0.06 if which == "x" else plt_font_pt(fig) * 1.2 / 72
+            for a, b in zip(labels, labels[1:])]
+    return all(gap >= n for gap, n in zip(np.diff(where), need))
+
+
+def caption_number(x: float, digits: int = 3) -> str:
+    """A number for a caption: plain between 0.01 and 1000 (``0.1``, ``20``), otherwise a power
+    of ten in caret form, ``10^{−6}`` or ``2.5×10^{−7}`` (a true minus sign), which the LaTeX
+    table writer sets as a superscript (``10\\textsuperscript{$-$6}``); ``1e-06`` is a
+    programmer's notation, not a paper's."""
+    x = float(x)
+    if x == 0 or not math.isfinite(x) or 1e-2 <= abs(x) < 1e3:
+        return f"{x:.{digits}g}"
+    mant, exp = f"{x:.{digits - 1}e}".split("e")
+    mant = mant.rstrip("0").rstrip(".")
+    power = "10^{" + str(int(exp)).replace("-", "\u2212") + "}"
+    return power if mant == "1" else f"{mant}×{power}"
+
+
 def unlabelled_axes(fig) -> list[str]:
     """Descriptions of the visible axes of ``fig`` missing an x or y label. A figure-level
     ``supxlabel``/``supylabel`` labels every panel, and a label on one of a group of shared
@@ -291,6 +389,7 @@ def save_figure(fig, outdir, name: str, style: str | None = None) -> list[str]:
             warnings.simplefilter("always")
             for ax in fig.axes:
                 decade_ticks(ax)
+            discrete_ticks(fig)
             fig.canvas.draw()  # lays the figure out once, so a collapsed layout shows here
             collapsed = [w for w in caught if "constrained_layout not applied" in str(w.message)]
             if collapsed:
