@@ -872,6 +872,75 @@ def test_a_second_signal_stops_waiting_for_the_batches_in_flight(tmp_path):
 
 
 @pytest.mark.timeout(240)
+def test_a_scancel_of_the_driver_job_keeps_the_points_of_the_batches_in_flight(tmp_path):
+    """`scancel` of a scripts/driver.sbatch job signals every process of the job: the driver
+    gets SIGTERM, and the job script's trap passes its own SIGTERM on, ~10 ms later. The
+    second was taken for the user's "again": the driver skipped keeping the points of the
+    batches in flight ("kept 0 points ... 18 batches not kept"), and a rerun recomputed up to
+    a minute per thread. Here the script runs under bash as SLURM would start it, and the
+    batch shell and the driver get SIGTERM together, as scancel sends it (the workers of
+    cluster=slurm run in jobs of their own; this test's local ones are left out)."""
+    import psutil
+
+    folder = tmp_path / "calibration"
+    args = ["experiment=calibration", "grid.x={range:[0,400]}", "params.work_mode=sleep",
+            "params.work_us=100000", "batch_size=100", "cluster.n_workers=2",
+            "cluster.threads_per_worker=2", f"results_dir={tmp_path}", *FAST]
+    env = {**os.environ, "PIPELINE_DIR": str(ROOT), "PIPELINE_PYTHON": PY}
+    job = subprocess.Popen(["bash", str(ROOT / "scripts" / "driver.sbatch"), *args], cwd=tmp_path,
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    try:
+        wait_for(lambda: _run_log_text(folder).count("worker joined") >= 2, 120,
+                 "the workers", job)
+        time.sleep(3)
+        driver = [p for p in psutil.Process(job.pid).children() if "run.py" in p.cmdline()[1]]
+        assert len(driver) == 1, driver
+        os.kill(job.pid, signal.SIGTERM)  # the batch shell, whose trap passes it on,
+        driver[0].send_signal(signal.SIGTERM)  # and the driver itself
+        out, err = job.communicate(timeout=90)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert job.returncode == 143, out + err
+    assert "still saving results" not in err, err  # one request, not "again"
+    stored = pd.read_parquet(folder)
+    assert 4 <= len(stored) < 400 and stored.task_id.is_unique, err
+    assert f"kept {len(stored)} points that 4 stopped batches ran" in err, err
+    assert last_run(folder)["status"] == "interrupted"
+
+
+def test_a_termination_signal_repeated_within_a_second_is_one_request():
+    """The same SIGTERM twice ~10 ms apart is one request (no hurry); again after the echo
+    window, it is the "again" that cuts the shutdown's waits short. Ctrl-C twice is always
+    a person's "again"."""
+    from pipeline.engine.watchdog import (ECHO_SECONDS, shutdown_hurried, shutdown_started,
+                                          termination_signals)
+
+    with termination_signals():
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+        shutdown_started()
+        os.kill(os.getpid(), signal.SIGTERM)  # 50 ms later: the job script's echo
+        time.sleep(0.05)
+        assert not shutdown_hurried()
+        time.sleep(ECHO_SECONDS)
+        os.kill(os.getpid(), signal.SIGTERM)  # a second request
+        time.sleep(0.05)
+        assert shutdown_hurried()
+    with termination_signals():
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        shutdown_started()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        assert shutdown_hurried()
+
+
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_while_planning_writes_nothing_and_frees_the_lock(tmp_path, sig, code):
     """Ctrl-C (or SIGTERM) while the store is read for planning, the lock already taken:

@@ -305,6 +305,11 @@ LEAVE_NOW_MESSAGE = ("\nleaving now, without waiting for the shutdown: part file
                      "written are safe; a rerun resumes (and recomputes what was not flushed)")
 STILL_SAVING_MESSAGE = ("\nstill saving results and shutting down (each step is bounded); send "
                         "it again to leave at once")
+# A SIGTERM (or SIGHUP) that comes again this soon is the same request: `scancel` signals every
+# process of the job, and scripts/driver.sbatch passes its own on to the driver, ~10 ms apart.
+# Taken for "again", it skipped keeping the points of the batches in flight. A second Ctrl-C
+# is always a person's "again".
+ECHO_SECONDS = 1.0
 _SHUTTING_DOWN = threading.Event()
 _HURRIED = threading.Event()  # a signal came again during the shutdown
 
@@ -367,9 +372,15 @@ def termination_signals() -> Iterator[None]:
     import sys
 
     repeats = 0
+    last = [None, float("-inf")]  # the last signal and when it came
 
     def handle(signum, _frame):
         nonlocal repeats
+        now = time.monotonic()
+        echo = signum != signal.SIGINT and signum == last[0] and now - last[1] < ECHO_SECONDS
+        last[:] = [signum, now]
+        if echo:  # one scancel, delivered twice: to the driver, and by driver.sbatch's trap
+            return
         if not _SHUTTING_DOWN.is_set():
             if _HELD is not None and not _HELD:  # inside signals_held(): the first waits
                 _HELD.append(signum)
