@@ -168,14 +168,74 @@ def check_sig_digits(value) -> int:
     return value
 
 
-def _fmt(value, float_format: str) -> str:
+NULL_MARK = "\u2014"  # an em dash: a cell with no value (null), in every table format
+NULL_LEGEND = "\u2014: no value (not computed, or not applicable to that row)"
+
+
+def is_null(value) -> bool:
+    """None, NaN or pandas' NA/NaT: a missing value (shown as :data:`NULL_MARK`)."""
     import math
 
+    if value is None:
+        return True
     if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return float_format % value
-    return "" if value is None else str(value)
+        return math.isnan(value)
+    try:
+        import pandas as pd
+
+        return value is pd.NA or value is pd.NaT
+    except ImportError:  # pragma: no cover
+        return False
+
+
+def format_bool(value) -> str:
+    """A flag as every table format shows it: ``yes``/``no``."""
+    return "yes" if value else "no"
+
+
+def format_float(x: float, sig_digits: int) -> str:
+    """``x`` with ``sig_digits`` significant digits, plain or scientific as ``%g`` chooses.
+
+    A value that was rounded keeps its trailing zeros (``1.00000`` for 1.000001367882248,
+    ``2.49870``, ``0.100`` for 0.0999981 at 3 digits): ``%g`` dropped them, so a rounded value
+    read as exact (``1``) and 0.0999981 looked identical to a bound of exactly 0.1. A value
+    that needs no more digits than that (0.5, 3, 0.1 itself) is printed short."""
+    import math
+
+    if math.isnan(x):
+        return NULL_MARK
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0 or _shortest_digits(x) <= sig_digits:  # exact at this precision: short form
+        return f"{x:.{sig_digits}g}"
+    text = f"{x:#.{sig_digits}g}"  # '#': keep trailing zeros (and a bare '.', removed here)
+    mantissa, e, exponent = text.partition("e")
+    return mantissa.rstrip(".") + e + exponent
+
+
+def _shortest_digits(x: float) -> int:
+    """Significant digits of the shortest decimal that reads back as ``x`` (``repr``)."""
+    from decimal import Decimal
+
+    return len(Decimal(repr(float(x))).normalize().as_tuple().digits)
+
+
+def _fmt(value, float_format: str) -> str:
+    """One Markdown cell: floats by ``float_format`` (``%.Ng``: N significant digits, trailing
+    zeros kept where rounded, as :func:`format_float`), flags yes/no, missing values
+    :data:`NULL_MARK`."""
+    import re
+
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)):
+        return format_bool(value)
+    if is_null(value):
+        return NULL_MARK
+    if isinstance(value, (float, np.floating)):
+        m = re.fullmatch(r"%\.(\d+)g", float_format)
+        return format_float(float(value), int(m.group(1))) if m else float_format % value
+    return str(value)
 
 
 def _markdown(df, float_format: str) -> str:
@@ -183,7 +243,8 @@ def _markdown(df, float_format: str) -> str:
     rule = "|" + "|".join("---" for _ in df.columns) + "|"
     body = ["| " + " | ".join(_md_cell(_fmt(v, float_format)) for v in row) + " |"
             for row in df.itertuples(index=False)]
-    return "\n".join([header, rule, *body])
+    has_null = any(is_null(v) for row in df.itertuples(index=False) for v in row)
+    return "\n".join([header, rule, *body] + (["", NULL_LEGEND + "."] if has_null else []))
 
 
 def _md_cell(text: str) -> str:
@@ -241,34 +302,31 @@ def column_kind(values) -> str:
 
 
 def format_number(value, kind: str, sig_digits: int, exact_format: str = "whole") -> str:
-    """One cell as plain text: floats with ``sig_digits`` significant digits (``%g``: plain or
-    ``1.5e-06``), integers whole, exact integers whole or, when their column declares
-    ``scientific``, rounded to ``sig_digits`` (``1.23457e+45``); '' for missing, 'inf'/'-inf'."""
-    import math
+    """One cell as plain text: floats with ``sig_digits`` significant digits
+    (:func:`format_float`: plain or ``1.50e-06``, trailing zeros kept where rounded), integers
+    whole, exact integers whole or, when their column declares ``scientific``, rounded to
+    ``sig_digits`` (``1.23457e+45``); :data:`NULL_MARK` for a missing value (None, NaN; an
+    empty string too in a numeric column), 'inf'/'-inf', flags ``yes``/``no``."""
     from decimal import Decimal
 
-    if value is None or (isinstance(value, str) and value == "") or (
-            isinstance(value, float) and math.isnan(value) and kind != "text"):
-        return ""
+    import numpy as np
+
+    if is_null(value) or (kind != "text" and isinstance(value, str) and value == ""):
+        return NULL_MARK
+    if isinstance(value, (bool, np.bool_)):
+        return format_bool(value)
     if kind == "decimal":  # printed digits stay as printed; numbers beside them get sig digits
         return value if isinstance(value, str) else format_number(value, "float", sig_digits)
     if kind == "float":
-        x = float(value)
-        if math.isnan(x):
-            return ""
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return f"{x:.{sig_digits}g}"
+        return format_float(float(value), sig_digits)
     if kind in ("int", "exact"):
         text = str(int(value)) if not isinstance(value, str) else value
         if exact_format == "scientific" and len(text.lstrip("-")) > sig_digits:
             return f"{Decimal(text):.{sig_digits - 1}e}"
         return text
-    import numpy as np
-
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    return _fmt(value, "%g")
+    if isinstance(value, (float, np.floating)):  # a number in a text column
+        return format_float(float(value), sig_digits)
+    return str(value)
 
 
 # The LaTeX writer lives in report/latex.py; these names are its public face here too.

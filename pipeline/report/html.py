@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from pipeline.report.columns import column_meta
-from pipeline.report.core import column_kind, format_number
+from pipeline.report.core import NULL_LEGEND, NULL_MARK, column_kind, format_number
 
 MAX_HTML_ROWS = 500  # a longer table is cut on the page; its CSV has every row
 ERRATA_FILE = Path(__file__).resolve().parents[2] / "docs" / "errata.md"
@@ -62,7 +62,9 @@ def _file_links(files) -> str:
 def html_table(df, sig_digits: int, experiment: str | None,
                max_rows: int = MAX_HTML_ROWS) -> str:
     """One result table as HTML: headers from the column declarations (the raw name in a
-    tooltip), numbers right-aligned with ``sig_digits`` significant digits."""
+    tooltip), numbers right-aligned with ``sig_digits`` significant digits (trailing zeros
+    kept where rounded), flags yes/no, and a missing value an em dash, explained under the
+    table (as in the LaTeX and Markdown tables)."""
     kinds, metas = [], []
     for col in df.columns:
         kinds.append(column_kind(df[col].tolist()))
@@ -71,17 +73,20 @@ def html_table(df, sig_digits: int, experiment: str | None,
                    f'title="{_e(m.name + (": " + m.description if m.description else ""))}">'
                    f"{_e(m.header)}</th>" for k, m in zip(kinds, metas))
     body = []
+    has_null = False
     for row in df.head(max_rows).itertuples(index=False):
         cells = []
         for value, kind, meta in zip(row, kinds, metas):
             text = format_number(value, kind, sig_digits, meta.exact_format)
+            has_null = has_null or text == NULL_MARK
             cells.append(f'<td class="num">{_e(text)}</td>' if kind != "text"
                          else f"<td>{_e(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
+    legend = f'<p class="files">{_e(NULL_LEGEND)}.</p>' if has_null else ""
     cut = (f'<p class="files">showing the first {max_rows:,} of {len(df):,} rows; the CSV has '
            "all of them</p>" if len(df) > max_rows else "")
     return (f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead><tbody>'
-            + "".join(body) + f"</tbody></table></div>{cut}")
+            + "".join(body) + f"</tbody></table></div>{legend}{cut}")
 
 
 def render_mapping(value) -> str:
