@@ -76,9 +76,14 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
         raise ConfigError(str(exc)) from None
     check_engine_keys(conf)
     try:
-        validate_cluster(conf.get("cluster") or {})
+        cluster = conf.get("cluster") or {}
+        validate_cluster(cluster)
         if not conf.get("dry_run") and not conf.get("report"):
-            check_batch_commands(conf.get("cluster") or {})  # sbatch & co. on PATH
+            check_batch_commands(cluster)  # sbatch & co. on PATH
+        if cluster.get("kind") == "slurm" and not conf.get("report"):
+            from pipeline.engine.slurm_limits import check_partition_limits
+
+            check_partition_limits(cluster)  # a job no partition could start; a partition typo
     except ClusterConfigError as exc:
         raise ConfigError(str(exc)) from None
     for node in ("grid", "params"):

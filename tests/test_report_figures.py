@@ -6,7 +6,6 @@ and fractional ticks on integer axes, captions with 1e-06, warnings pointing the
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

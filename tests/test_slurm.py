@@ -173,17 +173,72 @@ def test_jobs_retire_before_walltime_and_are_replaced(tmp_path, job_name):
 
 
 @pytest.mark.timeout(180)
-def test_nonexistent_partition_exits_3_with_slurms_error(tmp_path, job_name):
+def test_nonexistent_partition_exits_2_before_anything_is_written(tmp_path, job_name):
+    """A partition typo was found only by sbatch, after the results folder, its manifest
+    ('crashed') and log were written (exit 3, "rerun to resume"). sinfo knows the partitions:
+    exit 2, nothing written; the dry run says so too. A partition SLURM refuses although sinfo
+    lists it still gets SLURM's own words (exit 3): test_cluster_config."""
     results = tmp_path / "results"
-    started = time.monotonic()
+    for extra in ([], ["dry_run=true"]):
+        proc = run_cli(f"results_dir={results}", "grid.x={range:[0,20]}", *JOBS,
+                       "cluster.queue=nosuch", f"cluster.job_name={job_name}", *extra,
+                       timeout=60)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "cluster.queue=nosuch: SLURM has no partition nosuch (sinfo lists" in proc.stderr
+        assert "Traceback" not in proc.stderr and not results.exists()
+    assert not squeue(job_name)
+
+
+@pytest.fixture
+def short_partition():
+    """A partition of this node with a 10-minute time limit, removed after the test."""
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
+                          timeout=15).stdout.split()[0]
+    name = f"short{os.getpid()}"
+    made = subprocess.run(["scontrol", "create", f"PartitionName={name}", f"Nodes={node}",
+                           "MaxTime=00:10:00", "State=UP"], capture_output=True, text=True,
+                          timeout=30)
+    if made.returncode != 0:
+        pytest.skip(f"cannot create a SLURM partition here ({made.stderr.strip()}): needs root")
+    try:
+        yield name
+    finally:
+        subprocess.run(["scontrol", "delete", f"PartitionName={name}"], timeout=30)
+
+
+@pytest.mark.timeout(240)
+def test_a_job_over_the_partitions_time_limit_is_refused_or_reported_at_once(
+        tmp_path, job_name, short_partition):
+    """SLURM here (as at many sites, without EnforcePartLimits) accepts a job whose walltime is
+    over its partition's limit and leaves it pending (PartitionTimeLimit) for good: the sweep
+    waited worker_start_timeout (10 min by default), then advised to wait longer. Now a
+    cluster.walltime over the limit is exit 2 before anything is written; one set through
+    job_extra_directives (not checked beforehand) stops the sweep once squeue gives the
+    reason, long before worker_start_timeout."""
+    results = tmp_path / "results"
     proc = run_cli(f"results_dir={results}", "grid.x={range:[0,20]}", *JOBS,
-                   "cluster.queue=nosuch", f"cluster.job_name={job_name}", timeout=170)
-    assert time.monotonic() - started < 120
+                   f"cluster.queue={short_partition}", "cluster.walltime=01:00:00",
+                   f"cluster.job_name={job_name}", timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (f"cluster.walltime=01:00:00 is over the time limit of partition {short_partition} "
+            "(00:10:00)") in proc.stderr
+    assert not results.exists() and not squeue(job_name)
+
+    started = time.monotonic()
+    try:
+        proc = run_cli(f"results_dir={results}", "grid.x={range:[0,20]}", *JOBS,
+                       f"cluster.queue={short_partition}", "cluster.worker_start_timeout=10m",
+                       "cluster.job_extra_directives=['--time=01:00:00']",
+                       f"cluster.job_name={job_name}", timeout=200)
+    finally:
+        cancel_jobs(job_name)
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "Invalid partition name specified" in proc.stderr  # SLURM's own words
-    assert "Traceback" not in proc.stderr
-    run = manifest_runs(results)[-1]
-    assert run["status"] == "crashed" and "Invalid partition" in run["error"]
+    assert time.monotonic() - started < 120  # not the 10 minutes
+    assert "SLURM will not start the worker jobs" in proc.stderr, proc.stderr
+    assert "pending for PartitionTimeLimit: the walltime is over the partition's time limit" \
+        in proc.stderr
+    assert "raise cluster.worker_start_timeout" not in proc.stderr
+    wait_for(lambda: not squeue(job_name), 60, "the pending jobs to be cancelled")
 
 
 @pytest.mark.timeout(240)

@@ -184,6 +184,8 @@ def dry_run_text(cfg: Mapping[str, Any]) -> str | None:
 
 
 SUBMIT_BACKOFF_S = 2.0  # first pause before resubmitting a refused job; doubles each time
+PENDING_CHECK_S = 15.0  # until a worker joins, squeue is asked this often why jobs still wait
+PENDING_FIRST_CHECK_S = 5.0  # the first time: SLURM gives a job its reason within seconds
 
 
 class SubmissionWatch:
@@ -200,6 +202,7 @@ class SubmissionWatch:
         self._lock = threading.Lock()
         self._started = time.monotonic()
         self._first_worker_at: float | None = None
+        self._pending_checked_at = time.monotonic() - PENDING_CHECK_S + PENDING_FIRST_CHECK_S
 
     def submitted(self, job_id: str) -> None:
         with self._lock:
@@ -231,7 +234,14 @@ class SubmissionWatch:
         if self.workers():
             self._first_worker_at = time.monotonic()
             return
-        waited = time.monotonic() - self._started
+        now = time.monotonic()
+        waited = now - self._started
+        never = self._never_starting(now, force=waited > self.start_timeout)
+        if never:  # waiting longer would not help: said now, not at worker_start_timeout
+            raise ClusterStartError(
+                f"{BATCH_SYSTEMS[self.kind].label} will not start the worker jobs: "
+                + "; ".join(f"job {job} is pending for {why}" for job, why in never.items())
+                + f" (squeue -j {','.join(never)} -o %r)")
         if waited > self.start_timeout:
             why = (f"; the last submission error: {self.last_error}" if self.last_error else
                    f"; jobs submitted: {', '.join(self.job_ids[-5:]) or 'none'} (still queued? "
@@ -239,6 +249,22 @@ class SubmissionWatch:
             raise ClusterStartError(
                 f"no Dask worker joined within cluster.worker_start_timeout="
                 f"{format_duration(self.start_timeout)}{why}")
+
+    def _never_starting(self, now: float, force: bool = False) -> dict[str, str]:
+        """SLURM jobs of this cluster pending for a reason waiting does not clear, when every
+        one still queued is (asked of squeue at most every PENDING_CHECK_S, bounded)."""
+        if self.kind != "slurm" or not self.job_ids:
+            return {}
+        if not force and now - self._pending_checked_at < PENDING_CHECK_S:
+            return {}
+        self._pending_checked_at = now
+        from pipeline.engine.slurm_limits import never_starting, queued_jobs
+
+        jobs = queued_jobs(self.job_ids[-50:])
+        if not jobs:
+            return {}
+        never = never_starting(jobs)
+        return never if len(never) == len(jobs) else {}  # none running, none merely waiting
 
 
 def batch_error_text(exc: BaseException) -> str:

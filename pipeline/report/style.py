@@ -236,7 +236,6 @@ def _plotted_values(ax, which: str) -> list[float]:
 
 def discrete_ticks(fig) -> None:
     """Ticks of the axes marked by :func:`integer_axis` (run after :func:`decade_ticks`)."""
-    import numpy as np
     from matplotlib import ticker
 
     for ax in fig.axes:

@@ -1,0 +1,190 @@
+"""What SLURM can start, asked of ``sinfo`` and ``squeue`` on the driver's host.
+
+SLURM accepts a job it can never start unless the site enforces partition limits
+(``EnforcePartLimits``): a walltime over the partition's ``MaxTime``, more CPUs or memory than
+any of its nodes has. The job then waits in the queue with a reason (``PartitionTimeLimit``,
+``PartitionConfig``...) and the sweep waited ``cluster.worker_start_timeout`` (10 minutes by
+default, hours where queues are long) before it gave up, advising to wait longer.
+
+- :func:`check_partition_limits`: before anything is written, the worker job of ``cfg`` is
+  compared with the partition's limits from ``sinfo`` (exit 2 naming the limit); a partition
+  that does not exist is named too. Skipped when ``sinfo`` is missing or does not answer,
+  and for what the job's own directives may change (``--partition``, ``--time``, ``--qos``...
+  in ``job_extra_directives``): the check must never refuse a job SLURM would run.
+- :func:`never_starting`: the submitted jobs that ``squeue`` shows pending for a reason that
+  does not pass by waiting, with what to change.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pipeline.engine.cluster_config import (DEFAULTS, ClusterConfigError, _bytes, parse_walltime,
+                                            setting)
+
+SLURM_CALL_TIMEOUT_S = 10.0  # bound on sinfo/squeue (a controller that does not answer)
+
+# Pending reasons that waiting does not clear (SLURM's "job reason codes"), and what to change.
+NEVER_STARTS = {
+    "PartitionTimeLimit": "the walltime is over the partition's time limit: lower "
+                          "cluster.walltime or choose another cluster.queue",
+    "PartitionNodeLimit": "the job asks for more nodes than the partition allows",
+    "PartitionConfig": "the job asks for more than the partition's nodes have (cluster.cores, "
+                       "cluster.memory) or for something it does not offer",
+    "BadConstraints": "no node can meet the job's constraints (cluster.cores, cluster.memory, "
+                      "--constraint in cluster.job_extra_directives)",
+    "InvalidQOS": "the job's QOS is not valid for this account or partition",
+    "InvalidAccount": "the job's account (cluster.account) is not valid",
+    "AccountNotAllowed": "the account may not use this partition",
+    "QOSMaxWallDurationPerJobLimit": "the walltime is over the QOS's limit",
+    "AssocMaxWallDurationPerJobLimit": "the walltime is over the account's limit",
+    "QOSMaxCpuPerJobLimit": "the job asks for more CPUs than the QOS allows",
+    "AssocMaxCpuPerJobLimit": "the job asks for more CPUs than the account allows",
+    "QOSMaxMemoryPerJob": "the job asks for more memory than the QOS allows",
+    "AssocMaxMemoryPerJob": "the job asks for more memory than the account allows",
+    "QOSMaxNodePerJobLimit": "the job asks for more nodes than the QOS allows",
+    "DependencyNeverSatisfied": "the job depends on a job that can no longer satisfy it",
+}
+# job_extra_directives that move a job to other limits than the ones checked here
+_OVERRIDES = ("-p", "--partition", "-t", "--time", "--qos", "-q", "--mem", "-c", "--cpus",
+              "--reservation", "--clusters", "-M")
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    default: bool
+    max_time_s: int | None  # None: no limit
+    max_cpus: int  # of its largest node
+    max_memory_mb: int | None  # of its largest node; None: unknown
+
+
+def _run(args: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=SLURM_CALL_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _time_limit(text: str) -> int | None:
+    """sinfo's %l: ``infinite``, ``D-HH:MM:SS``, ``HH:MM:SS``, ``MM:SS`` or ``MM``."""
+    text = text.strip()
+    if text.lower() in ("infinite", "unlimited", "n/a", ""):
+        return None
+    days, _, clock = text.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if len(parts) == 1:
+        parts = [0, parts[0], 0]
+    elif len(parts) == 2:
+        parts = [0, *parts]
+    hours, minutes, seconds = parts
+    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def _number(text: str) -> int | None:
+    digits = text.strip().rstrip("+")
+    return int(digits) if digits.isdigit() else None
+
+
+def partitions() -> dict[str, Partition] | None:
+    """Every partition with its limits, or None if ``sinfo`` is missing or does not answer."""
+    out = _run(["sinfo", "--noheader", "--all", "--Node", "--format=%P|%c|%m|%l"])
+    if out is None:
+        return None
+    found: dict[str, dict] = {}
+    for line in out.splitlines():
+        fields = line.split("|")
+        if len(fields) != 4:
+            continue
+        raw, cpus, memory, limit = fields
+        name = raw.strip().rstrip("*")
+        try:
+            seen = found.setdefault(name, {"default": raw.strip().endswith("*"),
+                                           "max_time_s": _time_limit(limit), "cpus": 0,
+                                           "memory": 0})
+        except ValueError:  # a time limit in a form not known here: do not judge
+            return None
+        seen["cpus"] = max(seen["cpus"], _number(cpus) or 0)
+        seen["memory"] = max(seen["memory"], _number(memory) or 0)
+    return {name: Partition(name, p["default"], p["max_time_s"], p["cpus"], p["memory"] or None)
+            for name, p in found.items()}
+
+
+def check_partition_limits(cfg: Mapping[str, Any], found: dict[str, Partition] | None = None
+                           ) -> None:
+    """Refuse (``ClusterConfigError``) a ``cluster=slurm`` worker job that no partition it
+    may go to could ever start; ``found``: the partitions (default: asked of ``sinfo``)."""
+    extra = " ".join(str(d) for d in setting(cfg, "job_extra_directives", []) or [])
+    if any(word.split("=")[0] in _OVERRIDES for word in extra.split()):
+        return
+    found = partitions() if found is None else found
+    if not found:
+        return
+    queue = setting(cfg, "queue")
+    if queue:
+        names = [q.strip() for q in str(queue).split(",") if q.strip()]
+        unknown = [q for q in names if q not in found]
+        if unknown:
+            raise ClusterConfigError(
+                f"cluster.queue={queue}: SLURM has no partition {', '.join(unknown)} "
+                f"(sinfo lists {', '.join(sorted(found))})")
+        chosen = [found[q] for q in names]
+    else:
+        chosen = [p for p in found.values() if p.default]
+        if not chosen:
+            return  # no default partition: sbatch says so itself
+    where = f"partition {'/'.join(p.name for p in chosen)}"
+    walltime = setting(cfg, "walltime")
+    limits = [p.max_time_s for p in chosen]
+    if walltime is not None and None not in limits:
+        seconds = parse_walltime(walltime)
+        if seconds > max(limits):
+            raise ClusterConfigError(
+                f"cluster.walltime={walltime} is over the time limit of {where} "
+                f"({_clock(max(limits))}): SLURM would queue the worker jobs and never start "
+                "them; lower cluster.walltime or choose another cluster.queue")
+    cores = setting(cfg, "cores", DEFAULTS["cores"])
+    most_cpus = max(p.max_cpus for p in chosen)
+    if most_cpus and cores > most_cpus:
+        raise ClusterConfigError(
+            f"cluster.cores={cores} is more than any node of {where} has ({most_cpus} CPUs): "
+            "SLURM would queue the worker jobs and never start them")
+    memories = [p.max_memory_mb for p in chosen]
+    if None not in memories:
+        memory = setting(cfg, "memory", DEFAULTS["memory"])
+        if _bytes("memory", memory) > max(memories) * 2**20:
+            raise ClusterConfigError(
+                f"cluster.memory={memory} is more than any node of {where} has "
+                f"({max(memories)} MB): SLURM would queue the worker jobs and never start them")
+
+
+def _clock(seconds: int) -> str:
+    days, rest = divmod(seconds, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def queued_jobs(job_ids: list[str]) -> dict[str, tuple[str, str]] | None:
+    """job id -> (state, reason) for those of ``job_ids`` still in the queue (pending or
+    running); None if ``squeue`` does not answer."""
+    if not job_ids:
+        return {}
+    out = _run(["squeue", "--noheader", "--format=%i|%T|%r", f"--jobs={','.join(job_ids)}"])
+    if out is None:
+        return None
+    jobs = {}
+    for line in out.splitlines():
+        fields = [f.strip() for f in line.split("|")]
+        if len(fields) == 3 and fields[0]:
+            jobs[fields[0]] = (fields[1], fields[2])
+    return jobs
+
+
+def never_starting(jobs: Mapping[str, tuple[str, str]]) -> dict[str, str]:
+    """The jobs of ``jobs`` (from :func:`queued_jobs`) pending for a reason that waiting does
+    not clear -> the reason and what to change."""
+    return {job: f"{reason}: {NEVER_STARTS[reason]}" for job, (state, reason) in jobs.items()
+            if state == "PENDING" and reason in NEVER_STARTS}

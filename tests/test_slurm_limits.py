@@ -1,0 +1,108 @@
+"""SLURM limits known before a job is submitted (sinfo) and pending reasons that waiting does
+not clear (squeue): pipeline/engine/slurm_limits.py. These run everywhere, on partitions given
+to the check and on stand-in sinfo/squeue executables; test_slurm.py runs the real ones."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.engine import slurm_limits as sl
+from pipeline.engine.cluster_config import ClusterConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+DEBUG = sl.Partition("debug", True, None, 16, 16000)
+SHORT = sl.Partition("short", False, 600, 4, 8000)
+FOUND = {"debug": DEBUG, "short": SHORT}
+
+
+def test_time_limits_in_every_form_sinfo_prints():
+    assert sl._time_limit("infinite") is None and sl._time_limit("UNLIMITED") is None
+    assert sl._time_limit("10:00") == 600  # MM:SS
+    assert sl._time_limit("30") == 1800  # minutes
+    assert sl._time_limit("2:00:00") == 7200
+    assert sl._time_limit("1-12:00:00") == 36 * 3600
+
+
+def test_a_job_no_partition_could_start_is_refused_naming_the_limit():
+    check = lambda **cfg: sl.check_partition_limits({"kind": "slurm", **cfg}, FOUND)  # noqa: E731
+    with pytest.raises(ClusterConfigError, match="SLURM has no partition nosuch "
+                                                 r"\(sinfo lists debug, short\)"):
+        check(queue="nosuch")
+    with pytest.raises(ClusterConfigError, match=r"cluster.walltime=01:00:00 is over the time "
+                                                 r"limit of partition short \(00:10:00\)"):
+        check(queue="short", walltime="01:00:00")
+    with pytest.raises(ClusterConfigError, match=r"cluster.cores=8 is more than any node of "
+                                                 r"partition short has \(4 CPUs\)"):
+        check(queue="short", cores=8)
+    with pytest.raises(ClusterConfigError, match=r"cluster.memory=9GB is more than any node of "
+                                                 r"partition short has \(8000 MB\)"):
+        check(queue="short", memory="9GB")
+    with pytest.raises(ClusterConfigError, match="more than any node of partition debug"):
+        check(cores=17)  # no queue: the default partition's limits
+
+
+def test_jobs_a_partition_can_start_pass_and_what_may_change_the_limits_is_not_judged():
+    check = lambda **cfg: sl.check_partition_limits({"kind": "slurm", **cfg}, FOUND)  # noqa: E731
+    check(queue="short", walltime="00:10:00", cores=4, memory="7GB")  # at the limits
+    check(walltime="30-00:00:00", cores=16)  # the default partition has no time limit
+    check(queue="short,debug", walltime="01:00:00", cores=16)  # debug can take it
+    for directive in ("--qos=long", "-p other", "--partition=debug", "--time=5", "-t 5",
+                      "--mem=1G", "--reservation=r1"):  # SLURM decides those
+        check(queue="short", walltime="01:00:00", job_extra_directives=[directive])
+    sl.check_partition_limits({"kind": "slurm", "queue": "nosuch"}, {})  # sinfo said nothing
+
+
+def _fake(bindir: Path, name: str, body: str) -> None:
+    bindir.mkdir(exist_ok=True)
+    (bindir / name).write_text(f"#!/bin/sh\n{body}\n")
+    (bindir / name).chmod(0o755)
+
+
+def test_partitions_are_read_from_sinfo_and_a_silent_sinfo_is_no_answer(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    _fake(bindir, "sinfo", 'printf "debug*|16|16000|infinite\\nshort|4|8000|10:00\\n'
+                           'short|8+|32000|10:00\\n"')
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    found = sl.partitions()
+    assert found == {"debug": DEBUG, "short": sl.Partition("short", False, 600, 8, 32000)}
+    _fake(bindir, "sinfo", "echo 'slurm_load_partitions: Unable to contact slurm controller' >&2"
+                           "; exit 1")
+    assert sl.partitions() is None
+    sl.check_partition_limits({"kind": "slurm", "queue": "nosuch"})  # not judged without sinfo
+
+
+def test_only_jobs_all_pending_for_good_are_never_starting():
+    assert sl.never_starting({"1": ("PENDING", "PartitionTimeLimit")}) == {
+        "1": "PartitionTimeLimit: the walltime is over the partition's time limit: lower "
+             "cluster.walltime or choose another cluster.queue"}
+    assert sl.never_starting({"1": ("PENDING", "Resources"), "2": ("PENDING", "Priority")}) == {}
+    assert sl.never_starting({"1": ("RUNNING", "None")}) == {}
+
+
+@pytest.mark.timeout(120)
+def test_a_sweep_whose_jobs_can_never_start_stops_without_waiting_worker_start_timeout(tmp_path):
+    """sbatch accepts the job; squeue says it waits for PartitionConfig: the sweep stops with
+    SLURM's reason and what to change, in seconds, not after worker_start_timeout (10 min
+    here), advising to wait longer."""
+    bindir = tmp_path / "bin"
+    _fake(bindir, "sbatch", 'echo "Submitted batch job 4242"')
+    _fake(bindir, "scancel", "exit 0")
+    _fake(bindir, "sinfo", "exit 1")  # no limits known beforehand
+    _fake(bindir, "squeue", 'echo "4242|PENDING|PartitionConfig"')
+    results = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "experiment=calibration", f"results_dir={results}",
+         "grid.x=[1,2,3]", "cluster=slurm", "cluster.cores=1", "cluster.processes=1",
+         "cluster.maximum_jobs=1", "cluster.worker_start_timeout=10m",
+         "cluster.dashboard_address=:0", "progress=false"],
+        cwd=ROOT, env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"},
+        capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "SLURM will not start the worker jobs: job 4242 is pending for PartitionConfig: the " \
+           "job asks for more than the partition's nodes have" in proc.stderr, proc.stderr
+    assert "raise cluster.worker_start_timeout" not in proc.stderr and "Traceback" not in proc.stderr
