@@ -44,7 +44,10 @@ def dry_run(grid, options: dict) -> int:
     print("sample points:")
     for i in grid.sample_indices(5):
         print(f"  #{i} task_id={grid.task_id(i)} {grid.point(i)}")
-    batch_jobs = dry_run_text(options.get("cluster") or {})  # batch systems: the job script
+    from pipeline.sweep_command import with_job_logs
+
+    # batch systems: the job script, logging where the sweep's jobs would
+    batch_jobs = dry_run_text(with_job_logs(options.get("cluster") or {}, path))
     if batch_jobs:
         print(batch_jobs)
     return EXIT_OK

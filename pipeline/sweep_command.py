@@ -129,7 +129,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                 record.update(progress=snapshot, heartbeat_at=_now())
                 update_manifest(path, record)
             if plan.pending.size:
-                cluster_cfg = conf.get("cluster") or {}
+                cluster_cfg = with_job_logs(conf.get("cluster") or {}, path)
                 with connect(cluster_cfg, log, probe=False) as client:  # probed in validate()
                     record["cluster"] = {"kind": cluster_cfg.get("kind", "local"),
                                          "dashboard": client.dashboard_link,
@@ -347,3 +347,20 @@ def _git_info() -> dict:
         return {"commit": commit or None, "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
+
+
+JOB_LOGS = "jobs"  # RESULTS_DIR/NAME/_logs/jobs/: the worker jobs' own output
+
+
+def with_job_logs(cluster_cfg: dict, folder) -> dict:
+    """A batch cluster's jobs log beside the run log unless ``cluster.log_directory`` says
+    otherwise: with the batch system's default (the submit directory), every worker job of an
+    adaptive sweep left a ``slurm-JOBID.out`` in the directory the sweep was started from
+    (the repository, say), hundreds a night."""
+    from pipeline.engine.cluster_config import BATCH_SYSTEMS
+    from pipeline.engine.progress import LOGS_DIR
+
+    if cluster_cfg.get("kind") not in BATCH_SYSTEMS or cluster_cfg.get("log_directory"):
+        return cluster_cfg
+    return {**cluster_cfg, "log_directory": str(Path(folder) / LOGS_DIR / JOB_LOGS)}
+

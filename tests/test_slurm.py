@@ -151,6 +151,11 @@ def test_scancel_of_a_worker_job_mid_run_loses_nothing(tmp_path, job_name):
     assert driver.returncode == 0, out + err
     assert rows_before < n  # the job really was cancelled mid-run
     assert_complete(results, n, 60000.0)
+    # no cluster.log_directory: the jobs logged beside the run log, not into the directory
+    # the sweep started from (SLURM's default: a slurm-JOBID.out per job, hundreds a night)
+    assert list((results / "calibration" / "_logs" / "jobs").glob(f"{job_name}-*.err"))
+    assert not list(Path.cwd().glob("slurm-*.out")), sorted(Path.cwd().iterdir())
+    assert len(pd.read_parquet(results / "calibration")) >= n  # still one table to pandas
 
 
 @pytest.mark.timeout(330)
