@@ -148,22 +148,53 @@ def _latex_escape(text: str) -> str:
     return _latex_escape_plain(text)
 
 
+_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺ᵏ", "0123456789-+k"))
+_SUBSCRIPTS = {**{chr(0x2080 + d): str(d) for d in range(10)},
+               **dict(zip("ᵢⱼₖₙₘ", "ijknm"))}
+_SCRIPT_RUN = re.compile(f"[{''.join(_SUPERSCRIPTS)}]+|[{''.join(_SUBSCRIPTS)}]+")
+
+
 def _latex_escape_plain(text: str) -> str:
+    """Characters to LaTeX; maths symbols in one ``$...$`` per run ("α²" is ``$\\alpha^{2}$``:
+    one group a character gave ``$\\alpha$$^2$``, and ``$$`` opens display maths), a run of
+    super- or subscript characters as one script ("10⁻⁶" is ``10$^{-6}$``: ``^-^6`` is a
+    double superscript)."""
     text = text.replace("<=", "≤").replace(">=", "≥").replace("!=", "≠")  # as a reader writes
-    out = []
-    for ch in text:
+    out: list[tuple[bool, str]] = []  # (is maths, LaTeX)
+    at = 0
+    while at < len(text):
+        run = _SCRIPT_RUN.match(text, at)
+        if run:
+            chars = run.group()
+            script = "^" if chars[0] in _SUPERSCRIPTS else "_"
+            table = _SUPERSCRIPTS if script == "^" else _SUBSCRIPTS
+            out.append((True, script + "{" + "".join(table[c] for c in chars) + "}"))
+            at = run.end()
+            continue
+        ch = text[at]
+        at += 1
         if ch in _LATEX_SPECIAL:
-            out.append(_LATEX_SPECIAL[ch])
+            out.append((False, _LATEX_SPECIAL[ch]))
         elif ch in _LATEX_UNICODE:
-            out.append(f"${_LATEX_UNICODE[ch]}$")
+            latex = _LATEX_UNICODE[ch]
+            out.append((True, latex + (" " if latex[-1].isalpha() else "")))
         elif ch in _LATEX_TEXT_UNICODE:
-            out.append(_LATEX_TEXT_UNICODE[ch])
+            out.append((False, _LATEX_TEXT_UNICODE[ch]))
         elif ord(ch) > 0x24F:  # beyond Latin-1/Latin Extended: no pdflatex glyph
             _warn_no_glyph(ch)
-            out.append("?")
+            out.append((False, "?"))
         else:
-            out.append(ch)
-    return "".join(out)
+            out.append((False, ch))
+    pieces, maths = [], []
+    for is_maths, latex in out + [(False, "")]:
+        if is_maths:
+            maths.append(latex)
+            continue
+        if maths:
+            pieces.append("$" + "".join(maths).rstrip() + "$")
+            maths = []
+        pieces.append(latex)
+    return "".join(pieces)
 
 
 def _latex_wrappable(text: str) -> str:

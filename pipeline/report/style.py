@@ -290,17 +290,20 @@ def _labels_fit(ax, which: str, values, labels) -> bool:
     return all(gap >= n for gap, n in zip(np.diff(where), need))
 
 
+SUPERSCRIPT_DIGITS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
 def caption_number(x: float, digits: int = 3) -> str:
     """A number for a caption: plain between 0.01 and 1000 (``0.1``, ``20``), otherwise a power
-    of ten in caret form, ``10^{−6}`` or ``2.5×10^{−7}`` (a true minus sign), which the LaTeX
-    table writer sets as a superscript (``10\\textsuperscript{$-$6}``); ``1e-06`` is a
-    programmer's notation, not a paper's."""
+    of ten with a superscript exponent, ``10⁻⁶`` or ``2.5×10⁻⁷``, as Markdown, HTML and the
+    figures show it and the LaTeX writer sets it (``10$^{-6}$``); ``1e-06`` is a programmer's
+    notation, not a paper's (and ``10^{−6}`` showed its braces outside LaTeX)."""
     x = float(x)
     if x == 0 or not math.isfinite(x) or 1e-2 <= abs(x) < 1e3:
         return f"{x:.{digits}g}"
     mant, exp = f"{x:.{digits - 1}e}".split("e")
     mant = mant.rstrip("0").rstrip(".")
-    power = "10^{" + str(int(exp)).replace("-", "\u2212") + "}"
+    power = "10" + str(int(exp)).translate(SUPERSCRIPT_DIGITS)
     return power if mant == "1" else f"{mant}×{power}"
 
 
