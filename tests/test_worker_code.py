@@ -205,6 +205,19 @@ def _local_sweep(code_copy, results, n_workers: int, n: int):
                             stderr=subprocess.PIPE, text=True)
 
 
+def _sweep_with_a_worker_killed_after_an_edit(code_copy, results, n_workers: int, n: int):
+    """:func:`_local_sweep`, one of whose workers is killed after an edit; (driver, stderr)."""
+    driver = _local_sweep(code_copy, results, n_workers=n_workers, n=n)
+    try:
+        _kill_a_worker_after_an_edit(code_copy, driver, results / "calibration")
+        _, err = driver.communicate(timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    return driver, err
+
+
 def _kill_a_worker_after_an_edit(code_copy, driver, folder) -> None:
     """Once rows are on disk: edit calibration.py, then kill -9 one worker process of the
     driver's LocalCluster; its nanny starts a new one, which imports the edited file."""
@@ -229,15 +242,8 @@ def test_a_worker_restarted_on_edited_code_is_retired_and_its_points_run_elsewhe
     every worker restarted overnight turned its share of the sweep into failed rows."""
     before = _in_copy(code_copy, IMPORT_CALIBRATION + "print(code_id(exp))")
     results, n = tmp_path / "r", 2000
-    driver = _local_sweep(code_copy, results, n_workers=2, n=n)
+    driver, err = _sweep_with_a_worker_killed_after_an_edit(code_copy, results, 2, n)
     folder = results / "calibration"
-    try:
-        _kill_a_worker_after_an_edit(code_copy, driver, folder)
-        out, err = driver.communicate(timeout=240)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     assert driver.returncode == 0, err
     assert "with other code than this sweep" in err and "It is retired" in err, err
     table = pd.read_parquet(folder)
@@ -255,15 +261,8 @@ def test_a_sweep_whose_every_worker_runs_edited_code_ends_and_a_rerun_completes_
     computes the rest."""
     before = _in_copy(code_copy, IMPORT_CALIBRATION + "print(code_id(exp))")
     results, n = tmp_path / "r", 2000
-    driver = _local_sweep(code_copy, results, n_workers=1, n=n)
+    driver, err = _sweep_with_a_worker_killed_after_an_edit(code_copy, results, 1, n)
     folder = results / "calibration"
-    try:
-        _kill_a_worker_after_an_edit(code_copy, driver, folder)
-        out, err = driver.communicate(timeout=240)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     assert driver.returncode == 3, err
     assert "no worker runs the code this sweep started with" in err, err
     assert "run the sweep again" in err
