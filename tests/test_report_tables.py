@@ -189,6 +189,8 @@ def test_small_tables_stay_whole_and_compared_columns_stay_together():
     """bound_ratios (3 x 4) was cut in 2 parts because the one-word header
     median_ratio_to_optimal could not wrap; lattice_limits (6 x 5) likewise; the errata put
     the printed and the exact value in different parts."""
+    import pipeline.report.composition  # noqa: F401  (describes bound_ratios' columns)
+
     bound_ratios = pd.DataFrame({"bound": ["eps_kov_bound", "eps_drv", "eps_basic"],
                                  "median_ratio_to_optimal": [1.036926051152403, 2.04237, 1.63676],
                                  "max_ratio_to_optimal": [25.85599220606786, 22033.777085488062,
@@ -300,3 +302,24 @@ def test_maths_and_powers_of_ten_in_a_caption_compile(tmp_path):
     text = subprocess.run(["pdftotext", str(tmp_path / "tables.pdf"), "-"], capture_output=True,
                           text=True, check=True).stdout
     assert "10−6" in text.replace("\n", "") or "10-6" in text.replace("\n", ""), text
+
+
+@pytest.mark.latex
+def test_a_thousand_row_table_still_compiles(tmp_path):
+    """failed_tasks holds up to 1,000 rows of wrapped error text: cut into 91 page-sized floats,
+    pdflatex stopped with 'Too many unprocessed floats' and wrote no PDF. The LaTeX table now
+    holds the first MAX_LATEX_ROWS rows and says so; the CSV has every row."""
+    from pipeline.report.latex import MAX_LATEX_ROWS
+
+    require(shutil.which("pdflatex") is not None, "pdflatex (texlive-latex-base)")
+    require(subprocess.run(["kpsewhich", "siunitx.sty"], capture_output=True).returncode == 0,
+            "siunitx (texlive-science)")
+    failed = pd.DataFrame({"x": range(1000), "error": [
+        f"ValueError: calibration failure requested at x={i} (pipeline/experiments/"
+        "calibration.py:48 in run)" for i in range(1000)]})
+    path = tmp_path / "failed.tex"
+    path.write_text(latex_table(failed, "Failed tasks", "failed_tasks", experiment="calibration"))
+    assert f"the first {MAX_LATEX_ROWS:,} of 1,000 rows" in path.read_text()
+    proc = _compile([path], tmp_path, "\\documentclass{article}\n\\usepackage{graphicx}")
+    log = (tmp_path / "tables.log").read_text(errors="replace")
+    assert proc.returncode == 0 and "Too many unprocessed floats" not in log, log[-3000:]

@@ -46,14 +46,19 @@ def test_a_job_no_partition_could_start_is_refused_naming_the_limit():
         check(cores=17)  # no queue: the default partition's limits
 
 
-def test_jobs_a_partition_can_start_pass_and_what_may_change_the_limits_is_not_judged():
+def test_jobs_a_partition_can_start_pass_and_what_may_change_the_limits_is_not_judged(
+        monkeypatch):
     check = lambda **cfg: sl.check_partition_limits({"kind": "slurm", **cfg}, FOUND)  # noqa: E731
     check(queue="short", walltime="00:10:00", cores=4, memory="7GB")  # at the limits
     check(walltime="30-00:00:00", cores=16)  # the default partition has no time limit
     check(queue="short,debug", walltime="01:00:00", cores=16)  # debug can take it
     for directive in ("--qos=long", "-p other", "--partition=debug", "--time=5", "-t 5",
-                      "--mem=1G", "--reservation=r1"):  # SLURM decides those
+                      "--mem=1G", "--reservation=r1", "-pdebug", "-t5", "--mem-per-cpu=1G",
+                      "--cpus-per-task=2"):  # SLURM decides those
         check(queue="short", walltime="01:00:00", job_extra_directives=[directive])
+    check(queue="short", walltime="01:00:00", job_directives_skip=["-t"])  # no -t line
+    monkeypatch.setenv("SBATCH_TIMELIMIT", "30")  # overrides the script's -t
+    check(queue="short", walltime="01:00:00")
     sl.check_partition_limits({"kind": "slurm", "queue": "nosuch"}, {})  # sinfo said nothing
 
 
@@ -82,6 +87,8 @@ def test_only_jobs_all_pending_for_good_are_never_starting():
              "cluster.walltime or choose another cluster.queue"}
     assert sl.never_starting({"1": ("PENDING", "Resources"), "2": ("PENDING", "Priority")}) == {}
     assert sl.never_starting({"1": ("RUNNING", "None")}) == {}
+    # "required nodes are DOWN or DRAINED" is also PartitionNodeLimit: it clears by itself
+    assert sl.never_starting({"1": ("PENDING", "PartitionNodeLimit")}) == {}
 
 
 @pytest.mark.timeout(120)

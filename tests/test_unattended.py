@@ -926,8 +926,12 @@ def test_a_termination_signal_repeated_within_a_second_is_one_request():
         os.kill(os.getpid(), signal.SIGTERM)  # 50 ms later: the job script's echo
         time.sleep(0.05)
         assert not shutdown_hurried()
-        time.sleep(ECHO_SECONDS)
-        os.kill(os.getpid(), signal.SIGTERM)  # a second request
+        time.sleep(ECHO_SECONDS * 0.7)
+        os.kill(os.getpid(), signal.SIGTERM)  # still within the first one's window
+        time.sleep(0.05)
+        assert not shutdown_hurried()
+        time.sleep(ECHO_SECONDS * 0.4)  # past the first's window, within the echo's: the
+        os.kill(os.getpid(), signal.SIGTERM)  # window does not slide with the echoes
         time.sleep(0.05)
         assert shutdown_hurried()
     with termination_signals():

@@ -46,6 +46,7 @@ LOST_SPLIT = 8  # a batch lost with its worker is resubmitted as this many piece
 LOST_SINGLES = 64  # or as single points when it holds at most this many
 LOST_ATTEMPTS = 2  # a single point lost with its workers is tried this often before it fails
 OTHER_CODE_REQUEUES = 8  # times a batch run with other code goes out again (then: failed)
+OTHER_CODE_ASK_S = 60.0  # with no new such worker, the workers are asked at most this often
 WAKE_SECONDS = 1.0  # the driver loop wakes at least this often, whatever the cluster does
 GATHER_TIMEOUT_S = 30.0  # bound on fetching one wake's finished results in one go
 SILENT_GATHER_TIMEOUT_S = 5.0  # the same while the scheduler has left a call unanswered
@@ -178,6 +179,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     other_code_news: set[str] = set()  # such workers to act on (take_out_other_code)
     other_code_logged: set[str] = set()
     other_code_retired: set[str] = set()
+    other_code_asked = [float("-inf")]  # when the workers were last asked for their code
     other_code_tries: dict[tuple[int, int], int] = {}  # (first index, length) -> returns
     owned_cluster = getattr(client, "cluster", None) is not None  # not a pool at an address
 
@@ -368,6 +370,10 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         if not other_code_news:
             return
         news = sorted(other_code_news - other_code_logged)
+        now = time.monotonic()
+        if not news and now - other_code_asked[0] < OTHER_CODE_ASK_S:
+            return  # a broadcast each wake would hold the loop for a slow worker's answer
+        other_code_asked[0] = now
         other_code_logged.update(other_code_news)
         other_code_news.clear()
         codes = worker_codes(client, grid)
@@ -388,8 +394,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # (no answer, or no worker now: the watchdog sees to that; tried again at its next
         # batch run with other code)
         others = sorted(w for w, got in (codes or {}).items() if got != code)
-        if owned_cluster and others and retire_workers(client, others):
-            other_code_retired.update(others)  # with any that has not returned a batch yet
+        if owned_cluster and others:  # with any that has not returned a batch yet
+            other_code_retired.update(retire_workers(client, others))
 
     def stop_long_batches_in_tail() -> None:
         # idle threads are counted among those joined: an adaptive cluster's planned ones

@@ -10,13 +10,16 @@ default, hours where queues are long) before it gave up, advising to wait longer
   compared with the partition's limits from ``sinfo`` (exit 2 naming the limit); a partition
   that does not exist is named too. Skipped when ``sinfo`` is missing or does not answer,
   and for what the job's own directives may change (``--partition``, ``--time``, ``--qos``...
-  in ``job_extra_directives``): the check must never refuse a job SLURM would run.
+  in ``job_extra_directives``, ``job_directives_skip``, ``SBATCH_*`` variables; a QOS that lifts
+  the partition's time limit is not known here): the check must never refuse a job SLURM
+  would run.
 - :func:`never_starting`: the submitted jobs that ``squeue`` shows pending for a reason that
   does not pass by waiting, with what to change.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -30,7 +33,6 @@ SLURM_CALL_TIMEOUT_S = 10.0  # bound on sinfo/squeue (a controller that does not
 NEVER_STARTS = {
     "PartitionTimeLimit": "the walltime is over the partition's time limit: lower "
                           "cluster.walltime or choose another cluster.queue",
-    "PartitionNodeLimit": "the job asks for more nodes than the partition allows",
     "PartitionConfig": "the job asks for more than the partition's nodes have (cluster.cores, "
                        "cluster.memory) or for something it does not offer",
     "BadConstraints": "no node can meet the job's constraints (cluster.cores, cluster.memory, "
@@ -48,8 +50,12 @@ NEVER_STARTS = {
     "DependencyNeverSatisfied": "the job depends on a job that can no longer satisfy it",
 }
 # job_extra_directives that move a job to other limits than the ones checked here
-_OVERRIDES = ("-p", "--partition", "-t", "--time", "--qos", "-q", "--mem", "-c", "--cpus",
-              "--reservation", "--clusters", "-M")
+_OVERRIDES = ("--partition", "--time", "--qos", "--mem", "--mem-per-cpu", "--cpus-per-task",
+              "--reservation", "--clusters")
+_SHORT_OVERRIDES = ("-p", "-t", "-q", "-c", "-M")  # also glued: -pdebug, -t5
+# sbatch's input environment variables override the job script's #SBATCH lines
+_ENV_OVERRIDES = ("SBATCH_PARTITION", "SBATCH_TIMELIMIT", "SBATCH_QOS", "SBATCH_RESERVATION",
+                  "SBATCH_MEM_PER_NODE", "SBATCH_MEM_PER_CPU", "SBATCH_CLUSTERS")
 
 
 @dataclass(frozen=True)
@@ -118,8 +124,11 @@ def check_partition_limits(cfg: Mapping[str, Any], found: dict[str, Partition] |
     """Refuse (``ClusterConfigError``) a ``cluster=slurm`` worker job that no partition it
     may go to could ever start; ``found``: the partitions (default: asked of ``sinfo``)."""
     extra = " ".join(str(d) for d in setting(cfg, "job_extra_directives", []) or [])
-    if any(word.split("=")[0] in _OVERRIDES for word in extra.split()):
+    if any(word.split("=")[0] in _OVERRIDES or word.startswith(_SHORT_OVERRIDES)
+           for word in extra.split()):
         return
+    if setting(cfg, "job_directives_skip") or any(os.environ.get(v) for v in _ENV_OVERRIDES):
+        return  # the job script's own -p/-t/--mem lines may be left out or overridden
     found = partitions() if found is None else found
     if not found:
         return

@@ -378,9 +378,9 @@ def termination_signals() -> Iterator[None]:
         nonlocal repeats
         now = time.monotonic()
         echo = signum != signal.SIGINT and signum == last[0] and now - last[1] < ECHO_SECONDS
-        last[:] = [signum, now]
         if echo:  # one scancel, delivered twice: to the driver, and by driver.sbatch's trap
             return
+        last[:] = [signum, now]  # the window opens at a signal acted on, and does not slide
         if not _SHUTTING_DOWN.is_set():
             if _HELD is not None and not _HELD:  # inside signals_held(): the first waits
                 _HELD.append(signum)

@@ -184,7 +184,7 @@ def ask_to_stop(client, keys: list) -> None:
         log.debug("could not ask batches to stop early: %s", exc)
 
 
-WORKER_CODE_TIMEOUT_S = 30.0  # bound on asking every worker which code it has loaded
+WORKER_CODE_TIMEOUT_S = 10.0  # bound on asking every worker which code it has loaded
 RETIRE_TIMEOUT_S = 30.0  # bound on retiring workers that run other code
 
 
@@ -211,19 +211,21 @@ def _quiet_close() -> None:
     logging.getLogger("distributed.core").setLevel(logging.WARNING)
 
 
-def retire_workers(client, workers: list[str]) -> bool:
+def retire_workers(client, workers: list[str]) -> set[str]:
     """Close ``workers`` (and their nannies, which would restart them) through the scheduler,
-    bounded; the batches queued on them go to the others. False, logged, if it failed."""
+    bounded; the batches queued on them go to the others. The workers it retired: the
+    scheduler answers without an error for one it did not (unknown, or no recipient for its
+    data); a failure is logged."""
     try:
         ask_scheduler(client, client._run, _quiet_close, workers=list(workers), wait=True,
                       on_error="ignore", timeout=STOP_REQUEST_TIMEOUT_S)
     except Exception:  # only quieter
         pass
     try:
-        ask_scheduler(client, client.scheduler.retire_workers, workers=list(workers),
-                      close_workers=True, timeout=RETIRE_TIMEOUT_S)
-        return True
+        retired = ask_scheduler(client, client.scheduler.retire_workers, workers=list(workers),
+                                close_workers=True, timeout=RETIRE_TIMEOUT_S)
+        return set(retired or ()) & set(workers)
     except Exception as exc:
         log.warning("could not retire worker(s) %s: %s: %s", ", ".join(workers),
                     type(exc).__name__, exc)
-        return False
+        return set()

@@ -503,6 +503,12 @@ _FIT_BOX = (rf"\ifdim\wd{_BOX}>\linewidth\ifdefined\resizebox\resizebox{{\linewi
             rf"{{\usebox{_BOX}}}\else\usebox{_BOX}\fi\else\usebox{_BOX}\fi")
 
 
+# Rows written to a LaTeX table: each page-sized float of a long table waits for a page of its
+# own, and a 1,000-row failed_tasks table (91 floats) stopped pdflatex with "Too many
+# unprocessed floats"; 400 rows of wrapped error text (37 floats) compile.
+MAX_LATEX_ROWS = 400
+
+
 def latex_table(df, caption: str, name: str, sig_digits: int = 6,
                 experiment: str | None = None) -> str:
     """A LaTeX table: booktabs rules, numeric columns as siunitx ``S`` columns (right of the
@@ -517,6 +523,10 @@ def latex_table(df, caption: str, name: str, sig_digits: int = 6,
     from pipeline.report.core import NULL_LEGEND
 
     columns, notes = [], []
+    if len(df) > MAX_LATEX_ROWS:  # past ~18 page-sized floats pdflatex stops: no PDF at all
+        notes.append(f"the first {MAX_LATEX_ROWS:,} of {len(df):,} rows (the CSV table has "
+                     "every row)")
+        df = df.head(MAX_LATEX_ROWS)
     leading = True
     exp_params = _parameters(experiment)
     for col in df.columns:
