@@ -24,18 +24,18 @@ import pyarrow.compute as pc
 from pipeline.engine.batch import (TIMEOUT_TOPIC, PointsRun, failed_batch_table,
                                    points_table)
 from pipeline.engine.grid import Grid
-from pipeline.engine.provenance import code_id, other_code_message
+from pipeline.engine.other_code import OtherCodeWorkers
+from pipeline.engine.provenance import code_id
 from pipeline.engine.chunks import as_indices, holds
 from pipeline.engine.cost_model import InFlightWork
 from pipeline.engine.planning import BatchSizer, PendingPlan
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress
-from pipeline.engine.watchdog import (SweepAborted, WorkersRunOtherCode, shutdown_hurried,
-                                      shutdown_started, signals_held)
+from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_started,
+                                      signals_held)
 from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
-                                          connected_threads, fetch_result, retire_workers,
-                                          scheduler_silent_for, thread_counts, total_threads,
-                                          worker_codes)
+                                          connected_threads, fetch_result,
+                                          scheduler_silent_for, thread_counts, total_threads)
 from pipeline.store.parquet import PartWriter
 
 log = logging.getLogger("pipeline")
@@ -45,8 +45,6 @@ MAX_BATCH_SECONDS = 60.0  # bound on a batch's predicted duration
 LOST_SPLIT = 8  # a batch lost with its worker is resubmitted as this many pieces,
 LOST_SINGLES = 64  # or as single points when it holds at most this many
 LOST_ATTEMPTS = 2  # a single point lost with its workers is tried this often before it fails
-OTHER_CODE_REQUEUES = 8  # times a batch run with other code goes out again (then: failed)
-OTHER_CODE_ASK_S = 60.0  # with no new such worker, the workers are asked at most this often
 WAKE_SECONDS = 1.0  # the driver loop wakes at least this often, whatever the cluster does
 GATHER_TIMEOUT_S = 30.0  # bound on fetching one wake's finished results in one go
 SILENT_GATHER_TIMEOUT_S = 5.0  # the same while the scheduler has left a call unanswered
@@ -175,13 +173,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     waves = itertools.count()  # submission waves: each runs after the ones before it
     direct = scheduler_in_process(client)
     code = code_id(grid.experiment)  # stamped on every row by the writer
-    other_code_workers: dict[str, str] = {}  # worker -> the other code_id it returned rows of
-    other_code_news: set[str] = set()  # such workers to act on (take_out_other_code)
-    other_code_logged: set[str] = set()
-    other_code_retired: set[str] = set()
-    other_code_asked = [float("-inf")]  # when the workers were last asked for their code
-    other_code_tries: dict[tuple[int, int], int] = {}  # (first index, length) -> returns
-    owned_cluster = getattr(client, "cluster", None) is not None  # not a pool at an address
+    other_code = OtherCodeWorkers(client, grid, code)
 
     def threads() -> int:
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
@@ -313,25 +305,13 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             if result.done < len(chunk):  # stopped early in the tail: the rest is re-split
                 sizer.give_back(as_indices(chunk[result.done:]))
                 chunk = chunk[:result.done]
-            if result.code_id != code:
-                # A worker that joined or restarted after an edit (or kept old modules): its
-                # rows would carry this sweep's code_id without having run that code. On a
-                # cluster the sweep started, the points go out again to the other workers and
-                # the loop retires this one (take_out_other_code). On a pool at an address,
-                # not the sweep's to close, they are stored failed, saying why (it would take
-                # them again); retry_failed=true reruns them. Either way, the sweep ends when
-                # no worker runs its code any more.
-                other_code_workers[result.worker] = result.code_id
-                if result.worker not in other_code_retired:
-                    other_code_news.add(result.worker)
-                where = (int(chunk[0]), len(chunk))
-                other_code_tries[where] = other_code_tries.get(where, 0) + 1
-                if owned_cluster and other_code_tries[where] <= OTHER_CODE_REQUEUES:
+            if result.code_id != code:  # a worker on other code (other_code.py)
+                error = other_code.returned(result.worker, result.code_id, chunk)
+                if error is None:
                     sizer.resubmit([chunk])
                     fut.release()
                     return
-                message = other_code_message(result.worker, result.code_id, code, grid.name)
-                table = failed_batch_table(grid, chunk, message, worker=result.worker)
+                table = failed_batch_table(grid, chunk, error, worker=result.worker)
                 sizer.abandon(chunk)
             else:
                 sizer.observe(chunk, result.elapsed_s, result.seconds)
@@ -364,38 +344,6 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             sizer.abandon(chunk)
         fut.release()
         store(table, len(chunk))
-
-    def take_out_other_code() -> None:
-        # Outside the loop's held signals: this asks every worker, then the scheduler.
-        if not other_code_news:
-            return
-        news = sorted(other_code_news - other_code_logged)
-        now = time.monotonic()
-        if not news and now - other_code_asked[0] < OTHER_CODE_ASK_S:
-            return  # a broadcast each wake would hold the loop for a slow worker's answer
-        other_code_asked[0] = now
-        other_code_logged.update(other_code_news)
-        other_code_news.clear()
-        codes = worker_codes(client, grid)
-        if codes and not any(got == code for got in codes.values()):
-            raise WorkersRunOtherCode(
-                f"no worker runs the code this sweep started with (code_id {code}) any more: "
-                f"experiment '{grid.name}''s files changed since, and every worker now runs "
-                f"code_id {', '.join(sorted(set(codes.values())))}. The rows stored so far are "
-                "kept; run the sweep again to compute the rest with the code on disk "
-                "(rerun_changed=true also recomputes the rows of the old code)")
-        for worker in news:
-            log.error("%s", other_code_message(
-                worker, other_code_workers[worker], code, grid.name,
-                "It is retired, and its points go to the other workers" if owned_cluster else
-                "Its points are stored as failed (a pool at an address is not this sweep's to "
-                "close): restart it so that it loads the code on disk, then rerun with "
-                "retry_failed=true"))
-        # (no answer, or no worker now: the watchdog sees to that; tried again at its next
-        # batch run with other code)
-        others = sorted(w for w, got in (codes or {}).items() if got != code)
-        if owned_cluster and others:  # with any that has not returned a batch yet
-            other_code_retired.update(retire_workers(client, others))
 
     def stop_long_batches_in_tail() -> None:
         # idle threads are counted among those joined: an adaptive cluster's planned ones
@@ -518,7 +466,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                     continue
                 with signals_held():
                     handle(fut, result, lost)
-            take_out_other_code()
+            other_code.act()
             submit_more()
             stop_long_batches_in_tail()
             if not tail_flushed and plan.exhausted and not sizer.has_returned:
