@@ -406,3 +406,84 @@ def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job
     assert re.search(r"\d+ already done", log)  # the second run resumed
     assert_complete(results, n, 50000.0)
     assert manifest_runs(results)[-1]["status"] == "finished"
+
+
+
+def _sweep_edited_mid_run(tmp_path, job_name, n):
+    """A sweep of 2 adaptive jobs run from a copy of the code, which is edited once rows are
+    on disk; then one job is cancelled, so that its replacement loads the edited code."""
+    code = tmp_path / "code"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "pipeline", code / "pipeline", ignore=ignore)
+    shutil.copytree(ROOT / "conf", code / "conf", ignore=ignore)
+    shutil.copy(ROOT / "run.py", code / "run.py")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)  # the driver (run.py's folder) and the jobs (their cwd) import the copy
+    results = tmp_path / "results"
+    driver = subprocess.Popen(
+        [sys.executable, str(code / "run.py"), "experiment=calibration", f"results_dir={results}",
+         f"grid.x={{range:[0,{n}]}}", "params.work_us=60000", *JOBS, "cluster.maximum_jobs=2",
+         f"cluster.job_name={job_name}"],
+        cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len([j for j in squeue(job_name) if j[1] == "R"]) >= 2 and parts(results),
+                 120, "two running worker jobs and a first part file")
+        with open(code / "pipeline" / "experiments" / "calibration.py", "a") as fh:
+            fh.write("\n# edited while the sweep runs\n")  # same numbers, other code
+        victim = [j for j in squeue(job_name) if j[1] == "R"][0][0]
+        subprocess.run(["scancel", victim], check=True, timeout=15)
+    except BaseException:
+        driver.kill()
+        raise
+    return driver, results
+
+
+@pytest.mark.timeout(330)
+def test_an_edit_mid_sweep_stops_the_cluster_growing_and_rows_keep_one_code(tmp_path, job_name):
+    """The researcher edits the experiment while an adaptive sweep runs, and a worker job is
+    cancelled: its replacement loads the edited code. The cluster stops growing there (each
+    further replacement would be retired in turn; before, the sweep kept submitting them and
+    a batch bounced between them 8 times was stored failed), the sweep finishes on the job
+    still running the old code, and every row names the code that computed it."""
+    n = 1200
+    driver, results = _sweep_edited_mid_run(tmp_path, job_name, n)
+    try:
+        out, err = driver.communicate(timeout=280)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, out + err
+    assert "with other code than this sweep" in err, err
+    assert "the cluster stops growing" in err and "could not" not in err, err
+    df = assert_complete(results, n, 60000.0)
+    assert df.code_id.nunique() == 1  # the replacement's batches went back to the old job
+    # the first two jobs and the replacement; no replacement of the replacement (before: one
+    # every ~20 s, each retired after one batch)
+    assert len(re.findall(r"SLURM job \d+ submitted", err)) == 3, err
+    assert squeue(job_name) == []
+
+
+@pytest.mark.timeout(330)
+def test_an_edited_sweep_ends_when_its_last_job_on_the_old_code_leaves(tmp_path, job_name):
+    """After the cluster stopped growing, the last job on the sweep's code is cancelled (its
+    walltime, say): the sweep ends at once (exit 3, saying why), its rows kept, rather than
+    waiting for workers that would never come."""
+    n = 2400
+    driver, results = _sweep_edited_mid_run(tmp_path, job_name, n)
+    try:
+        logs = results / "calibration" / "_logs"
+        wait_for(lambda: any("the cluster stops growing" in f.read_text()
+                             for f in logs.glob("*.log")), 120, "the cluster to stop growing")
+        for job, _state in squeue(job_name):
+            subprocess.run(["scancel", job], timeout=15)
+        started = time.monotonic()
+        out, err = driver.communicate(timeout=200)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 3, out + err
+    assert "the last worker on the sweep's code has left" in err, err
+    assert time.monotonic() - started < 60  # not the watchdog's no-worker timeout
+    kept = pd.read_parquet(results / "calibration")
+    assert 0 < len(kept) < n and (kept.status == "ok").all() and kept.task_id.is_unique
+    assert kept.code_id.nunique() == 1
