@@ -41,27 +41,35 @@ def describe(name: str) -> str:
 
 def _list(argv: list[str]) -> int:
     from pipeline.experiments import BROKEN
-    from pipeline.experiments.base import registry
+    from pipeline.experiments.base import CONFLICTS, registry, shown_path
 
     if argv:
         print("usage: python -m pipeline list", file=sys.stderr)
         return 2
     experiments = registry()
-    width = max(map(len, experiments))
-    for name, exp in sorted(experiments.items()):
-        print(f"{name:<{width}}  {_first_line(exp.doc)}")
+    lines = {name: _first_line(exp.doc) for name, exp in experiments.items()}
+    for name, places in CONFLICTS.items():  # two modules register it: unusable until renamed
+        lines[name] = ("CONFLICTING: registered by " + " and by ".join(
+            f"{shown_path(f)} (line {line})" for f, line in places)
+            + "; not usable until one is renamed")
+    width = max(map(len, lines))
+    for name, line in sorted(lines.items()):
+        print(f"{name:<{width}}  {line}")
     for module, error in BROKEN.items():
         print(f"(module {module} failed to import: {error})", file=sys.stderr)
     return 0
 
 
 def _describe(argv: list[str]) -> int:
-    from pipeline.experiments.base import registry
+    from pipeline.experiments.base import CONFLICTS, conflict_message, registry
 
     if len(argv) != 1:
         print("usage: python -m pipeline describe NAME", file=sys.stderr)
         return 2
     experiments = registry()
+    if argv[0] in CONFLICTS:
+        print(f"error: {conflict_message(argv[0])}", file=sys.stderr)
+        return 2
     if argv[0] not in experiments:
         print(f"unknown experiment '{argv[0]}'; available: {', '.join(sorted(experiments))}",
               file=sys.stderr)

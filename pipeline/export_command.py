@@ -103,4 +103,6 @@ def main(argv: list[str]) -> int:
     print(f"exported {cov['rows']:,} rows ({cov['tasks']:,} tasks, {len(cov['runs'])} run(s), "
           f"code_id(s) {', '.join(cov['code_ids']) or 'none recorded'}) of '{folder.name}' to "
           f"{Path(options['--to']) / 'datapackage.json'}")
+    if cov.get("scope_note"):  # the grid's points only: said, as report=true says it
+        print(f"export: {cov['scope_note']}")
     return 0

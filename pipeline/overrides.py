@@ -184,21 +184,16 @@ def _hydra_quoted(value: str) -> str:
 
 
 def check_experiment_choice(args: list[str]) -> None:
-    from pipeline.experiments.base import registry
+    """``experiment=NAME`` must name an experiment that one module registers and that has its
+    ``conf/experiment/NAME.yaml`` (:func:`pipeline.validation.experiment_problem`)."""
+    from pipeline.validation import experiment_problem
 
-    known = available_experiments()
-    registered = registry()
     for arg in args:
         if arg.startswith("experiment="):
             for name in arg.split("=", 1)[1].split(","):
-                name = name.strip()
-                if name not in known or name not in registered:
-                    from pipeline.experiments import BROKEN
-
-                    broken = "".join(f"\n  module {m!r} failed to import: {e}"
-                                     for m, e in BROKEN.items())
-                    raise ConfigError(f"unknown experiment '{name}'; available experiments: "
-                                      + ", ".join(n for n in known if n in registered) + broken)
+                problem = experiment_problem(name.strip())
+                if problem:
+                    raise ConfigError(problem)
 
 
 def check_top_level_overrides(args: list[str]) -> None:

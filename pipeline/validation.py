@@ -34,15 +34,19 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
     from pipeline.engine.grid import Grid
     from pipeline.experiments.base import ParamError, get_experiment
 
+    problem = experiment_problem(name)
+    if problem:
+        raise ConfigError(problem)
     try:
         experiment = get_experiment(name)
-    except KeyError:
+    except KeyError:  # not reached: experiment_problem said why
         raise ConfigError(f"unknown experiment '{name}'") from None
     allowed_top = top_level_keys()
     unknown = set(conf) - allowed_top
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: "
-                          + ", ".join(sorted(allowed_top)))
+                          + ", ".join(sorted(allowed_top))
+                          + (package_header_hint(name) if "experiment" in unknown else ""))
     for key in ("dry_run", "retry_failed", "progress", "report", "rerun_changed"):
         if not isinstance(conf.get(key, False), bool):
             raise ConfigError(f"{key} must be true or false, got {conf.get(key)!r}")
@@ -123,6 +127,92 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
     options.update({k: conf.get(k, default) for k, (_, default, _) in ENGINE_KEYS.items()})
     options["results_dir"] = str(options["results_dir"])
     return grid, options
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository (``conf/experiment/x.yaml``) when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def experiment_problem(name: str) -> str | None:
+    """Why ``experiment=NAME`` cannot run (``None`` if it can): two modules register the name,
+    the module has no ``conf/experiment/NAME.yaml``, or no module registers it."""
+    from pipeline.experiments import BROKEN
+    from pipeline.experiments.base import CONFLICTS, conflict_message, registry
+
+    registered = registry()
+    if name in CONFLICTS:
+        return conflict_message(name)
+    yaml = CONF_DIR / "experiment" / f"{name}.yaml"
+    if name in registered:
+        return None if yaml.is_file() else missing_config_message(registered[name], yaml)
+    known = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+    message = (f"unknown experiment '{name}'; available experiments: "
+               + ", ".join(n for n in known if n in registered))
+    if yaml.is_file() and name not in BROKEN:
+        message += (f"\n  {_shown(yaml)} exists, but no module in pipeline/experiments/ "
+                    f"registers an experiment named '{name}' (register(Experiment(name="
+                    f"'{name}', ...)))")
+    return message + "".join(f"\n  module {m!r} failed to import: {e}" for m, e in BROKEN.items())
+
+
+def missing_config_message(experiment, yaml: Path) -> str:
+    """A registered experiment without its ``conf/experiment/NAME.yaml``: the minimal file."""
+    import yaml as pyyaml
+
+    from pipeline.experiments.base import REQUIRED, registered_at
+
+    where = registered_at(experiment.name)
+    lines = ["# @package _global_"]
+    doc = " ".join((experiment.doc or "").strip().split("\n\n")[0].split())
+    if doc:
+        lines.append(f"# {doc}")
+    axis = next((p for p in experiment.params
+                 if p.default is not REQUIRED and p.default is not None), None)
+    if axis is not None:
+        values = pyyaml.safe_dump([axis.default], default_flow_style=True).strip()
+        lines += ["grid:", f"  {axis.name}: {values}   # the default sweep: PARAM: [values] per axis"]
+    else:
+        lines.append("grid: {}")
+    required = [p for p in experiment.params if p.default is REQUIRED]
+    if required:
+        lines.append("params:")
+        lines += [f"  {p.name}: ???   # required"
+                  + (f": {p.domain.describe()}" if p.domain is not None else "")
+                  for p in required]
+    body = "\n".join(f"    {line}" for line in lines)
+    return (f"experiment '{experiment.name}' is registered"
+            + (f" (by {where})" if where else "")
+            + f" but has no config file {_shown(yaml)}, which run.py composes its sweep from; "
+            f"create it, at least:\n{body}\n"
+            "(its first line must be '# @package _global_', as in every file of "
+            "conf/experiment/)")
+
+
+def package_header_hint(name: str) -> str:
+    """The hint for an ``experiment`` key at the top level: the experiment's YAML lacks the
+    ``# @package _global_`` header, so Hydra nested its keys under ``experiment:``."""
+    yaml = CONF_DIR / "experiment" / f"{name}.yaml"
+    try:
+        text = yaml.read_text()
+    except OSError:
+        return ""
+    try:
+        from hydra.plugins.config_source import ConfigSource
+
+        package = ConfigSource._get_header_dict(text).get("package")
+    except Exception:  # a malformed header (Hydra reports it itself)
+        return ""
+    if package == "_global_":
+        return ""
+    found = (f"has the header '# @package {package}'" if package
+             else "does not start with the line '# @package _global_'")
+    return (f"\n  {_shown(yaml)} {found}, so Hydra put its keys (grid, params, ...) under "
+            "'experiment:'; make '# @package _global_' its first line, before any other "
+            "comment, as in every file of conf/experiment/")
 
 
 def check_results_dir(results_dir: Path, name: str) -> None:

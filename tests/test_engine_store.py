@@ -602,3 +602,45 @@ def test_stale_points_judge_each_task_by_its_latest_attempt_as_load_does(tmp_pat
     assert compact(folder).rewritten
     ids, codes = stale_points(grid, folder, "code-a")
     assert ids.tolist() == want and codes == ["code-b"]
+
+
+def test_load_keeps_integers_exact_beside_the_nulls_of_failed_rows(tmp_path, grid):
+    """A failed point's outputs are null: pandas held an integer column with nulls as float64,
+    so 3**39 came back as 4052555153018976256 (11 less). ``load`` gives nullable Int64."""
+    table, _ = run_batch(grid, range(10))  # points 0, 4, 8 fail (fail_every=4)
+    ok = pa.array([s == "ok" for s in table["status"].to_pylist()])
+    exact = [3**39 + i if good else None for i, good in enumerate(ok.to_pylist())]
+    PartWriter(tmp_path / "calibration", "r").write(
+        table.append_column("count", pa.array(exact, pa.int64())))
+    df = load(tmp_path, "calibration").sort_values("x")
+    assert str(df["count"].dtype) == "Int64"
+    assert [None if pd.isna(v) else int(v) for v in df["count"]] == exact
+    assert df["x"].dtype == "int64"  # no nulls: plain int64, as before
+    oks = load(tmp_path, "calibration", status="ok")
+    assert oks["count"].dtype == "int64" and sorted(oks["count"]) == sorted(
+        v for v in exact if v is not None)
+    from pipeline.report.core import ok_rows
+
+    assert ok_rows(df)["count"].dtype == "int64"
+    assert int(ok_rows(df)["count"].max()) == 3**39 + 9
+
+
+def test_load_of_every_version_warns_that_points_repeat(tmp_path):
+    """Rows of two versions of one point are two rows: load() without version= says so (a
+    researcher's mean over the table counted each point twice), and version='latest' does not."""
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": {"range": [0, 3]}}, {"work_us": 0.0})
+    table, _ = run_batch(grid, range(3))
+    old = table.set_column(table.schema.get_field_index("experiment_version"),
+                           "experiment_version", pa.array([exp.version - 1] * 3, pa.int64()))
+    old = old.set_column(old.schema.get_field_index("task_id"), "task_id",
+                         pa.array([t + "-old" for t in table["task_id"].to_pylist()]))
+    PartWriter(tmp_path / "calibration", "r").write(old)
+    PartWriter(tmp_path / "calibration", "s").write(table)
+    with pytest.warns(UserWarning, match=r"2 experiment versions .*version='latest'"):
+        assert len(load(tmp_path, "calibration")) == 6
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(load(tmp_path, "calibration", version="latest")) == 3

@@ -561,3 +561,53 @@ def test_a_report_killed_between_its_two_renames_is_put_back_by_the_next(tmpfs):
     (disk / "_filler").unlink()
     assert build_report(disk, "calibration") == 0
     assert sorted(p.name for p in folder.iterdir() if "_report" in p.name) == ["_report"]
+
+
+SCOPE_LINE = ("report: 1 of 7 stored ok point(s) are in this config's grid (report_scope=grid); "
+              "report_scope=all reports every stored point")
+
+
+def test_a_report_of_part_of_the_stored_points_says_how_many(tmp_path):
+    """7 points stored, the command's grid (report_scope=grid) held 1: the report covered 1
+    and the terminal said only 'report: ... (2 tables, 0 figures)'."""
+    import io
+
+    from pipeline.report.selection import Selection
+
+    store(tmp_path, "calibration", {"x": {"range": [0, 7]}}, {"work_us": 0.0})
+    exp = get_experiment("calibration")
+    stream = io.StringIO()
+    one = Selection(grid=Grid(exp, {"x": [3]}, {"work_us": 0.0}))
+    assert build_report(tmp_path, "calibration", stream=stream, selection=one) == 0
+    assert SCOPE_LINE in stream.getvalue().splitlines(), stream.getvalue()
+    assert SCOPE_LINE.removeprefix("report: ") in \
+        (tmp_path / "calibration" / "_report" / "index.md").read_text()
+    # nothing stored left out (the grid holds every stored point, or report_scope=all): no line
+    for selection in (Selection(grid=Grid(exp, {"x": {"range": [0, 9]}}, {"work_us": 0.0})),
+                      Selection()):
+        stream = io.StringIO()
+        assert build_report(tmp_path, "calibration", stream=stream, selection=selection) == 0
+        assert "stored ok point" not in stream.getvalue(), stream.getvalue()
+    # the command line: the YAML's grid (work_us=1000) holds none of the points stored with
+    # work_us=0; overridden to one of them, the line is printed
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "report=true",
+                           "experiment=calibration", "grid.x=[3]", "params.work_us=0.0",
+                           f"results_dir={tmp_path}"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert SCOPE_LINE in proc.stdout.splitlines(), proc.stdout
+
+
+def test_an_export_of_part_of_the_stored_points_says_how_many(tmp_path, capsys):
+    """export has the rule too when given experiment= or grid.*/params.* words (without them
+    it takes everything)."""
+    from pipeline.export_command import main
+
+    store(tmp_path / "r", "calibration", {"x": {"range": [0, 7]}}, {"work_us": 0.0})
+    folder = tmp_path / "r" / "calibration"
+    assert main([str(folder), "--to", str(tmp_path / "one"), "--author", "A",
+                 "experiment=calibration", "grid.x=[3]", "params.work_us=0.0"]) == 0
+    out = capsys.readouterr().out
+    assert "export: 1 of 7 stored ok point(s) are in the selected grid" in out, out
+    assert main([str(folder), "--to", str(tmp_path / "all"), "--author", "A"]) == 0
+    assert "stored ok point" not in capsys.readouterr().out

@@ -323,3 +323,72 @@ def test_a_thousand_row_table_still_compiles(tmp_path):
     proc = _compile([path], tmp_path, "\\documentclass{article}\n\\usepackage{graphicx}")
     log = (tmp_path / "tables.log").read_text(errors="replace")
     assert proc.returncode == 0 and "Too many unprocessed floats" not in log, log[-3000:]
+
+
+# --------------------------------------------------------------------------- caption numbers
+@pytest.mark.parametrize("value, shown", [
+    (999.4, "999"), (999.9, "1.00×10³"), (1e3, "10³"), (0.00999, "9.99×10⁻³"),
+    (0.009999, "0.0100"), (0.01, "0.01"), (1e-6, "10⁻⁶"), (-1e-6, "-10⁻⁶"),
+    (2.5e-7, "2.5×10⁻⁷"), (-2.5e-7, "-2.5×10⁻⁷"), (-999.9, "-1.00×10³"), (0.5, "0.5"),
+    (20.0, "20"), (12345.0, "1.23×10⁴"), (0.0999981, "0.100"), (0.0, "0")])
+def test_caption_numbers_are_rounded_before_their_form_is_chosen(value, shown):
+    """999.9 at 3 digits was chosen plain (under 1000) and then rounded by %g into '1e+03';
+    -1e-6 was '-1×10⁻⁶' beside 1e-6's '10⁻⁶'. Rounded values keep their trailing zeros, as in
+    the tables; a negative number is its positive one with the module's ASCII '-'."""
+    from pipeline.report.style import caption_number
+
+    assert caption_number(value) == shown
+    if value > 0:
+        assert caption_number(-value) == "-" + shown
+
+
+# --------------------------------------------------------------------------- scripts in LaTeX
+def _script_characters(text: str) -> set[str]:
+    import unicodedata
+
+    return {ch for ch in text if ord(ch) > 0x7F and any(
+        word in unicodedata.name(ch, "") for word in ("SUPERSCRIPT", "SUBSCRIPT",
+                                                        "MODIFIER LETTER SMALL",
+                                                        "MODIFIER LETTER CAPITAL"))}
+
+
+def test_every_script_character_the_reports_write_becomes_a_latex_script():
+    """ⁿ and ⁱ (tr(T_mⁿ), x⁽ⁱ⁾) were written '?' in the LaTeX tables: the map of super- and
+    subscripts knew digits, signs and ᵏ only. Every such character in the report modules and
+    the experiments' descriptions (which become headers and notes) must be in it."""
+    from pipeline.report.latex import _SUBSCRIPTS, _SUPERSCRIPTS, _latex_escape
+    from pipeline.report.style import SUPERSCRIPT_DIGITS
+
+    root = Path(__file__).resolve().parents[1] / "pipeline"
+    used = set()
+    for folder in ("report", "experiments"):
+        for file in sorted((root / folder).glob("*.py")):
+            if file.name != "latex.py":
+                used |= _script_characters(file.read_text())
+    used |= _script_characters("0123456789-".translate(SUPERSCRIPT_DIGITS))
+    used |= {"ⁿ", "ⁱ"}
+    assert used - set(_SUPERSCRIPTS) - set(_SUBSCRIPTS) == set()
+    for ch in used:
+        latex = _latex_escape(f"x{ch}")
+        assert "?" not in latex and re.fullmatch(r"x\$[_^]\{.+\}\$", latex), (ch, latex)
+    assert _latex_escape("tr(T_mⁿ), x⁽ⁱ⁾ and y₍ₖ₊₁₎") == \
+        r"tr(T\_m$^{n}$), x$^{(i)}$ and y$_{(k+1)}$"
+
+
+@pytest.mark.latex
+def test_every_super_and_subscript_compiles(tmp_path):
+    """Each character of the map, in a caption and in a table cell, compiled by pdflatex."""
+    from pipeline.report.latex import _SUBSCRIPTS, _SUPERSCRIPTS
+
+    require(shutil.which("pdflatex") is not None, "pdflatex (texlive-latex-base)")
+    require(subprocess.run(["kpsewhich", "siunitx.sty"], capture_output=True).returncode == 0,
+            "siunitx (texlive-science)")
+    chars = [*_SUPERSCRIPTS, *_SUBSCRIPTS]
+    df = pd.DataFrame({"label": [f"x{ch} ({ord(ch):04X})" for ch in chars],
+                       "value": range(len(chars))})
+    tex = latex_table(df, "Scripts: tr(T_mⁿ), x⁽ⁱ⁾, 2(Φε)ᵢ, 10⁻⁶, y₍ₖ₊₁₎", "scripts")
+    assert "?" not in tex
+    (tmp_path / "scripts.tex").write_text(tex)
+    proc = _compile([tmp_path / "scripts.tex"], tmp_path, "\\documentclass{article}")
+    log = (tmp_path / "tables.log").read_text(errors="replace")
+    assert proc.returncode == 0 and "! " not in log, log[-3000:]

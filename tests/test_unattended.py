@@ -1668,25 +1668,33 @@ def test_status_of_a_copied_folder_points_at_the_copy(tmp_path):
     assert f"  log: {tmp_path / 'orig' / 'calibration' / '_logs' / run_id}.log\n" in original
 
 
-def test_ctrl_c_to_the_process_group_prints_no_worker_tracebacks(tmp_path):
-    """Ctrl-C in a terminal signals the whole process group, the LocalCluster's worker
-    processes included: each died on its own SIGINT and printed Dask tracebacks
-    (CancelledError, CommClosedError) over the driver's 'interrupted' message. Workers now
-    ignore SIGINT and the driver shuts them down."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM])
+def test_a_signal_to_the_process_group_keeps_the_batches_in_flight_without_tracebacks(
+        tmp_path, sig):
+    """Ctrl-C in a terminal (SIGINT), closing the terminal (SIGHUP) and scancel or systemd
+    (SIGTERM) signal the whole process group, the LocalCluster's worker processes included:
+    each died on its own signal and printed Dask tracebacks (CancelledError, CommClosedError,
+    resource_tracker KeyErrors) over the driver's 'interrupted' message, and on SIGHUP or
+    SIGTERM the driver kept none of the points its batches in flight had run. Workers now
+    leave the shutdown to the driver, which keeps those points, then closes them."""
     proc = cli("experiment=calibration", "params.work_us=20000", "grid.x={range:[0,3000]}",
                "cluster.n_workers=2", f"results_dir={tmp_path}", "flush_seconds=1", *FAST,
                start_new_session=True)
     try:
         wait_for(lambda: parts(tmp_path / "calibration"), 120, "a first part file", proc)
         time.sleep(3)  # the workers are busy with batches
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        os.killpg(proc.pid, sig)
+        started = time.monotonic()
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + sig, err
+    assert time.monotonic() - started < 25, err  # not the workers' own grace period
     assert "Traceback" not in out + err, err
-    assert "interrupted (SIGINT)" in out + err
+    assert f"interrupted ({sig.name})" in out + err
+    kept = re.search(r"kept (\d+) points that (\d+) stopped batches ran(.*)", err)
+    assert kept and int(kept.group(1)) > 0 and "not kept" not in kept.group(3), err
     assert last_run(tmp_path / "calibration")["status"] == "interrupted"
     df = pipeline.load(tmp_path, "calibration")
     assert df.task_id.is_unique and len(df) > 0

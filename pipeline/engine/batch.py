@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 import traceback
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +34,7 @@ from pipeline.engine.grid import (TASK_ID_BYTES, Grid, digests_of, seed_of, seed
                                   seeds_of_ids, task_id_of_digest)
 from pipeline.engine.provenance import loaded_code_id
 from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN, field_metadata
+from pipeline.engine.run_returns import RunReturnError, as_rows
 
 
 def result_schema(grid: Grid) -> pa.Schema:
@@ -70,25 +71,9 @@ def _worker_name() -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _as_rows(out: Any) -> Sequence[Mapping[str, Any]]:
-    if type(out) is dict:
-        return [out]  # the common cases first, without typing's slow isinstance(Mapping)
-    if type(out) is list and out and all(type(row) is dict for row in out):
-        return out
-    if out is None:
-        return [{}]
-    if isinstance(out, Mapping):
-        return [out]
-    rows = list(out)
-    if not rows:
-        raise ValueError("experiment returned no rows")
-    for row in rows:
-        if not isinstance(row, Mapping):
-            raise TypeError(f"experiment must return a dict or a list of dicts, got {type(row)}")
-    return rows
-
-
 def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, RunReturnError):
+        return f"{type(exc).__name__}: {exc}"
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" [{os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name}]" if tb else ""
     return f"{type(exc).__name__}: {exc}{where}"
@@ -363,7 +348,9 @@ def run_points(grid: Grid, indices: Sequence[int], task_timeout: float | None = 
         n = done
         del results[n:], started[n:], finished[n:], digests[n:]
 
-    outputs, counts, statuses, errors = _outputs(results, list(exp.columns))
+    name = getattr(run, "__name__", "")
+    outputs, counts, statuses, errors = _outputs(
+        results, list(exp.columns), f"{name if name.isidentifier() else 'run'}()")
     # wall-clock stamps from one reading plus monotonic offsets, in numpy
     started_s = np.array(started)
     elapsed = np.array(finished) - started_s
@@ -411,10 +398,10 @@ def task_id_array(ids: bytes) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
 
 
-def _outputs(results: list, out_columns: list[str]):
+def _outputs(results: list, out_columns: list[str], who: str = "run()"):
     """The kernels' returns as output columns, and per point its row count, status and error
     (None for each of the three when every point gave one good row: the common case, checked
-    and gathered in bulk)."""
+    and gathered in bulk). ``who``: the kernel's name, for the errors (``run_returns.as_rows``)."""
     n = len(results)
     allowed = set(out_columns)
     if (not n or set(map(type, results)) == {dict}) and allowed.issuperset(set().union(*results)):
@@ -429,7 +416,7 @@ def _outputs(results: list, out_columns: list[str]):
             statuses[i], errors[i] = "failed", out.error
         else:
             try:
-                rows = _as_rows(out)
+                rows = as_rows(out, out_columns, who)
                 for row in rows:
                     if not allowed.issuperset(row):
                         raise KeyError(

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import threading
 from typing import Any, Callable, Iterator, Mapping
@@ -117,6 +118,18 @@ def _quiet_resource_tracker() -> None:
     quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
     if quiet not in sys.warnoptions:
         sys.warnoptions.append(quiet)
+    # A closed terminal's SIGHUP reaches the whole process group: the tracker (which ignores
+    # SIGINT and SIGTERM itself) died of it, and the one started in its place printed a
+    # KeyError traceback for each semaphore it had never seen. Started with SIGHUP blocked
+    # (a child inherits the mask), it outlives the hangup, as the workers do.
+    from multiprocessing import resource_tracker
+
+    if threading.current_thread() is threading.main_thread():
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+        try:
+            resource_tracker.ensure_running()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _broadcast_failures_as_warnings() -> None:

@@ -4,7 +4,12 @@ Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the dri
 the LocalCluster's worker processes, which it spawned. Each worker then died on its own
 (asyncio's SIGINT handler cancelled it) and printed a screenful of Dask tracebacks over the
 driver's "interrupted" message. The driver owns the shutdown: it closes its workers itself,
-so a worker ignores SIGINT (SIGTERM and the nanny's kill still end it).
+so a worker ignores SIGINT. A closed terminal (SIGHUP) and ``scancel``/``systemctl stop``
+(SIGTERM) also signal the whole group: the workers died at once, and the driver, asking its
+batches in flight to return the points they ran, kept none ("6 batches not kept", then
+tracebacks). A worker given SIGHUP or SIGTERM now leaves the driver ``DRIVER_GRACE_S`` to
+close it (the nanny's stop message, then SIGKILL: neither is a signal it handles), and ends
+by itself only after that: a SIGTERM meant for the worker alone still ends it.
 
 These workers write to the sweep's terminal, and their scheduler lives in the driver's
 process. When the driver closes the cluster at the end of a sweep, a worker whose heartbeat
@@ -16,10 +21,12 @@ finished well). Here it can only mean that the driver is closing or gone: not sh
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 
 HEARTBEAT_FAILURE = "Failed to communicate with scheduler during heartbeat"
+DRIVER_GRACE_S = 30.0  # > the driver's wait for its batches in flight (INTERRUPT_KEEP_SECONDS)
 
 
 class _NoHeartbeatFailure(logging.Filter):
@@ -30,6 +37,14 @@ class _NoHeartbeatFailure(logging.Filter):
 def dask_setup(worker) -> None:  # noqa: ARG001  (Dask's preload hook)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            signal.signal(signum, _end_unless_the_driver_closes_us)
     quiet = logging.getLogger("distributed.worker")
     if not any(isinstance(f, _NoHeartbeatFailure) for f in quiet.filters):
         quiet.addFilter(_NoHeartbeatFailure())
+
+
+def _end_unless_the_driver_closes_us(signum, _frame) -> None:
+    ender = threading.Timer(DRIVER_GRACE_S, os._exit, args=(128 + signum,))
+    ender.daemon = True  # a worker closed by the driver meanwhile exits without waiting for it
+    ender.start()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -40,6 +41,7 @@ class ParamError(ValueError):
     def __init__(self, experiment: str, param: str, message: str):
         self.experiment = experiment
         self.param = param
+        self.message = message
         if "," in param:  # a limit on a combination of parameters
             names = ", ".join(param.split(","))
             super().__init__(f"experiment '{experiment}', parameters ({names}): {message}")
@@ -227,11 +229,41 @@ class PointCheck:
     ``fn`` receives a dict with exactly the parameters named in ``params`` and returns
     ``None`` when the combination is allowed, or a message naming the parameters and the
     allowed values. The engine evaluates it once per *distinct* combination of those
-    parameters in the grid, before any task runs.
+    parameters in the grid, before any task runs. An exception raised by ``fn`` itself is
+    reported as a bug of the check (exit 2), with the values it failed at.
     """
 
     params: tuple[str, ...]
     fn: Callable[[dict], str | None]
+
+
+class _GuardedCheck:
+    """A :class:`PointCheck`'s function as its experiment calls it: an exception raised by the
+    function itself (a bug in the check, not in the input) becomes a :class:`ParamError` naming
+    the experiment, the check's parameters, the point's values and the exception; it was a
+    traceback out of the grid's validation."""
+
+    def __init__(self, experiment: str, check: PointCheck):
+        self.experiment = experiment
+        self.params = tuple(check.params)
+        self.fn = check.fn
+
+    def __call__(self, values: dict) -> str | None:
+        try:
+            return self.fn(values)
+        except ParamError:
+            raise
+        except Exception as exc:
+            shown = ", ".join(f"{k}={values.get(k)!r}" for k in self.params)
+            code = getattr(self.fn, "__code__", None)
+            where = (f" ({shown_path(code.co_filename)}, line {code.co_firstlineno})"
+                     if code is not None else "")
+            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            raise ParamError(self.experiment, ",".join(self.params),
+                             f"the limit check itself failed at {shown}: {error}. This is a bug "
+                             f"in the experiment's PointCheck function{where}, not in the "
+                             "input: it must return None (allowed) or a message (refused) for "
+                             "every combination of values its parameters' domains allow") from None
 
 
 # --------------------------------------------------------------------------- experiment
@@ -247,7 +279,8 @@ class Experiment:
     Row keys must be declared in ``columns``; missing columns become null. ``seed`` is a
     63-bit integer derived from the task id; deterministic experiments may ignore it,
     stochastic ones (``stochastic=True``) must draw all randomness from it, and then the
-    ``seed`` column is stored.
+    ``seed`` column is stored. Each parameter's default must lie in its own domain (``None``,
+    an optional parameter left unset, excepted): checked here, when the module is imported.
     """
 
     name: str
@@ -275,6 +308,20 @@ class Experiment:
             unknown = set(check.params) - set(names)
             if unknown:
                 raise ValueError(f"{self.name}: check uses undeclared params {sorted(unknown)}")
+        self.checks = tuple(check if isinstance(check.fn, _GuardedCheck)
+                            else PointCheck(check.params, _GuardedCheck(self.name, check))
+                            for check in self.checks)
+        for p in self.params:  # a default outside its own domain was refused only by a sweep
+            if p.default is REQUIRED or p.default is None:  # None: an optional parameter
+                continue
+            try:
+                p.coerce(p.default, self.name)
+            except ParamError as exc:
+                raise ValueError(
+                    f"experiment '{self.name}', parameter '{p.name}': its default "
+                    f"{p.default!r} is not a value of its own domain ({exc.message}); fix the "
+                    f"default or the domain in its Param(...): as declared, every sweep that "
+                    f"leaves {p.name} unset would be refused") from None
 
     @property
     def param_map(self) -> dict[str, Param]:
@@ -331,16 +378,85 @@ def note_loaded_sources() -> None:
                 continue
 
 
+# Where each experiment was registered: name -> (source file, line) of its register() call.
+_ORIGINS: dict[str, tuple[str, int]] = {}
+# Names registered from two places (a module copied from another, its name= left as it was):
+# name -> every (file, line) that registered it. Such a name is in no registry() and cannot
+# be used: whichever module imported last used to win, silently, its rows stored as the
+# other's (and the other module was blamed as "failed to import").
+CONFLICTS: dict[str, list[tuple[str, int]]] = {}
+
+
+class ExperimentConflict(KeyError):
+    """``get_experiment(name)`` of a name that two modules register (see :data:`CONFLICTS`).
+    A ``KeyError``, so that code that treats an unknown name as unknown still does."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+        self.message = conflict_message(name)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the folder holding the ``pipeline`` package, if inside it."""
+    from pathlib import Path
+
+    try:
+        return str(Path(path).resolve().relative_to(Path(__file__).resolve().parents[2]))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def _caller() -> tuple[str, int]:
+    """The (file, line) of the register() call, outside this module."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    if frame is None:
+        return ("?", 0)
+    return (frame.f_code.co_filename, frame.f_lineno)
+
+
+def registered_at(name: str) -> str | None:
+    """Where experiment ``name`` was registered (``pipeline/experiments/x.py, line 7``)."""
+    origin = _ORIGINS.get(name)
+    return None if origin is None else f"{shown_path(origin[0])}, line {origin[1]}"
+
+
+def conflict_message(name: str) -> str:
+    """What to say when ``name`` is used although several modules register it."""
+    places = [f"{shown_path(f)} (line {line})" for f, line in CONFLICTS.get(name, ())]
+    times = "twice" if len(places) == 2 else f"{len(places)} times"
+    return (f"experiment '{name}' is registered {times}, by " + " and by ".join(places)
+            + f"; a name must be unique, so none of them runs as '{name}' (one's results "
+            "would be stored as the other's). Give the copy its own name=... in "
+            "register(Experiment(...)) and its own conf/experiment/NAME.yaml, or delete it")
+
+
 def register(experiment: Experiment) -> Experiment:
-    if experiment.name in _REGISTRY and _REGISTRY[experiment.name] is not experiment:
-        raise ValueError(f"experiment '{experiment.name}' registered twice")
-    _REGISTRY[experiment.name] = experiment
+    """Make ``experiment`` known by its name. A name registered again from another place (a
+    copied module) makes the name unusable for both; see :data:`CONFLICTS`."""
+    name, origin = experiment.name, _caller()
+    previous = _REGISTRY.get(name)
+    if name in CONFLICTS:
+        if origin not in CONFLICTS[name]:
+            CONFLICTS[name].append(origin)
+    elif previous is not None and previous is not experiment and _ORIGINS.get(name) != origin:
+        CONFLICTS[name] = [_ORIGINS.pop(name, ("?", 0)), origin]
+        del _REGISTRY[name]
+    else:  # new, or the same call again (a module reloaded): replaces it
+        _REGISTRY[name] = experiment
+        _ORIGINS[name] = origin
     note_loaded_sources()  # its module and the kernels it imported have just been loaded
     return experiment
 
 
 def registry() -> dict[str, Experiment]:
-    """All experiments, importing every module of ``pipeline.experiments`` once."""
+    """All experiments, importing every module of ``pipeline.experiments`` once. A name that
+    two modules register is not among them (:data:`CONFLICTS`)."""
     from pipeline.experiments import discover
 
     discover()
@@ -348,7 +464,11 @@ def registry() -> dict[str, Experiment]:
 
 
 def get_experiment(name: str) -> Experiment:
+    """The experiment ``name``; ``KeyError`` if there is none, :class:`ExperimentConflict`
+    (a ``KeyError`` that names both modules) if two modules register it."""
     experiments = registry()
+    if name in CONFLICTS:
+        raise ExperimentConflict(name)
     if name not in experiments:
         raise KeyError(name)
     return experiments[name]

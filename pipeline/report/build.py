@@ -41,6 +41,7 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
 
     stream = stream or sys.stdout
     path = experiment_dir(results_dir, name)
+    _discover_plugins(name)
     selection = selection or Selection()
     if selection.grid is None and not selection.versions:
         selection.versions = ("latest",)
@@ -70,7 +71,51 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
                   f"{REPORT_LOCK_WAIT_S / 60:g} min; let it finish (or stop it), then run "
                   "this one again", file=sys.stderr)
             return EXIT_NO_RESULTS
-        return _build(results_dir, name, path, df, everything, stream, style, sig_digits)
+        return _build(results_dir, name, path, df, everything, stream, style, sig_digits,
+                      _scope_note(df, everything, selection))
+
+
+def _discover_plugins(name: str) -> None:
+    """Import the report plug-ins; one that fails to import is said on stderr (one line: its
+    file and error) and skipped: it took every report down with a traceback (exit 2). One that
+    reports ``name`` fails this report instead (said when the report is written)."""
+    import warnings
+
+    import pipeline.report as plugins
+
+    with warnings.catch_warnings():  # said below, once per report, without warnings' noise
+        warnings.simplefilter("ignore")
+        plugins.discover()
+    own = set(plugins.broken_for(name))
+    for module in plugins.BROKEN:
+        if module not in own:
+            print(f"warning: {plugins.broken_message(module)}", file=sys.stderr)
+
+
+def _scope_note(df: pd.DataFrame, everything: pd.DataFrame, selection) -> str | None:
+    """One line when the report's grid (report_scope=grid) leaves out stored ok points that
+    ``report_scope=all`` would report: a report of 1 point of the 7 stored said only
+    "report: ... (2 tables, 0 figures)". None when nothing is left out."""
+    if selection.grid is None:
+        return None
+    stored = everything
+    if "status" in stored.columns:
+        stored = stored[stored["status"] == "ok"]
+    for column, values in (("run_id", selection.run_ids), ("code_id", selection.code_ids)):
+        if values:
+            stored = stored[stored[column].isin(values)] if column in stored.columns \
+                else stored.iloc[:0]
+    if len(stored):  # the versions report_scope=all takes (by default the latest)
+        latest = stored["experiment_version"].max()
+        wanted = [latest if v == "latest" else v for v in (selection.versions or ("latest",))]
+        stored = stored[stored["experiment_version"].isin(wanted)]
+    ok = df[df["status"] == "ok"] if "status" in df.columns else df
+    shown = pd.unique(ok["task_id"])
+    outside = int((~pd.Series(pd.unique(stored["task_id"])).isin(shown)).sum())
+    if not outside:
+        return None
+    return (f"{len(shown):,} of {len(shown) + outside:,} stored ok point(s) are in this "
+            "config's grid (report_scope=grid); report_scope=all reports every stored point")
 
 
 def _empty_selection_advice(selection) -> str:
@@ -150,32 +195,57 @@ def _report_lock(path, wait_s: float | None = None):
             file=sys.stderr), poll_s=0.2)
 
 
+class Problem(NamedTuple):
+    """A report function that failed, or a plug-in module that failed to import."""
+    kind: str  # "function" or "module"
+    name: str  # the function's name, or the module's file
+    error: str
+
+    @property
+    def verb(self) -> str:
+        return "failed to import" if self.kind == "module" else "failed"
+
+    def text(self) -> str:
+        return f"report {self.kind} {self.name} {self.verb}: {self.error}" + (
+            " (its tables and figures are missing from this report)"
+            if self.kind == "module" else "")
+
+
 class _Built(NamedTuple):
     code: int  # the exit code
     tables: int
     figures: int
-    problems: list  # (report function, its error) of those that failed
+    problems: list  # Problem: the report functions that failed, the plug-ins that did not import
 
 
-def _build(results_dir, name, path, df, everything, stream, style, sig_digits) -> int:
+def _build(results_dir, name, path, df, everything, stream, style, sig_digits,
+           scope_note=None) -> int:
     """Build the report beside ``_report`` and swap it in whole (report/swap.py): written in
     place, a report cut short (a full disk, Ctrl-C) had already deleted the previous one and
     left half a new one."""
     outdir = path / REPORT_DIR
     built = build_whole(outdir, lambda staging: _build_into(
-        staging, results_dir, name, path, df, everything, stream, style, sig_digits))
+        staging, results_dir, name, path, df, everything, stream, style, sig_digits,
+        scope_note))
     print(f"report: {outdir / 'index.html'} ({built.tables} tables, {built.figures} figures)",
           file=stream)
-    for fn_name, error in built.problems:
-        print(f"report function {fn_name} failed: {error}", file=sys.stderr)
+    if scope_note:
+        print(f"report: {scope_note}", file=stream)
+    for problem in built.problems:
+        print(problem.text(), file=sys.stderr)
     return built.code
 
 
 def _build_into(outdir, results_dir, name, path, df, everything, stream, style,
-                sig_digits) -> _Built:
+                sig_digits, scope_note=None) -> _Built:
+    import pipeline.report as plugins
+
     out = ReportWriter(outdir, results_dir=results_dir, style=style, sig_digits=sig_digits,
                        experiment=name)
-    problems = []
+    # a plug-in of this experiment that did not import: the report fails (exit 1), naming it,
+    # rather than stand in the generic summary for the family's tables
+    problems = [Problem("module", plugins.broken_file(m), plugins.BROKEN[m])
+                for m in plugins.broken_for(name)]
     _status_table(df, out)
     functions = reports(name)
     n_failed = failed_points(df)
@@ -185,16 +255,17 @@ def _build_into(outdir, results_dir, name, path, df, everything, stream, style,
             with out.style_context():
                 fn(df, family_out)
         except Exception as exc:  # one broken figure must not cost the rest of the report
-            problems.append((fn.__name__, "".join(traceback.format_exception_only(type(exc), exc))
-                             .strip()))
-    if not functions:
+            problems.append(Problem("function", fn.__name__, "".join(
+                traceback.format_exception_only(type(exc), exc)).strip()))
+    if not functions and not problems:
         _generic_summary(df, family_out)
     # versions stored but left out: older or newer than the report's (a report of version=0)
     shown = set(df["experiment_version"])
     others = sorted(set(everything["experiment_version"]) - shown)
     older = [v for v in others if v < max(shown)]
     newer = [v for v in others if v > max(shown)]
-    _write_index(path, name, df, out, problems, older_versions=older, newer_versions=newer)
+    _write_index(path, name, df, out, problems, older_versions=older, newer_versions=newer,
+                 scope_note=scope_note)
     write_html(path, name, df, out, problems, older_versions=older, newer_versions=newer,
                selection=df.attrs.get("coverage"))
     return _Built(EXIT_REPORT_FAILED if problems else EXIT_OK,
@@ -264,7 +335,7 @@ def _generic_summary(df: pd.DataFrame, out: ReportWriter) -> None:
 
 
 def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, problems,
-                 older_versions=(), newer_versions=()) -> None:
+                 older_versions=(), newer_versions=(), scope_note=None) -> None:
     tasks = df.drop_duplicates("task_id")
     n_ok = int((tasks["status"] == "ok").sum())
     n_failed = int((tasks["status"] == "failed").sum())
@@ -277,7 +348,8 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
     if "coverage" in df.attrs:
         from pipeline.report.selection import coverage_lines
 
-        lines += ["## What this report covers", "", *coverage_lines(df.attrs["coverage"]), ""]
+        lines += ["## What this report covers", "", *coverage_lines(df.attrs["coverage"]),
+                  *([f"- {scope_note}"] if scope_note else []), ""]
     lines.append(f"- {versions_text(df)}; rows: {len(df):,}; tasks: {len(tasks):,} "
                  f"({n_ok:,} ok, {n_failed:,} failed)")
     for which, versions in (("older", older_versions), ("newer", newer_versions)):
@@ -294,9 +366,14 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
                      "`retry_failed=true`)")
         lines.append(f"- **{n_failed:,} failed point(s) not shown** in the tables and figures "
                      "below (except `status` and `failed_tasks`); their captions say so")
-    if problems:
-        lines.append(f"- **{len(problems)} report function(s) failed**: "
-                     + "; ".join(f"`{f}`: {e}" for f, e in problems))
+    functions = [p for p in problems if p.kind == "function"]
+    for p in problems:
+        if p.kind == "module":
+            lines.append(f"- **report module `{p.name}` failed to import**: {p.error} (its "
+                         "tables and figures are missing from this report)")
+    if functions:
+        lines.append(f"- **{len(functions)} report function(s) failed**: "
+                     + "; ".join(f"`{p.name}`: {p.error}" for p in functions))
     lines += ["", "## Tables", ""]
     for e in (e for e in out.entries if e["kind"] == "table"):
         links = ", ".join(f"[{f.rsplit('.', 1)[1]}]({f})" for f in e["files"])

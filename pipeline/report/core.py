@@ -46,8 +46,11 @@ def ok_rows(df):
     if "status" not in df.columns:
         return df.copy()
     ok = df[df["status"] == "ok"].copy()
-    for name in _integer_columns(df.attrs.get("experiment")):
-        if name in ok.columns and ok[name].dtype.kind == "f" and ok[name].notna().all():
+    nullable = [c for c in ok.columns if str(ok[c].dtype).rstrip("0123456789") in ("Int", "UInt")]
+    # (Int64: pipeline.load's exact integers beside a failed row's nulls)
+    for name in [*_integer_columns(df.attrs.get("experiment")), *nullable]:
+        if (name in ok.columns and ok[name].dtype != "int64" and ok[name].dtype.kind in "fiu"
+                and ok[name].notna().all()):  # float64 from pandas.read_parquet
             ok[name] = ok[name].astype("int64")
     return ok
 

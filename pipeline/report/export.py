@@ -221,7 +221,34 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     build_whole(target, lambda out: _write_package(out, table, name, fmt, experiment, manifest,
                                                    cov, selection, license, authors),
                 mark=".exporting-")
-    return cov
+    note = scope_note(path, selection, prefixes)
+    return {**cov, "scope_note": note} if note else cov
+
+
+def scope_note(path, selection: Selection, prefixes=None) -> str | None:
+    """One line when the selection's grid (``experiment=NAME``, ``grid.*``/``params.*`` words)
+    leaves out stored ok points that the same command without those words would export: the
+    grid's scope was otherwise silent. None without a grid or when it leaves nothing out."""
+    import dataclasses
+
+    import numpy as np
+
+    from pipeline.store.parquet import contains, deduplicate_table, id_prefixes
+
+    if selection.grid is None:
+        return None
+    wider = select_table(path, dataclasses.replace(selection, grid=None))
+    if wider is None or not wider.num_rows:
+        return None
+    wider = deduplicate_table(wider)
+    ok = pc.unique(wider.filter(pc.equal(wider["status"], "ok"))["task_id"])
+    prefixes = grid_prefixes(selection.grid) if prefixes is None else prefixes
+    in_grid = int(contains(np.sort(prefixes), id_prefixes(ok)).sum())
+    if in_grid == len(ok):
+        return None
+    return (f"{in_grid:,} of {len(ok):,} stored ok point(s) are in the selected grid "
+            "(experiment=/grid./params. words: the YAML's grid); without those words export "
+            "takes every stored point")
 
 
 def _write_package(out: Path, table, name, fmt, experiment, manifest, cov, selection, license,

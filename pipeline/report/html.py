@@ -164,9 +164,9 @@ def write_html(path: Path, name: str, df, out, problems, older_versions=(),
         first = tasks.loc[tasks["status"] == "failed", "error"].iloc[0]
         parts.append(f'<li class="warn">{n_failed:,} task(s) failed; first error: '
                      f"<code>{_e(first)}</code></li>")
-    for fn_name, error in problems:
-        parts.append(f'<li class="warn">report function <code>{_e(fn_name)}</code> failed: '
-                     f"{_e(error)}</li>")
+    for problem in problems:
+        parts.append(f'<li class="warn">report {problem.kind} <code>{_e(problem.name)}</code> '
+                     f"{problem.verb}: {_e(problem.error)}</li>")
     parts.append("</ul>")
 
     if figures:

@@ -148,9 +148,12 @@ def _latex_escape(text: str) -> str:
     return _latex_escape_plain(text)
 
 
-_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺ᵏ", "0123456789-+k"))
+# Unicode super- and subscripts, each as what it raises or lowers (in one ^{...} or _{...} per
+# run); a character missing here was written '?' (ⁿ and ⁱ were)
+_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺⁼⁽⁾ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻᵀ",
+                         "0123456789-+=()abcdefghijklmnoprstuvwxyzT"))
 _SUBSCRIPTS = {**{chr(0x2080 + d): str(d) for d in range(10)},
-               **dict(zip("ᵢⱼₖₙₘ", "ijknm"))}
+               **dict(zip("₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", "+-=()aehijklmnoprstuvx"))}
 _SCRIPT_RUN = re.compile(f"[{''.join(_SUPERSCRIPTS)}]+|[{''.join(_SUBSCRIPTS)}]+")
 
 

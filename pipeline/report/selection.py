@@ -169,7 +169,8 @@ def select(results_dir, name: str, selection: Selection | None = None,
     ``df.attrs["coverage"]`` (see :func:`coverage`). Raises FileNotFoundError if nothing is
     stored for ``name`` at all."""
     from pipeline.store.manifest import read_manifest
-    from pipeline.store.parquet import deduplicate_table, experiment_dir, id_prefixes
+    from pipeline.store.parquet import (deduplicate_table, experiment_dir, id_prefixes,
+                                        table_to_pandas)
 
     selection = selection or Selection()
     path = experiment_dir(results_dir, name)
@@ -191,7 +192,7 @@ def select(results_dir, name: str, selection: Selection | None = None,
         # a grid point stored with another status is not missing (a rerun would not fill it)
         stored = np.unique(id_prefixes(table["task_id"])) if selection.grid is not None else None
         table = table.filter(pc.equal(table["status"], status))
-    df = table.to_pandas()
+    df = table_to_pandas(table)  # exact integers beside failed rows' nulls
     df.attrs["experiment"] = name
     df.attrs["coverage"] = coverage(df, selection, read_manifest(path), prefixes, stored,
                                     in_store)

@@ -297,14 +297,32 @@ def caption_number(x: float, digits: int = 3) -> str:
     """A number for a caption: plain between 0.01 and 1000 (``0.1``, ``20``), otherwise a power
     of ten with a superscript exponent, ``10⁻⁶`` or ``2.5×10⁻⁷``, as Markdown, HTML and the
     figures show it and the LaTeX writer sets it (``10$^{-6}$``); ``1e-06`` is a programmer's
-    notation, not a paper's (and ``10^{−6}`` showed its braces outside LaTeX)."""
+    notation, not a paper's (and ``10^{−6}`` showed its braces outside LaTeX).
+
+    Rounded to ``digits`` significant digits first, then placed: 999.9 at 3 digits is
+    ``1.00×10³`` (chosen before rounding, it fell to ``%g``, which printed ``1e+03``). A value
+    that was rounded keeps its trailing zeros, as in the tables (``1.00×10³``, ``0.0100`` for
+    0.009999); one exact in fewer digits is short (``10³``, ``0.5``). A negative value is the
+    positive one with a leading ``-``, as every other negative number here (``-10⁻⁶``, as
+    ``10⁻⁶``; it was ``-1×10⁻⁶``)."""
+    from pipeline.report.core import _shortest_digits
+
     x = float(x)
-    if x == 0 or not math.isfinite(x) or 1e-2 <= abs(x) < 1e3:
+    if x == 0 or not math.isfinite(x):
         return f"{x:.{digits}g}"
-    mant, exp = f"{x:.{digits - 1}e}".split("e")
-    mant = mant.rstrip("0").rstrip(".")
-    power = "10" + str(int(exp)).translate(SUPERSCRIPT_DIGITS)
-    return power if mant == "1" else f"{mant}×{power}"
+    sign, x = ("-" if x < 0 else ""), abs(x)
+    mant, exp = f"{x:.{digits - 1}e}".split("e")  # rounded: its exponent is the rounded one's
+    exp = int(exp)
+    exact = _shortest_digits(x) <= digits
+    if -2 <= exp < 3:  # the rounded value is in [0.01, 1000)
+        text = f"{float(f'{mant}e{exp}'):.{max(0, digits - 1 - exp)}f}"
+        if exact and "." in text:
+            text = text.rstrip("0").rstrip(".")
+        return sign + text
+    if exact:
+        mant = mant.rstrip("0").rstrip(".")
+    power = "10" + str(exp).translate(SUPERSCRIPT_DIGITS)
+    return sign + (power if mant == "1" else f"{mant}×{power}")
 
 
 def unlabelled_axes(fig) -> list[str]:

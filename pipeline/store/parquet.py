@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+import warnings
 from typing import Callable
 from pathlib import Path
 
@@ -545,9 +546,36 @@ def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
                              f"{', '.join(map(str, stored))} (or 'latest')")
         table = table.filter(pc.is_in(table["experiment_version"],
                                       value_set=pa.array(wanted, pa.int64())))
+    elif table.num_rows and "experiment_version" in table.column_names:
+        stored = sorted(v for v in pc.unique(table["experiment_version"]).to_pylist()
+                        if v is not None)
+        if len(stored) > 1:  # a mean over the table would count each point once per version
+            warnings.warn(
+                f"'{name}' holds rows of {len(stored)} experiment versions "
+                f"({', '.join(map(str, stored))}): a point computed by several appears once per "
+                "version; version='latest' keeps the current one's rows", stacklevel=3)
     table = deduplicate_table(table)
     if status is not None:
         table = table.filter(pc.equal(table["status"], status))
-    df = table.to_pandas()
+    df = table_to_pandas(table)
     df.attrs["experiment"] = name
     return df
+
+
+def table_to_pandas(table: pa.Table) -> pd.DataFrame:
+    """``table.to_pandas()``, with exact integers: an integer column holding nulls (a failed
+    row's outputs) becomes pandas' nullable ``Int64`` (``<NA>``) rather than float64, which
+    rounded 3**39 to 4052555153018976256 (and 1,048,576 printed as 1.04858e+06). Columns
+    without nulls stay ``int64``."""
+    df = table.to_pandas()
+    for name in table.column_names:
+        column = table[name]
+        if pa.types.is_integer(column.type) and column.null_count:
+            df[name] = column.to_pandas(types_mapper=_NULLABLE_INTEGERS.get)
+    return df
+
+
+_NULLABLE_INTEGERS = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(),
+                      pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
+                      pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
+                      pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype()}
