@@ -38,9 +38,23 @@ def load(results_dir, name, status=None, version=None, *, select=None, grid=None
     if select is None and grid is None and params is None and run_id is None and code_id is None:
         from pipeline.store.parquet import load as _load
 
-        return _load(results_dir, name, status=status, version=version, on_error=on_error)
+        df = _load(results_dir, name, status=status, version=version, on_error=on_error)
+        if version is None and "experiment_version" in df.columns:
+            _warn_of_mixed_versions(df, name)
+        return df
     from pipeline.selection_args import load_selected
 
     return load_selected(results_dir, name, status=status, version=version, words=select,
                          grid=grid, params=params, run_id=run_id, code_id=code_id,
                          on_error=on_error)
+
+
+def _warn_of_mixed_versions(df, name) -> None:
+    stored = sorted(int(v) for v in df["experiment_version"].dropna().unique())
+    if len(stored) > 1:  # a mean over the table would count each point once per version
+        import warnings
+
+        warnings.warn(
+            f"'{name}' holds rows of {len(stored)} experiment versions "
+            f"({', '.join(map(str, stored))}): a point computed by several appears once per "
+            "version; version='latest' keeps the current one's rows", stacklevel=3)

@@ -98,10 +98,15 @@ def _count_lines(path: Path) -> tuple[list[str], bool, int]:
                 f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"], True, 0
     lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"
              + (f" (version {version})" if version is not None else "")]
+    from pipeline.store.integrity import missing_parts, missing_parts_text
+
+    missing = missing_parts(path)
+    if missing:  # those counts are short: main() exits 4
+        lines.append("  " + missing_parts_text(path, missing))
     if others:
         lines.append("  other versions (not counted above, nor by a sweep): " + "; ".join(
             f"version {v}: {o:,} ok, {f:,} failed" for v, (o, f) in others.items()))
-    return lines, False, failed
+    return lines, bool(missing), failed
 
 
 def describe(path: Path) -> tuple[list[str], bool]:

@@ -97,22 +97,29 @@ def _verify(argv: list[str]) -> int:
     report = verify_store(folder, experiment)
     print(render(report, experiment is not None))
     if report.ok:
-        if repair and report.missing:  # tidy the index, under the lock like any repair: a
-            from pipeline.store.integrity import forget_parts  # sweep appends to it
-
-            forgotten = _locked(
-                folder, lambda f: forget_parts(f, verify_store(f, experiment).missing),
-                "nothing is bad, but the index is not tidied while a sweep writes: repair "
-                "when it has finished")
-            print(f"{forgotten} vanished part(s) forgotten in the index")
         return EXIT_OK
     if not repair:
         bad = len(report.bad) + (report.manifest is not None)
-        print(f"\n{bad} bad file(s). Move them to {folder / QUARANTINE}/ with:\n"
-              f"  python -m pipeline verify {folder} --repair\n"
-              "then rerun the sweep to recompute their tasks.", file=sys.stderr)
+        if report.missing:
+            from pipeline.store.integrity import missing_parts_text
+
+            print("\n" + missing_parts_text(folder, report.missing), file=sys.stderr)
+        if bad:
+            print(f"\n{bad} bad file(s). Move them to {folder / QUARANTINE}/ with:\n"
+                  f"  python -m pipeline verify {folder} --repair\n"
+                  "then rerun the sweep to recompute their tasks.", file=sys.stderr)
         return EXIT_BAD_STORE
-    moved = _locked(folder, lambda f: quarantine(verify_store(f, experiment)))  # checked again
+    again = {}
+
+    def repair_now(f):  # checked again under the lock
+        again["report"] = verify_store(f, experiment)
+        return quarantine(again["report"])
+
+    moved = _locked(folder, repair_now)
+    if again["report"].missing:
+        missing = again["report"].missing
+        print(f"{len(missing)} missing part(s) forgotten in the index; rerun the sweep (the same "
+              f"command) to recompute their {sum(missing.values()):,} row(s)")
     for name, target in moved:
         print(f"moved {name} -> {target}")
     parts = [name for name, _ in moved if name != MANIFEST]
@@ -180,6 +187,7 @@ def render(report, schema_checked: bool = True) -> str:
         lines.append(f"  the run manifest {MANIFEST} is damaged: {report.manifest} (the part "
                      "files do not depend on it; --repair moves it aside)")
     if report.missing:
-        lines.append(f"  ({len(report.missing)} indexed part(s) no longer on disk, e.g. removed "
-                     "by compaction: not an error; --repair forgets them)")
+        lines.append(f"  missing: {len(report.missing)} (recorded in the index, not on disk: "
+                     f"{sum(report.missing.values()):,} rows the table lacks)")
+        lines += [f"    {name}: {rows:,} rows" for name, rows in sorted(report.missing.items())[:10]]
     return "\n".join(line.rstrip() for line in lines)

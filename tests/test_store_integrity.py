@@ -196,9 +196,9 @@ def test_the_index_survives_a_torn_line_and_forgets_vanished_parts(tmp_path):
     assert sorted(index) == ["part-run1-000000.parquet", "part-run1-000001.parquet"]
     assert verify_store(folder, get_experiment("calibration")).ok
 
-    (folder / "part-run1-000000.parquet").unlink()  # e.g. compaction replaced it
+    (folder / "part-run1-000000.parquet").unlink()  # e.g. deleted by hand
     report = verify_store(folder, get_experiment("calibration"))
-    assert report.ok and report.missing == ["part-run1-000000.parquet"]
+    assert not report.ok and report.missing == {"part-run1-000000.parquet": 5}
     assert forget_parts(folder, report.missing) == 1
     assert list(read_index(folder)) == ["part-run1-000001.parquet"]
     assert forget_parts(folder, ["not-there"]) == 0
@@ -324,8 +324,8 @@ def test_a_foreign_parquet_file_is_refused_not_read(tmp_path):
     assert len(pipeline.load(tmp_path, "calibration")) == 20
 
 
-def test_repair_of_a_healthy_store_takes_the_lock(tmp_path):
-    """--repair with nothing bad only tidies the index (vanished parts), but the index is
+def test_repair_of_a_missing_part_takes_the_lock(tmp_path):
+    """--repair of a part deleted by hand only forgets its index line, but the index is
     appended to by a sweep: it waits for no one, and refuses while a sweep holds the lock."""
     folder, parts = _store_of_two_parts(tmp_path)
     parts[0].unlink()  # e.g. removed by hand; its index line remains
@@ -337,7 +337,7 @@ def test_repair_of_a_healthy_store_takes_the_lock(tmp_path):
         assert (folder / PART_INDEX).read_text() == index_before  # untouched
     proc = run("-m", "pipeline", "verify", str(folder), "--repair")
     assert proc.returncode == 0, proc.stderr
-    assert "1 vanished part(s) forgotten" in proc.stdout
+    assert "1 missing part(s) forgotten in the index; rerun the sweep" in proc.stdout
     assert list(read_index(folder)) == [parts[1].name]
     healthy = run("-m", "pipeline", "verify", str(folder), "--repair")  # nothing to do: no lock
     assert healthy.returncode == 0
@@ -513,3 +513,108 @@ def test_a_damaged_manifest_stops_each_command_until_repair_moves_it_aside(tmp_p
     assert status.returncode == 0 and "60 ok, 0 failed stored" in status.stdout
     df = pd.read_parquet(folder)
     assert len(df) == 60 and set(df.task_id) == expected_ids(60)
+
+
+def test_a_part_deleted_by_hand_is_reported_not_read_as_a_smaller_table(tmp_path, capsys):
+    """A part file deleted (or moved) by hand: load, status, export and compact returned or
+    reported the rest as if whole, verify said "not an error", and --repair then forgot the
+    last trace of the loss. The index records every part written, so each now stops with
+    exit 4 naming it and the rows the table lacks; the resume too, until --repair forgets it,
+    and then it recomputes exactly the lost tasks."""
+    folder = tmp_path / "calibration"
+    assert run("run.py", *SWEEP, f"results_dir={tmp_path}").returncode == 0
+    parts = sorted(folder.glob("part-*.parquet"))
+    victim = parts[2]
+    lost = set(pq.read_table(victim, columns=["task_id"])["task_id"].to_pylist())
+    victim.unlink()
+    with pytest.raises(BadPartFile) as err:
+        pipeline.load(tmp_path, "calibration")
+    assert victim.name in str(err.value) and f"verify {folder} --repair" in str(err.value)
+    assert f"{len(lost)} row(s)" in str(err.value)
+    with pytest.warns(UserWarning, match=victim.name):
+        assert len(pipeline.load(tmp_path, "calibration", on_error="skip")) == 60 - len(lost)
+
+    before = snapshot(tmp_path)
+    for args in (["run.py", *SWEEP, f"results_dir={tmp_path}"],
+                 ["-m", "pipeline", "verify", str(folder)],
+                 ["-m", "pipeline", "status", str(tmp_path)],
+                 ["-m", "pipeline", "compact", str(folder)],
+                 ["-m", "pipeline", "export", str(folder), "--to", str(tmp_path / "package")]):
+        proc = run(*args)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 4, (args, out)
+        assert victim.name in out and "Traceback" not in out, (args, out)
+    assert snapshot(tmp_path) == before and not (tmp_path / "package").exists()
+
+    repair = run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert repair.returncode == 0, repair.stdout + repair.stderr
+    assert "1 missing part(s) forgotten in the index" in repair.stdout
+    assert run("-m", "pipeline", "verify", str(folder)).returncode == 0
+    resume = run("run.py", *SWEEP, f"results_dir={tmp_path}")
+    assert resume.returncode == 0, resume.stderr
+    assert f"{60 - len(lost)} already done, {len(lost)} to run" in resume.stderr
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 60 and df.task_id.is_unique and lost <= set(df.task_id)
+
+
+def test_a_part_never_renamed_after_its_index_line_is_not_missing(tmp_path):
+    """A writer killed between its index line and its rename left a temp file and a line for
+    a part never published (its rows never stored): not a lost part, and the next sweep's
+    clean-up forgets the line with the temp file."""
+    from pipeline.store.parquet import clean_temp_files
+
+    folder, parts = _store_of_two_parts(tmp_path)
+    parts[1].rename(folder / f".{parts[1].name}.tmp")  # as the kill left it
+    assert verify_store(folder, get_experiment("calibration")).ok
+    assert len(pipeline.load(tmp_path, "calibration")) == 10
+    clean_temp_files(folder)
+    assert list(read_index(folder)) == [parts[0].name]
+    assert verify_store(folder, get_experiment("calibration")).ok
+
+
+def _without_root_file_access() -> list[str]:
+    """A prefix that runs a command as root without its power to read any file (a part
+    chmod'ed 000 is then unreadable, as for any user); [] when not root."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root, and setpriv (util-linux) is missing to drop file access")
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
+
+
+def test_an_unreadable_part_or_manifest_is_exit_4_naming_it_not_a_traceback(tmp_path):
+    """A folder copied from another user kept a part only its owner may read: verify and
+    --repair ended in a PermissionError traceback (exit 1), the sweep in a Hydra one (exit 2).
+    Now: exit 4 naming the file and why, and --repair moves it aside as for a damaged one."""
+    import os
+
+    folder, parts = _store_of_two_parts(tmp_path)
+    as_user = _without_root_file_access()
+    parts[1].chmod(0)
+    os.chown(parts[1], 65534, 65534)  # nobody's (a no-op for a non-root owner's own file)
+
+    def cli(*args):
+        return subprocess.run([*as_user, sys.executable, *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+
+    for args in (["-m", "pipeline", "verify", str(folder)],
+                 ["run.py", "experiment=calibration", "grid.x={range:[0,20]}",
+                  "params.work_us=0", f"results_dir={tmp_path}", "cluster.n_workers=1",
+                  "progress=false", "cluster.dashboard_address=:0"]):
+        proc = cli(*args)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 4, out
+        assert parts[1].name in out and "Permission denied" in out and "Traceback" not in out
+    repair = cli("-m", "pipeline", "verify", str(folder), "--repair")
+    assert repair.returncode == 0 and "quarantined" in repair.stdout, repair.stderr
+    manifest = folder / "_manifest.json"
+    manifest.write_text('{"runs": []}')
+    manifest.chmod(0)
+    os.chown(manifest, 65534, 65534)
+    status = cli("-m", "pipeline", "status", str(folder))
+    assert status.returncode == 4 and "Traceback" not in status.stdout + status.stderr
+    assert "Permission denied" in status.stdout + status.stderr

@@ -88,6 +88,8 @@ def parse_manifest(file: Path) -> dict:
         text = file.read_text()
     except FileNotFoundError:
         return {"runs": []}
+    except OSError as exc:  # permissions (a folder copied from another user), EIO
+        raise DamagedManifest(file, f"cannot be read: {exc.strerror or exc}") from None
     try:
         manifest = json.loads(text)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
@@ -126,7 +128,13 @@ def check_part_checksums(folder: str | os.PathLike, files: Sequence[Path]) -> No
             continue
         if size != entry.get("bytes"):
             raise BadPartFile(path, f"{size} bytes on disk, {entry.get('bytes')} written")
-        if file_sha256(path) != entry.get("sha256"):
+        try:
+            digest = file_sha256(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # permissions (a folder copied from another user), EIO
+            raise BadPartFile(path, f"cannot be read: {exc.strerror or exc}") from None
+        if digest != entry.get("sha256"):
             raise BadPartFile(path, "sha256 differs from the one recorded when written")
 
 
@@ -162,7 +170,15 @@ def read_index(folder: str | os.PathLike) -> dict[str, dict]:
     entries: dict[str, dict] = {}
     if not index.exists():
         return entries
-    for line in index.read_text(errors="replace").splitlines():
+    try:
+        text = index.read_text(errors="replace")
+    except OSError as exc:  # checksums unknown: parts are then decoded in full, as unindexed
+        import warnings
+
+        warnings.warn(f"cannot read the part index {index}: {exc.strerror or exc}; "
+                      "checksums are not checked", stacklevel=2)
+        return entries
+    for line in text.splitlines():
         try:
             entry = json.loads(line)
             entries[str(entry["part"])] = entry
@@ -188,6 +204,48 @@ def forget_parts(folder: str | os.PathLike, names: Iterable[str]) -> int:
             os.fsync(fh.fileno())
         os.replace(tmp, folder / PART_INDEX)
     return len(entries) - len(keep)
+
+
+class MissingPartFile(BadPartFile):
+    """Part files recorded in the index that are no longer on disk, outside any compaction:
+    deleted or moved by hand, or lost by the filesystem. Their rows are gone from the table,
+    which read as a smaller, complete-looking one."""
+
+    problem = "is missing"
+
+    def __init__(self, folder: str | os.PathLike, missing: dict[str, int]):
+        self.missing = dict(missing)
+        self.path = Path(folder) / sorted(missing)[0]
+        self.reason = (f"recorded in {PART_INDEX} with {missing[sorted(missing)[0]]:,} rows, "
+                       "not on disk")
+        RuntimeError.__init__(self, missing_parts_text(folder, missing))
+
+
+COMPACTION_INTENT = "_compaction.json"  # (pipeline.store.compaction.INTENT) a swap under way
+
+
+def missing_parts(folder: str | os.PathLike) -> dict[str, int]:
+    """Part name -> rows, for each part the index records but the folder does not hold.
+    Not missing: a part whose temp file is still there (a writer killed between its index
+    line and its rename: never published, its rows never stored), and any part while a
+    compaction's swap is pending (it removes old files; its recovery tidies the index)."""
+    folder = Path(folder)
+    index = read_index(folder)
+    if not index or (folder / COMPACTION_INTENT).exists():
+        return {}
+    on_disk = {p.name for p in folder.glob("part-*.parquet")}
+    return {name: int(entry.get("rows") or 0) for name, entry in sorted(index.items())
+            if name not in on_disk and not (folder / f".{name}.tmp").exists()}
+
+
+def missing_parts_text(folder: str | os.PathLike, missing: dict[str, int]) -> str:
+    """Why a table read with ``missing`` parts would be short, and what to do."""
+    names = sorted(missing)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (f"{len(names)} part file(s) recorded in {PART_INDEX} with {sum(missing.values()):,} "
+            f"row(s) are no longer in {folder}: {shown} (deleted or moved by hand?); the table "
+            "would lack their rows. Put them back, or forget them with: python -m pipeline "
+            f"verify {folder} --repair, then rerun the sweep to recompute their tasks")
 
 
 # --------------------------------------------------------------------------- reading
@@ -361,7 +419,7 @@ class VerifyReport:
     unindexed: list[str] = field(default_factory=list)  # good, but written without a checksum
     corrupt: list[tuple[str, str]] = field(default_factory=list)
     foreign: list[tuple[str, str]] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)  # indexed, no longer on disk
+    missing: dict[str, int] = field(default_factory=dict)  # indexed, gone: name -> rows
     rows: int = 0
     manifest: str | None = None  # why the run manifest does not parse (None: it does)
 
@@ -371,7 +429,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.bad and self.manifest is None
+        return not self.bad and self.manifest is None and not self.missing
 
 
 def _schema_problem(schema, experiment) -> str | None:
@@ -432,8 +490,7 @@ def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
             _verify_file(report, path, index.get(name), experiment)
         except (_Vanished, FileNotFoundError):
             vanished = True
-    on_disk = {p.name for p in folder.glob("part-*.parquet")}
-    report.missing = sorted(set(index) - on_disk)
+    report.missing = missing_parts(folder)
     try:
         parse_manifest(folder / MANIFEST)
     except DamagedManifest as exc:
@@ -461,7 +518,13 @@ def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experimen
         size = path.stat().st_size
         if size != entry.get("bytes"):
             return corrupt(f"{size} bytes on disk, {entry.get('bytes')} written")
-        if file_sha256(path) != entry.get("sha256"):
+        try:
+            digest = file_sha256(path)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:  # fix its permissions, or --repair moves it aside
+            return corrupt(f"cannot be read: {exc.strerror or exc}")
+        if digest != entry.get("sha256"):
             return corrupt("sha256 differs from the one recorded when written")
     try:
         meta = pq.read_metadata(path)
@@ -502,5 +565,5 @@ def quarantine(report: VerifyReport) -> list[tuple[str, Path]]:
             n += 1
         shutil.move(str(folder / name), str(target))
         moved.append((name, target))
-    forget_parts(folder, [name for name, _ in moved] + report.missing)
+    forget_parts(folder, [name for name, _ in moved] + list(report.missing))
     return moved

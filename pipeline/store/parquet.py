@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-import warnings
 from typing import Callable
 from pathlib import Path
 
@@ -292,10 +291,17 @@ def clean_temp_files(path: str | os.PathLike) -> int:
     many. Called with the folder's lock held."""
     from pipeline.store.manifest import clean_manifest_temp_files
 
-    removed = 0
+    from pipeline.store.integrity import forget_parts
+
+    removed, unpublished = 0, []
     for tmp in Path(path).glob(".part-*.parquet.tmp"):
         tmp.unlink(missing_ok=True)
         removed += 1
+        final = tmp.name[1:-len(".tmp")]
+        if not (tmp.parent / final).exists():  # indexed before its rename, never renamed
+            unpublished.append(final)
+    if unpublished:  # else its index line would read as a part deleted by hand
+        forget_parts(path, unpublished)
     return removed + clean_manifest_temp_files(path)
 
 
@@ -340,7 +346,13 @@ def read_again_if_swapped(read):
 
 def stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Sorted id prefixes (see :func:`id_prefixes`) of tasks stored ok, and of tasks stored
-    only as failed."""
+    only as failed. Parts the index records that are gone raise :class:`MissingPartFile`, as a
+    damaged one raises: a resume would recompute them, silently."""
+    from pipeline.store.integrity import MissingPartFile, missing_parts
+
+    missing = missing_parts(path)
+    if missing:
+        raise MissingPartFile(path, missing)
     return read_again_if_swapped(lambda: _stored_ids(path))
 
 
@@ -408,6 +420,15 @@ def read_table(path: str | os.PathLike, on_error: str = "raise") -> pa.Table | N
     :class:`ForeignPartFile`; ``on_error="skip"`` leaves both out with a warning."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    from pipeline.store.integrity import MissingPartFile, missing_parts, missing_parts_text
+
+    missing = missing_parts(path)  # deleted by hand: the table would look whole, and be short
+    if missing and on_error == "raise":
+        raise MissingPartFile(path, missing)
+    if missing:
+        import warnings
+
+        warnings.warn(missing_parts_text(path, missing), stacklevel=3)
     return read_again_if_swapped(lambda: _read_table(path, on_error))
 
 
@@ -546,14 +567,6 @@ def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
                              f"{', '.join(map(str, stored))} (or 'latest')")
         table = table.filter(pc.is_in(table["experiment_version"],
                                       value_set=pa.array(wanted, pa.int64())))
-    elif table.num_rows and "experiment_version" in table.column_names:
-        stored = sorted(v for v in pc.unique(table["experiment_version"]).to_pylist()
-                        if v is not None)
-        if len(stored) > 1:  # a mean over the table would count each point once per version
-            warnings.warn(
-                f"'{name}' holds rows of {len(stored)} experiment versions "
-                f"({', '.join(map(str, stored))}): a point computed by several appears once per "
-                "version; version='latest' keeps the current one's rows", stacklevel=3)
     table = deduplicate_table(table)
     if status is not None:
         table = table.filter(pc.equal(table["status"], status))
