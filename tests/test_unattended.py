@@ -1738,3 +1738,45 @@ def test_status_piped_into_a_reader_that_leaves_prints_no_traceback(tmp_path):
     os.close(write)
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
     assert proc.returncode == 141
+
+
+@pytest.mark.timeout(240)
+def test_a_hung_point_with_no_task_timeout_is_failed_at_the_first_no_progress_restart(tmp_path):
+    """No task_timeout (the default) and a point that never returns: at each no-progress
+    restart its batch ran again, was split after two lost workers, and the point ran again:
+    184 s for 8 points with no_progress_timeout=8, hours with the default 3600, ending in a
+    KilledWorker error that blamed dying workers. The watchdog now asks the workers which
+    points have run that long and stores them failed, saying so, before it restarts them."""
+    started = time.monotonic()
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,8]}", "params.hang_at=3",
+                   "params.work_us=0", "watchdog.no_progress_timeout=8", "cluster.n_workers=1",
+                   "batch_size=8", f"results_dir={tmp_path}", *FAST, timeout=200)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # a failed point, as any failed point
+    assert time.monotonic() - started < 90, proc.stderr[-3000:]
+    assert "grid index 3) has run for" in proc.stderr
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 8 and df.task_id.is_unique
+    failed = df[df.status == "failed"]
+    assert failed.x.tolist() == [3]
+    assert failed.error.iloc[0].startswith("Hung: point ran for ")
+    assert "task_timeout" in failed.error.iloc[0] and "KilledWorker" not in failed.error.iloc[0]
+    assert set(df[df.status == "ok"].x) == {0, 1, 2, 4, 5, 6, 7}
+
+
+def test_hung_points_names_the_running_point_of_each_batch_past_the_limit():
+    """The workers' side: of each registered batch, the point started and not finished, if it
+    has run longer than the limit (the clocks are run_points', filled in place)."""
+    from pipeline.engine import batch
+
+    now = time.perf_counter()
+    batch.RUNNING[("key-a", 1)] = ([10, 11, 12], [now - 50, now - 40, 0.0], [now - 40, 0.0, 0.0])
+    batch.RUNNING[("key-b", 2)] = ([20, 21], [now - 100, now - 5], [now - 5, 0.0])
+    batch.RUNNING[("key-c", 3)] = ([30], [now - 100], [now - 1])  # done, not yet unregistered
+    try:
+        hung = batch.hung_points(30)
+        assert [(k, i) for k, i, _ in hung] == [("key-a", 11)]
+        assert 40 <= hung[0][2] < 45
+        assert {(k, i) for k, i, _ in batch.hung_points(1)} == {("key-a", 11), ("key-b", 21)}
+    finally:
+        for key in (("key-a", 1), ("key-b", 2), ("key-c", 3)):
+            batch.RUNNING.pop(key)

@@ -152,6 +152,25 @@ def _point_clock() -> _PointClock:
 
 # Batches asked to stop after their current point, by name (their Dask key). The generation
 # changes with every request, so the loop around a point compares one integer, not a set.
+# The batches running in this process: (stop name, id) -> (indices, started, finished), the
+# point clocks the loop fills in place (perf_counter; 0.0 until set). hung_points() reads them.
+RUNNING: dict = {}
+
+
+def hung_points(threshold_s: float) -> list[tuple[str | None, int, float]]:
+    """(batch key, grid index, seconds) of each point of this process that has run for over
+    ``threshold_s`` (run on the workers by the driver's watchdog: no task finishing may be
+    one point that never returns, with no ``task_timeout`` set to bound it)."""
+    now, out = time.perf_counter(), []
+    for (name, _), (indices, started, finished) in list(RUNNING.items()):
+        for i in range(len(started)):
+            if started[i] and not finished[i]:  # the one running now
+                if now - started[i] > threshold_s:
+                    out.append((name, int(indices[i]), now - started[i]))
+                break
+    return out
+
+
 _STOP_REQUESTED: set[str] = set()
 _STOP_GENERATION = [0]
 _STOP_REMEMBERED = 100_000  # names kept at most (a request may come after its batch ended)
@@ -296,52 +315,57 @@ def run_points(grid: Grid, indices: Sequence[int], task_timeout: float | None = 
     wall0_us, perf0 = time.time_ns() // 1000, clock_t()
 
     done = n  # points run: fewer if the driver asks the batch to stop
-    for first in range(0, n, STRIP):
-        if done < n:
-            break
-        last = min(n, first + STRIP)
-        strip = digests_of(canonical(first, last))
-        digests += strip
-        seeds += seeds_of_digests(strip)
-        points = []
-        for i in range(first, last):
-            point = template.copy()
-            for name, column in varying:
-                point[name] = column[i]
-            for name in list_params:  # a kernel may mutate its input: each point gets its own
-                point[name] = list(point[name])
-            points.append(point)
-        if clock is None:
+    running = (stop_name, id(started))
+    RUNNING[running] = (indices, started, finished)  # once a batch: for hung_points()
+    try:
+        for first in range(0, n, STRIP):
+            if done < n:
+                break
+            last = min(n, first + STRIP)
+            strip = digests_of(canonical(first, last))
+            digests += strip
+            seeds += seeds_of_digests(strip)
+            points = []
+            for i in range(first, last):
+                point = template.copy()
+                for name, column in varying:
+                    point[name] = column[i]
+                for name in list_params:  # a kernel may mutate its input: each point gets its own
+                    point[name] = list(point[name])
+                points.append(point)
+            if clock is None:
+                for i, point in enumerate(points, first):
+                    started[i] = clock_t()
+                    try:
+                        results[i] = run(point, seeds[i])
+                    except Exception as exc:  # a failing point is data, not a crash
+                        results[i] = _PointFailed(_error_text(exc))
+                    finished[i] = clock_t()
+                    if stop_generation[0] != seen_generation:
+                        seen_generation = stop_generation[0]
+                        if stop_name in _STOP_REQUESTED:
+                            done = i + 1
+                            break
+                continue
             for i, point in enumerate(points, first):
+                clock.arm(task_timeout, {"key": key, "index": int(indices[i]),
+                                         "task_id": task_id_of_digest(digests[i]),
+                                         "timeout_s": task_timeout, "worker": where}, worker)
                 started[i] = clock_t()
                 try:
                     results[i] = run(point, seeds[i])
-                except Exception as exc:  # a failing point is data, not a crash
+                except Exception as exc:
                     results[i] = _PointFailed(_error_text(exc))
-                finished[i] = clock_t()
+                finally:  # also on SystemExit: an armed clock would end the process later
+                    finished[i] = clock_t()
+                    clock.disarm()
                 if stop_generation[0] != seen_generation:
                     seen_generation = stop_generation[0]
                     if stop_name in _STOP_REQUESTED:
                         done = i + 1
                         break
-            continue
-        for i, point in enumerate(points, first):
-            clock.arm(task_timeout, {"key": key, "index": int(indices[i]),
-                                     "task_id": task_id_of_digest(digests[i]),
-                                     "timeout_s": task_timeout, "worker": where}, worker)
-            started[i] = clock_t()
-            try:
-                results[i] = run(point, seeds[i])
-            except Exception as exc:
-                results[i] = _PointFailed(_error_text(exc))
-            finally:  # also on SystemExit: an armed clock would end the process later
-                finished[i] = clock_t()
-                clock.disarm()
-            if stop_generation[0] != seen_generation:
-                seen_generation = stop_generation[0]
-                if stop_name in _STOP_REQUESTED:
-                    done = i + 1
-                    break
+    finally:
+        RUNNING.pop(running, None)
 
     if done < n:  # stopped early: the rows are those of the first `done` points
         _STOP_REQUESTED.discard(stop_name)

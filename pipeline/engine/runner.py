@@ -35,7 +35,8 @@ from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_s
                                       signals_held)
 from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
                                           connected_threads, fetch_result,
-                                          scheduler_silent_for, thread_counts, total_threads)
+                                          points_running_longer_than, scheduler_silent_for,
+                                          thread_counts, total_threads)
 from pipeline.store.parquet import PartWriter
 
 log = logging.getLogger("pipeline")
@@ -252,7 +253,6 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     def handle_timeouts() -> None:
         # A worker reported a point over task_timeout and is exiting: its batch is cancelled
         # and resubmitted without that point, which is stored as failed.
-        nonlocal suspect_key
         for event in events.drain() if events is not None else ():
             index = int(event["index"])
             key = event.get("key")
@@ -270,23 +270,49 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 continue
             log.warning("task %s (grid index %d) timed out after %g s; stored as failed",
                         event.get("task_id"), index, event["timeout_s"])
-            timed_out[index] = (f"TaskTimeout: point ran longer than task_timeout="
-                                f"{event['timeout_s']:g} s and was stopped (worker "
-                                f"{event.get('worker')} recycled)")
-            if key in in_flight and holds(in_flight[key][1], index):
-                fut, chunk = in_flight.pop(key)
-                in_flight_work.remove(chunk)
-                predicted_s.pop(key, None)
-                recomputing.pop(key, None)
-                cancelled_keys.add(key)
-                if key == suspect_key:
-                    suspect_key = None
-                client.cancel(fut)
-                sizer.abandon(chunk)  # a probe that hung is not waited for
-                sizer.resubmit([chunk])  # without the hung point: submit_all() filters it out
-            elif not any(holds(c, index) for _, c in in_flight.values()):
-                store(failed_batch_table(grid, [index], timed_out.pop(index)), 1)
-                timed_out_stored.add(index)
+            fail_hung_point(key, index, (
+                f"TaskTimeout: point ran longer than task_timeout={event['timeout_s']:g} s "
+                f"and was stopped (worker {event.get('worker')} recycled)"))
+
+    def fail_hung_point(key, index: int, error: str) -> None:
+        # its batch is cancelled and resubmitted without it; it is stored failed
+        nonlocal suspect_key
+        timed_out[index] = error
+        if key in in_flight and holds(in_flight[key][1], index):
+            fut, chunk = in_flight.pop(key)
+            in_flight_work.remove(chunk)
+            predicted_s.pop(key, None)
+            recomputing.pop(key, None)
+            cancelled_keys.add(key)
+            if key == suspect_key:
+                suspect_key = None
+            client.cancel(fut)
+            sizer.abandon(chunk)  # a probe that hung is not waited for
+            sizer.resubmit([chunk])  # without the hung point: submit_all() filters it out
+        elif not any(holds(c, index) for _, c in in_flight.values()):
+            store(failed_batch_table(grid, [index], timed_out.pop(index)), 1)
+            timed_out_stored.add(index)
+
+    def fail_points_stuck_for(limit_s: float) -> None:
+        # Watchdog.on_stuck: no task finished for limit_s, and the workers are restarted
+        # next. A point that has run through most of that (half: it may have started a bit
+        # after the last task finished) hangs, or outlasts the limit; run again, it would do
+        # the same at every restart, its batch split over hours, until Dask gave up on it.
+        for key, index, seconds in points_running_longer_than(client, limit_s / 2):
+            if key not in in_flight or index in timed_out or index in timed_out_stored:
+                continue  # another sweep's (cluster=address), or known already
+            log.warning("task %s (grid index %d) has run for %.0f s while no task finished "
+                        "(watchdog.no_progress_timeout=%g); stored as failed",
+                        grid.task_id(index), index, seconds, limit_s)
+            fail_hung_point(key, index, (
+                f"Hung: point ran for {seconds:.0f} s with no task finishing "
+                f"(watchdog.no_progress_timeout={limit_s:g} s) and was stopped with its "
+                "worker; set task_timeout to bound each point, or raise "
+                "watchdog.no_progress_timeout if points take longer"))
+
+    for check in checks:
+        if hasattr(check, "on_stuck"):
+            check.on_stuck = fail_points_stuck_for
 
     def handle(fut, result, lost=None) -> None:
         nonlocal suspect_key

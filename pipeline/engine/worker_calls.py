@@ -9,7 +9,7 @@ import logging
 import time
 import weakref
 
-from pipeline.engine.batch import PointsRun, request_stop, settle_worker_process
+from pipeline.engine.batch import PointsRun, hung_points, request_stop, settle_worker_process
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, loaded_code_id, other_code_message
 
@@ -185,6 +185,19 @@ def ask_to_stop(client, keys: list) -> None:
 
 
 WORKER_CODE_TIMEOUT_S = 10.0  # bound on asking every worker which code it has loaded
+HUNG_POINTS_TIMEOUT_S = 10.0  # bound on asking the workers for their long-running points
+
+
+def points_running_longer_than(client, limit_s: float) -> list[tuple[str, int, float]]:
+    """(batch key, grid index, seconds) of every point running on a worker for over
+    ``limit_s`` (:func:`batch.hung_points`), asked with a bound; [] if no answer."""
+    try:
+        answers = ask_scheduler(client, client._run, hung_points, limit_s, on_error="return",
+                                wait=True, timeout=HUNG_POINTS_TIMEOUT_S)
+    except Exception as exc:
+        log.warning("could not ask the workers which points they are running: %s", exc)
+        return []
+    return [tuple(point) for got in answers.values() if isinstance(got, list) for point in got]
 RETIRE_TIMEOUT_S = 30.0  # bound on retiring workers that run other code
 
 
