@@ -487,3 +487,43 @@ def test_an_edited_sweep_ends_when_its_last_job_on_the_old_code_leaves(tmp_path,
     kept = pd.read_parquet(results / "calibration")
     assert 0 < len(kept) < n and (kept.status == "ok").all() and kept.task_id.is_unique
     assert kept.code_id.nunique() == 1
+
+
+def _node_cpus() -> int:
+    out = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True,
+                         timeout=15).stdout.split()
+    return max(int(c.rstrip("+")) for c in out)
+
+
+@pytest.mark.timeout(300)
+def test_worker_jobs_left_queued_by_a_killed_driver_are_cancelled_by_the_next_sweep(
+        tmp_path, job_name):
+    """A driver killed with kill -9 while its worker jobs wait in the queue: nothing cancels
+    them, and they held their place (and the user's job limits) until they started, to die
+    with no scheduler to join. The next sweep from this host cancels them, saying so."""
+    results, n = tmp_path / "results", 400
+    whole_node = [a for a in JOBS if not a.startswith("cluster.cores=")] + [
+        f"cluster.cores={_node_cpus()}"]  # one job fills the node: the others stay pending
+    args = (f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=50000",
+            *whole_node, "cluster.maximum_jobs=3",
+            f"cluster.job_name={job_name}")
+    driver = subprocess.Popen(cli(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        wait_for(lambda: {"R", "PD"} <= {state for _, state in squeue(job_name)}, 120,
+                 "a running and a pending worker job")
+    finally:
+        driver.kill()  # SIGKILL: nothing cancels its jobs
+        driver.communicate(timeout=30)
+    left = {job for job, state in squeue(job_name) if state == "PD"}
+    assert left, squeue(job_name)
+    comment = subprocess.run(["squeue", "-h", "-j", sorted(left)[0], "-o", "%k"],
+                             capture_output=True, text=True, timeout=15).stdout.strip()
+    assert comment == f"pipeline-driver:{socket.gethostname()}:{driver.pid}"
+    proc = run_cli(*args, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cancelled = re.search(r"cancelled (\d+) worker job\(s\) left queued by a killed driver on "
+                          r"this host: ([\d ]+)", proc.stderr)
+    assert cancelled and left <= set(cancelled.group(2).split()), proc.stderr
+    assert_complete(results, n, 50000.0)
+    assert squeue(job_name) == []

@@ -113,3 +113,30 @@ def test_a_sweep_whose_jobs_can_never_start_stops_without_waiting_worker_start_t
     assert "SLURM will not start the worker jobs: job 4242 is pending for PartitionConfig: the " \
            "job asks for more than the partition's nodes have" in proc.stderr, proc.stderr
     assert "raise cluster.worker_start_timeout" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------ worker jobs of killed drivers
+def test_orphan_jobs_are_those_of_dead_drivers_of_this_host_only():
+    from pipeline.engine.orphan_jobs import orphan_jobs
+
+    lines = "\n".join(["101|pipeline-driver:login1:4242",  # dead, this host
+                       "102|pipeline-driver:login1:5151",  # alive
+                       "103|pipeline-driver:login2:4242",  # another host: cannot tell
+                       "104|(null)", "105|", "106|pipeline-driver:login1:notapid",
+                       "107|someone else's comment:login1:4242",
+                       "108|pipeline-driver:login1:4242"])
+    alive = {5151}.__contains__
+    assert orphan_jobs(lines, "login1", alive) == ["101", "108"]
+    assert orphan_jobs(lines, "login3", alive) == []
+
+
+def test_slurm_worker_jobs_carry_their_driver_unless_a_comment_is_given():
+    import os
+    import socket
+
+    from pipeline.engine.orphan_jobs import comment_directives
+
+    mine = f"--comment=pipeline-driver:{socket.gethostname()}:{os.getpid()}"
+    assert comment_directives("slurm", ["--qos=long"]) == ["--qos=long", mine]
+    assert comment_directives("slurm", ["--comment=mine"]) == ["--comment=mine"]
+    assert comment_directives("pbs", ["-m n"]) == ["-m n"]

@@ -1780,3 +1780,20 @@ def test_hung_points_names_the_running_point_of_each_batch_past_the_limit():
     finally:
         for key in (("key-a", 1), ("key-b", 2), ("key-c", 3)):
             batch.RUNNING.pop(key)
+
+
+@pytest.mark.parametrize("nohup", [True, False])
+def test_local_workers_leave_sighup_ignored_under_nohup(nohup):
+    """Workers leave a hangup to the driver, which keeps its batches' points; but under
+    nohup (SIGHUP ignored, inherited by the workers) the sweep outlives the terminal, and its
+    workers must too: the handler would have ended each 30 s after the logout."""
+    script = ("import signal\n"
+              + ("signal.signal(signal.SIGHUP, signal.SIG_IGN)\n" if nohup else "")
+              + "from pipeline.engine import worker_preload as w\n"
+              "w.dask_setup(None)\n"
+              "print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN,\n"
+              "      signal.getsignal(signal.SIGTERM) is w._end_unless_the_driver_closes_us)\n")
+    out = subprocess.run([PY, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(nohup), "True"]

@@ -31,6 +31,7 @@ from pipeline.engine.cluster_config import (BATCH_SYSTEMS, DEFAULTS, KINDS, LOCA
                                             NO_PROFILER, ClusterConfigError, format_duration,
                                             format_walltime, lifetime, parse_duration,
                                             parse_walltime, setting)
+from pipeline.engine.orphan_jobs import cancel_orphan_jobs, comment_directives
 
 log = logging.getLogger("pipeline")
 
@@ -105,7 +106,8 @@ def job_kwargs(cfg: Mapping[str, Any]) -> dict:
         job_name=cfg.get("job_name"),
         interface=cfg.get("interface"),
         worker_extra_args=extra_args,
-        job_extra_directives=(setting(cfg, "job_extra_directives", {} if kind == "htcondor" else [])),
+        job_extra_directives=(setting(cfg, "job_extra_directives", {}) if kind == "htcondor" else
+                              comment_directives(kind, setting(cfg, "job_extra_directives", []))),
         job_directives_skip=list(setting(cfg, "job_directives_skip", [])),
         job_script_prologue=[*([] if setting(cfg, "worker_profile", False) else [NO_PROFILER]),
                              *setting(cfg, "job_script_prologue", [])],
@@ -394,6 +396,8 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
     :class:`SubmissionWatch` at ``cluster.pipeline_watch``."""
     kind = cfg["kind"]
     base = _cluster_class(kind)
+    if kind == "slurm":
+        cancel_orphan_jobs()  # before this driver's own jobs queue behind them
     watch = SubmissionWatch(
         kind, setting(cfg, "max_submit_failures", DEFAULTS["max_submit_failures"]),
         parse_duration("worker_start_timeout",

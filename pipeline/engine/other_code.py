@@ -105,9 +105,11 @@ class OtherCodeWorkers:
         self.growth_stopped = True
         keep = {_job_name(cluster, self._name_of(w)) for w, got in codes.items()
                 if got == self.code}
-        keep |= {_job_name(cluster, self._name_of(w)) for w in self._current()
+        current = self._current()
+        keep |= {_job_name(cluster, self._name_of(w)) for w in current or ()
                  if w not in codes}  # no answer yet: not known to run other code
-        drop = sorted((set(cluster.worker_spec) - keep), key=str)
+        # (workers unknown: nothing cancelled, rather than a job of ours)
+        drop = sorted((set(cluster.worker_spec) - keep), key=str) if current is not None else []
         log.warning(
             "the cluster stops growing: every job started from now on would load the edited "
             "code. The sweep goes on with the %d worker(s) that run its code%s; when none is "
@@ -121,13 +123,18 @@ class OtherCodeWorkers:
                 log.warning("could not cancel job(s) %s: %s: %s", ", ".join(map(str, drop)),
                             type(exc).__name__, exc)
 
-    def _current(self) -> set[str]:
-        """The workers connected now (read in place: a batch cluster's scheduler is here)."""
+    def _current(self) -> set[str] | None:
+        """The workers connected now (read in place: a batch cluster's scheduler is here), or
+        None if unknown (changed while read, or no scheduler here)."""
         scheduler = getattr(self.client.cluster, "scheduler", None)
-        try:
-            return set(list(scheduler.workers))
-        except (AttributeError, RuntimeError):
-            return set()
+        for _ in range(3):
+            try:
+                return set(list(scheduler.workers))
+            except AttributeError:
+                return None
+            except RuntimeError:  # a worker joined or left while it was read
+                time.sleep(0.01)
+        return None
 
     def _name_of(self, worker: str):
         ws = getattr(self.client.cluster.scheduler, "workers", {}).get(worker)
@@ -136,11 +143,10 @@ class OtherCodeWorkers:
     def _end_when_none_left(self) -> None:
         """Once the cluster stopped growing, no worker will join on the sweep's code: end the
         sweep when every worker connected is known to run other code, or none is."""
-        scheduler = getattr(self.client.cluster, "scheduler", None)
-        if not hasattr(scheduler, "workers"):
+        current = self._current()
+        if current is None:  # unknown this wake (changed while read): the next one decides
             return
-        on_ours = self._current() - set(self.workers)
-        if not on_ours:
+        if not current - set(self.workers):
             raise WorkersRunOtherCode(
                 f"no worker runs the code this sweep started with (code_id {self.code}) any "
                 f"more: experiment '{self.grid.name}''s files changed during the sweep, so "

@@ -190,14 +190,16 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
 
     def without_hung(chunk):
         # a point known to hang is stored as failed, never run again
-        if not timed_out:
+        if not timed_out and not timed_out_stored:
             return chunk
         indices = as_indices(chunk)
-        is_hung = np.isin(indices, np.fromiter(timed_out, dtype=np.int64, count=len(timed_out)))
+        known = [*timed_out, *timed_out_stored]  # (stored: a hung point's, in a requeued batch)
+        is_hung = np.isin(indices, np.fromiter(known, dtype=np.int64, count=len(known)))
         if not is_hung.any():
             return chunk
-        hung = indices[is_hung].tolist()
-        store(failed_batch_table(grid, hung, timed_out[hung[0]]), len(hung))
+        hung = [i for i in indices[is_hung].tolist() if i in timed_out]
+        if hung:
+            store(failed_batch_table(grid, hung, timed_out[hung[0]]), len(hung))
         for i in hung:
             timed_out.pop(i)
             timed_out_stored.add(i)
@@ -294,11 +296,11 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             timed_out_stored.add(index)
 
     def fail_points_stuck_for(limit_s: float) -> None:
-        # Watchdog.on_stuck: no task finished for limit_s, and the workers are restarted
-        # next. A point that has run through most of that (half: it may have started a bit
-        # after the last task finished) hangs, or outlasts the limit; run again, it would do
-        # the same at every restart, its batch split over hours, until Dask gave up on it.
-        for key, index, seconds in points_running_longer_than(client, limit_s / 2):
+        # Watchdog.on_stuck (no task_timeout set): no task finished for limit_s, and the
+        # workers are restarted next (or the sweep ends). A point that has itself run longer
+        # hangs, or outlasts the limit; run again, it would do the same at every restart, its
+        # batch split over hours, until Dask gave up on it. Stored now: the sweep may end next.
+        for key, index, seconds in points_running_longer_than(client, limit_s):
             if key not in in_flight or index in timed_out or index in timed_out_stored:
                 continue  # another sweep's (cluster=address), or known already
             log.warning("task %s (grid index %d) has run for %.0f s while no task finished "
@@ -309,9 +311,12 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 f"(watchdog.no_progress_timeout={limit_s:g} s) and was stopped with its "
                 "worker; set task_timeout to bound each point, or raise "
                 "watchdog.no_progress_timeout if points take longer"))
+            if index in timed_out:  # its batch went back to the queue without it
+                store(failed_batch_table(grid, [index], timed_out.pop(index)), 1)
+                timed_out_stored.add(index)
 
     for check in checks:
-        if hasattr(check, "on_stuck"):
+        if hasattr(check, "on_stuck") and not task_timeout:  # else task_timeout bounds points
             check.on_stuck = fail_points_stuck_for
 
     def handle(fut, result, lost=None) -> None:

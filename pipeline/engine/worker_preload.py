@@ -38,7 +38,8 @@ def dask_setup(worker) -> None:  # noqa: ARG001  (Dask's preload hook)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for signum in (signal.SIGHUP, signal.SIGTERM):
-            signal.signal(signum, _end_unless_the_driver_closes_us)
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP stays ignored
+                signal.signal(signum, _end_unless_the_driver_closes_us)
     quiet = logging.getLogger("distributed.worker")
     if not any(isinstance(f, _NoHeartbeatFailure) for f in quiet.filters):
         quiet.addFilter(_NoHeartbeatFailure())

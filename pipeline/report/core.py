@@ -49,9 +49,11 @@ def ok_rows(df):
     nullable = [c for c in ok.columns if str(ok[c].dtype).rstrip("0123456789") in ("Int", "UInt")]
     # (Int64: pipeline.load's exact integers beside a failed row's nulls)
     for name in [*_integer_columns(df.attrs.get("experiment")), *nullable]:
-        if (name in ok.columns and ok[name].dtype != "int64" and ok[name].dtype.kind in "fiu"
-                and ok[name].notna().all()):  # float64 from pandas.read_parquet
-            ok[name] = ok[name].astype("int64")
+        if name not in ok.columns or not ok[name].notna().all():
+            continue
+        kind = ok[name].dtype.kind  # float64 from pandas.read_parquet, Int64/UInt64 from load
+        if kind == "f" or (kind in "iu" and str(ok[name].dtype)[0] in "IU"):
+            ok[name] = ok[name].astype("uint64" if kind == "u" else "int64")
     return ok
 
 

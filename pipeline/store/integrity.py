@@ -234,8 +234,16 @@ def missing_parts(folder: str | os.PathLike) -> dict[str, int]:
     if not index or (folder / COMPACTION_INTENT).exists():
         return {}
     on_disk = {p.name for p in folder.glob("part-*.parquet")}
-    return {name: int(entry.get("rows") or 0) for name, entry in sorted(index.items())
-            if name not in on_disk and not (folder / f".{name}.tmp").exists()}
+    # A writer may rename its temp file in place between the listing and these checks: the
+    # temp file first, then the part (the rename is atomic, so one of the two is seen).
+    gone = [name for name in index if name not in on_disk
+            and not (folder / f".{name}.tmp").exists() and not (folder / name).exists()]
+    if not gone or (folder / COMPACTION_INTENT).exists():
+        return {}
+    # A compaction that committed and swapped meanwhile forgot its old parts in the index
+    # before it removed its intent: only the lines still there count.
+    index = read_index(folder)
+    return {name: int(index[name].get("rows") or 0) for name in sorted(gone) if name in index}
 
 
 def missing_parts_text(folder: str | os.PathLike, missing: dict[str, int]) -> str:
@@ -243,9 +251,10 @@ def missing_parts_text(folder: str | os.PathLike, missing: dict[str, int]) -> st
     names = sorted(missing)
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return (f"{len(names)} part file(s) recorded in {PART_INDEX} with {sum(missing.values()):,} "
-            f"row(s) are no longer in {folder}: {shown} (deleted or moved by hand?); the table "
-            "would lack their rows. Put them back, or forget them with: python -m pipeline "
-            f"verify {folder} --repair, then rerun the sweep to recompute their tasks")
+            f"row(s) are no longer in {folder}: {shown} (deleted or moved by hand? or, in a "
+            "folder written before 2026-11-28, never published by a writer killed mid-write); "
+            "the table would lack their rows. Put them back, or forget them with: python -m "
+            f"pipeline verify {folder} --repair, then rerun the sweep to recompute their tasks")
 
 
 # --------------------------------------------------------------------------- reading
