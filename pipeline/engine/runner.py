@@ -319,7 +319,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         if hasattr(check, "on_stuck") and not task_timeout:  # else task_timeout bounds points
             check.on_stuck = fail_points_stuck_for
 
-    def handle(fut, result, lost=None) -> None:
+    def handle(fut, result, lost=None) -> bool | None:
+        # False: its points went back to the queue (run with other code), nothing stored
         nonlocal suspect_key
         fut, chunk = in_flight.pop(fut.key)
         in_flight_work.remove(chunk)
@@ -341,7 +342,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 if error is None:
                     sizer.resubmit([chunk])
                     fut.release()
-                    return
+                    return False
                 table = failed_batch_table(grid, chunk, error, worker=result.worker)
                 sizer.abandon(chunk)
             else:
@@ -420,8 +421,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                                         timeout=max(0.5, deadline - time.monotonic()))
                 for fut, result in zip(ok, results):
                     if isinstance(result, PointsRun):
-                        handle(fut, result)
-                        kept += 1
+                        kept += handle(fut, result) is not False  # (False: not stored)
                     else:  # left to the rerun, and not fetched again until the deadline
                         in_flight.pop(fut.key, None)
         except Exception as exc:  # the store failing, a fetch cut short: the rerun runs them
