@@ -26,7 +26,8 @@ from pipeline.engine.batch import (TIMEOUT_TOPIC, PointsRun, failed_batch_table,
 from pipeline.engine.grid import Grid
 from pipeline.engine.other_code import OtherCodeWorkers
 from pipeline.engine.provenance import code_id
-from pipeline.engine.chunks import as_indices, holds
+from pipeline.engine.chunks import as_indices
+from pipeline.engine.hung_points import HungPoints
 from pipeline.engine.cost_model import InFlightWork
 from pipeline.engine.planning import BatchSizer, PendingPlan
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
@@ -35,7 +36,7 @@ from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_s
                                       signals_held)
 from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
                                           connected_threads, fetch_result,
-                                          points_running_longer_than, scheduler_silent_for,
+                                          scheduler_silent_for,
                                           thread_counts, total_threads)
 from pipeline.store.parquet import PartWriter
 
@@ -161,15 +162,9 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     suspect_key = None
     # (count to size for, when, count joined): asked of the scheduler at most once a second
     known_threads = [0, -1e9, 0]
-    timed_out: dict[int, str] = {}  # grid index -> timeout error, not yet stored
-    # A timeout event can come late: after its batch returned (the watcher waits a second
-    # before ending the process, and the late point may finish meanwhile), or again from a
-    # cancelled batch that Dask had already started elsewhere. Keys with a stored result,
-    # keys cancelled for a timeout and indices stored as timed out are not acted on twice.
+    # keys whose rows are stored (a late timeout event of theirs is not acted on)
     handled_keys: deque = deque(maxlen=100_000)
     handled_key_set: set = set()
-    timed_out_stored: set[int] = set()
-    cancelled_keys: set = set()
     recomputing: dict = {}  # key -> future whose result was lost with its worker
     waves = itertools.count()  # submission waves: each runs after the ones before it
     direct = scheduler_in_process(client)
@@ -188,23 +183,6 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         threads()  # refreshed at most once a second
         return known_threads[2]
 
-    def without_hung(chunk):
-        # a point known to hang is stored as failed, never run again
-        if not timed_out and not timed_out_stored:
-            return chunk
-        indices = as_indices(chunk)
-        known = [*timed_out, *timed_out_stored]  # (stored: a hung point's, in a requeued batch)
-        is_hung = np.isin(indices, np.fromiter(known, dtype=np.int64, count=len(known)))
-        if not is_hung.any():
-            return chunk
-        hung = [i for i in indices[is_hung].tolist() if i in timed_out]
-        if hung:
-            store(failed_batch_table(grid, hung, timed_out[hung[0]]), len(hung))
-        for i in hung:
-            timed_out.pop(i)
-            timed_out_stored.add(i)
-        return indices[~is_hung]
-
     def submit_all(chunks) -> list[str]:
         # One client.map per wake: one scheduler message for the whole wave. 1,024 single
         # submits took the scheduler 1-4 s to start (a spread every batch of a round then
@@ -214,7 +192,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # The grid pickles to its small spec; workers rebuild it once and cache it.
         # No Dask retries: run_batch turns every task exception into a row, so a Dask-level
         # failure is a dead worker, which the scheduler already retries (allowed-failures).
-        chunks = [c for c in (without_hung(c) for c in chunks) if len(c)]
+        chunks = [c for c in (hung.without_hung(c) for c in chunks) if len(c)]
         if not chunks:
             return []
         futures = map_batches(client, grid, chunks, -next(waves),
@@ -252,72 +230,23 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         stats.rows += table.num_rows
         stats.batches += 1
 
-    def handle_timeouts() -> None:
-        # A worker reported a point over task_timeout and is exiting: its batch is cancelled
-        # and resubmitted without that point, which is stored as failed.
-        for event in events.drain() if events is not None else ():
-            index = int(event["index"])
-            key = event.get("key")
-            if key not in in_flight and key not in handled_key_set and key not in cancelled_keys:
-                continue  # another sweep's, on the same scheduler (cluster=address): its index
-                # is a point of its own grid, and stored here it failed a point of this one
-            if index in timed_out or index in timed_out_stored or key in cancelled_keys:
-                continue  # already acted on (a cancelled batch Dask had started again)
-            if key in handled_key_set:
-                # its batch came back first: the point finished, over the limit, and its
-                # row is stored; the worker ends all the same and its nanny starts another
-                log.warning("task %s (grid index %d) ran over task_timeout=%g s but finished "
-                            "before its worker was recycled; its result is kept",
-                            event.get("task_id"), index, event["timeout_s"])
-                continue
-            log.warning("task %s (grid index %d) timed out after %g s; stored as failed",
-                        event.get("task_id"), index, event["timeout_s"])
-            fail_hung_point(key, index, (
-                f"TaskTimeout: point ran longer than task_timeout={event['timeout_s']:g} s "
-                f"and was stopped (worker {event.get('worker')} recycled)"))
-
-    def fail_hung_point(key, index: int, error: str) -> None:
-        # its batch is cancelled and resubmitted without it; it is stored failed
+    def requeue(key) -> None:
+        # a batch holding a hung point: cancelled, its chunk queued again (less that point)
         nonlocal suspect_key
-        timed_out[index] = error
-        if key in in_flight and holds(in_flight[key][1], index):
-            fut, chunk = in_flight.pop(key)
-            in_flight_work.remove(chunk)
-            predicted_s.pop(key, None)
-            recomputing.pop(key, None)
-            cancelled_keys.add(key)
-            if key == suspect_key:
-                suspect_key = None
-            client.cancel(fut)
-            sizer.abandon(chunk)  # a probe that hung is not waited for
-            sizer.resubmit([chunk])  # without the hung point: submit_all() filters it out
-        elif not any(holds(c, index) for _, c in in_flight.values()):
-            store(failed_batch_table(grid, [index], timed_out.pop(index)), 1)
-            timed_out_stored.add(index)
+        fut, chunk = in_flight.pop(key)
+        in_flight_work.remove(chunk)
+        predicted_s.pop(key, None)
+        recomputing.pop(key, None)
+        if key == suspect_key:
+            suspect_key = None
+        client.cancel(fut)
+        sizer.abandon(chunk)  # a probe that hung is not waited for
+        sizer.resubmit([chunk])
 
-    def fail_points_stuck_for(limit_s: float) -> None:
-        # Watchdog.on_stuck (no task_timeout set): no task finished for limit_s, and the
-        # workers are restarted next (or the sweep ends). A point that has itself run longer
-        # hangs, or outlasts the limit; run again, it would do the same at every restart, its
-        # batch split over hours, until Dask gave up on it. Stored now: the sweep may end next.
-        for key, index, seconds in points_running_longer_than(client, limit_s):
-            if key not in in_flight or index in timed_out or index in timed_out_stored:
-                continue  # another sweep's (cluster=address), or known already
-            log.warning("task %s (grid index %d) has run for %.0f s while no task finished "
-                        "(watchdog.no_progress_timeout=%g); stored as failed",
-                        grid.task_id(index), index, seconds, limit_s)
-            fail_hung_point(key, index, (
-                f"Hung: point ran for {seconds:.0f} s with no task finishing "
-                f"(watchdog.no_progress_timeout={limit_s:g} s) and was stopped with its "
-                "worker; set task_timeout to bound each point, or raise "
-                "watchdog.no_progress_timeout if points take longer"))
-            if index in timed_out:  # its batch went back to the queue without it
-                store(failed_batch_table(grid, [index], timed_out.pop(index)), 1)
-                timed_out_stored.add(index)
-
+    hung = HungPoints(client, grid, in_flight, store, requeue, events)
     for check in checks:
         if hasattr(check, "on_stuck") and not task_timeout:  # else task_timeout bounds points
-            check.on_stuck = fail_points_stuck_for
+            check.on_stuck = hung.fail_stuck
 
     def handle(fut, result, lost=None) -> bool | None:
         # False: its points went back to the queue (run with other code), nothing stored
@@ -442,7 +371,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         while in_flight or suspects or not plan.exhausted or sizer.has_returned:
             for check in checks:
                 check()
-            handle_timeouts()
+            hung.handle_events(handled_key_set)
             writer.poll()
             wait = min(WAKE_SECONDS,
                        max(0.005, min(sizer.wait_time(), sizer.tail_wait_time(threads()))))
@@ -483,7 +412,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 # losses, a hung batch is stored as timed out, not lost; after the results, a late
                 # point that finished gets its warning. The wake alone missed them when they came
                 # in one wait (the last batch had no wake after it).
-                handle_timeouts()
+                hung.handle_events(handled_key_set)
             for fut in done:
                 if fut.key in results or fut.key not in in_flight:  # handled, or cancelled just now
                     continue
