@@ -55,17 +55,18 @@ def run_cli(*args, timeout):
     return subprocess.run(cli(*args), capture_output=True, text=True, timeout=timeout)
 
 
-def expected_ids(n, work_us):
-    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, n]}}, {"work_us": work_us})
+def expected_ids(n, work_us, **fixed):
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, n]}},
+                {"work_us": work_us, **fixed})
     return {grid.task_id(i) for i in range(grid.total)}
 
 
-def assert_complete(results, n, work_us):
+def assert_complete(results, n, work_us, **fixed):
     """Every task stored ok exactly once: nothing lost, nothing duplicated."""
     df = pd.read_parquet(results / "calibration")
     assert (df.status == "ok").all(), df[df.status != "ok"].error.head()
     assert df.task_id.is_unique, df[df.task_id.duplicated()].task_id.head()
-    assert set(df.task_id) == expected_ids(n, work_us)
+    assert set(df.task_id) == expected_ids(n, work_us, **fixed)
     return df
 
 
@@ -160,16 +161,17 @@ def test_scancel_of_a_worker_job_mid_run_loses_nothing(tmp_path, job_name):
 
 @pytest.mark.timeout(330)
 def test_jobs_retire_before_walltime_and_are_replaced(tmp_path, job_name):
-    # walltime 2 min, margin 70 s: workers retire at 50 ± 10 s, well before the 70 s of work
-    # (2 workers) is done; adaptive submits new jobs
+    # walltime 1 min, margin 38 s: workers retire at 22 ± 5 s, before the 30 s of work (2
+    # workers; sleeps, so a busy machine does not stretch it) is done; adaptive submits new jobs
     results, logs = tmp_path / "results", tmp_path / "logs"
-    n = 1400
+    n = 600
     proc = run_cli(f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=100000",
-                   *JOBS, "cluster.maximum_jobs=2", "cluster.walltime=00:02:00",
-                   "cluster.lifetime_margin=70s", "cluster.lifetime_stagger=10s",
+                   "params.work_mode=sleep",
+                   *JOBS, "cluster.maximum_jobs=2", "cluster.walltime=00:01:00",
+                   "cluster.lifetime_margin=38s", "cluster.lifetime_stagger=5s",
                    f"cluster.job_name={job_name}", f"cluster.log_directory={logs}", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert_complete(results, n, 100000.0)
+    assert_complete(results, n, 100000.0, work_mode="sleep")
     submitted = re.findall(r"SLURM job (\d+) submitted", proc.stderr)
     assert len(set(submitted)) > 2, proc.stderr  # retired jobs were replaced
     job_logs = "".join(p.read_text(errors="replace") for p in logs.glob("*.err"))
@@ -445,7 +447,7 @@ def test_an_edit_mid_sweep_stops_the_cluster_growing_and_rows_keep_one_code(tmp_
     further replacement would be retired in turn; before, the sweep kept submitting them and
     a batch bounced between them 8 times was stored failed), the sweep finishes on the job
     still running the old code, and every row names the code that computed it."""
-    n = 1200
+    n = 700  # about 25 s of work left on the old job once the edit is made
     driver, results = _sweep_edited_mid_run(tmp_path, job_name, n)
     try:
         out, err = driver.communicate(timeout=280)
