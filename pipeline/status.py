@@ -95,7 +95,7 @@ def _count_lines(path: Path) -> tuple[list[str], bool, int]:
         version, (ok, failed), others = stored_counts(path)
     except BadPartFile as exc:  # the run state is still worth showing; main() exits 4
         return [f"{path.name}: stored counts unknown: part file {exc.path.name} {exc.problem} "
-                f"({exc.reason}); python -m pipeline verify {path} --repair moves it aside"], True, 0
+                f"({exc.reason}); {exc.remedy}"], True, 0
     lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"
              + (f" (version {version})" if version is not None else "")]
     from pipeline.store.integrity import missing_parts, missing_parts_text
@@ -121,8 +121,7 @@ def describe(path: Path) -> tuple[list[str], bool]:
     except DamagedManifest as exc:  # the counts do not need it; the run state is unknown
         lines, _, _ = _count_lines(path)
         return lines + [f"  run state unknown: the run manifest {exc.path.name} {exc.problem} "
-                        f"({exc.reason}); python -m pipeline verify {path} --repair moves it "
-                        "aside"], True
+                        f"({exc.reason}); {exc.remedy}"], True
     # Recorded only while no sweep holds the folder: the manifest is rewritten whole, and
     # beside a live driver's own writes (its heartbeat, its final record) this one could
     # put back the record it had just replaced. The lock is taken only when there is a dead

@@ -10,6 +10,10 @@ exactly their tasks.
 A run manifest (``_manifest.json``) that does not parse is reported too, and ``--repair``
 moves it aside as well: the results do not depend on it, and the next sweep starts a new one.
 
+A part (or the manifest) this user may not open, for its file permissions, is reported as
+unreadable, not damaged: ``--repair`` leaves it where it is (and in the index), and says to
+fix its permissions.
+
 A folder that is not a results folder at all (no manifest, part index or result part: see
 ``integrity.is_results_folder``) is refused with exit 2, and nothing is locked or moved.
 
@@ -17,7 +21,8 @@ Exit codes: 0 every file good (or, with ``--repair``, every bad file moved aside
 2 bad usage, not a results folder, another sweep holds the folder, or ``--repair`` cannot
 lock it (a read-only folder, a filesystem without file locks); 3 the lock file cannot be
 written (a full disk);
-4 bad files found (not repaired).
+4 bad files found (not repaired), or files this user may not read (with or without
+``--repair``, which leaves them).
 """
 
 from __future__ import annotations
@@ -108,6 +113,8 @@ def _verify(argv: list[str]) -> int:
             print(f"\n{bad} bad file(s). Move them to {folder / QUARANTINE}/ with:\n"
                   f"  python -m pipeline verify {folder} --repair\n"
                   "then rerun the sweep to recompute their tasks.", file=sys.stderr)
+        if report.unreadable:
+            print("\n" + _unreadable_text(report.unreadable, repair=False), file=sys.stderr)
         return EXIT_BAD_STORE
     again = {}
 
@@ -128,7 +135,20 @@ def _verify(argv: list[str]) -> int:
               "recompute their tasks")
     if len(parts) < len(moved):
         print("the damaged run manifest was quarantined; the next sweep starts a new one")
+    if again["report"].unreadable:  # its permissions, not damage: left as it is
+        print(_unreadable_text(again["report"].unreadable, repair=True), file=sys.stderr)
+        return EXIT_BAD_STORE
     return EXIT_OK
+
+
+def _unreadable_text(unreadable: list[tuple[str, str]], repair: bool) -> str:
+    """What to do about files this user may not open (see ``render``)."""
+    from pipeline.store.integrity import NOT_DAMAGED
+
+    names = ", ".join(name for name, _ in unreadable[:3]) + (
+        f" and {len(unreadable) - 3} more" if len(unreadable) > 3 else "")
+    return (f"{len(unreadable)} file(s) cannot be read (permission denied): {names}. "
+            + ("They were left where they are: " if repair else "") + NOT_DAMAGED)
 
 
 def _pending_compaction(folder: Path, repair: bool) -> int | None:
@@ -174,7 +194,8 @@ def _locked(folder: Path, step, when_busy: str = "repair when it has finished"):
 def render(report, schema_checked: bool = True) -> str:
     from pipeline.store.integrity import MANIFEST
 
-    total = len(report.good) + len(report.unindexed) + len(report.corrupt)
+    total = len(report.good) + len(report.unindexed) + len(report.corrupt) + len(
+        [name for name, _ in report.unreadable if name != MANIFEST])
     lines = [f"verify {report.folder}: {total} part file(s), {report.rows:,} readable rows"
              + ("" if schema_checked else " (unknown experiment: schema not checked)"),
              f"  good:    {len(report.good) + len(report.unindexed)}"
@@ -183,6 +204,10 @@ def render(report, schema_checked: bool = True) -> str:
     for label, items in (("corrupt", report.corrupt), ("foreign", report.foreign)):
         lines.append(f"  {label}: {len(items)}" + (" " * (7 - len(label))))
         lines += [f"    {name}: {why}" for name, why in items]
+    if report.unreadable:
+        lines.append(f"  unreadable: {len(report.unreadable)} (permission denied: not damaged; "
+                     "fix the permissions, --repair leaves them)")
+        lines += [f"    {name}: {why}" for name, why in report.unreadable]
     if report.manifest is not None:
         lines.append(f"  the run manifest {MANIFEST} is damaged: {report.manifest} (the part "
                      "files do not depend on it; --repair moves it aside)")

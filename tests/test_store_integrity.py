@@ -586,14 +586,19 @@ def _without_root_file_access() -> list[str]:
     return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
 
 
-def test_an_unreadable_part_or_manifest_is_exit_4_naming_it_not_a_traceback(tmp_path):
-    """A folder copied from another user kept a part only its owner may read: verify and
-    --repair ended in a PermissionError traceback (exit 1), the sweep in a Hydra one (exit 2).
-    Now: exit 4 naming the file and why, and --repair moves it aside as for a damaged one."""
+def test_a_part_or_manifest_this_user_may_not_read_is_reported_and_never_moved(tmp_path):
+    """A folder copied from another user kept a good part only its owner may read. verify
+    called it corrupt and pointed at --repair, which moved the good file to _quarantine/ and
+    forgot it in the index (a resume then recomputed its tasks). Now verify, the sweep, status
+    and load exit 4 (or raise) naming it and saying it is its permissions, not damage; --repair
+    moves and forgets nothing, says so, and exits 4. Once readable again, nothing was lost.
+    The manifest likewise. The file access is really denied (root's dropped, see above)."""
     import os
 
     folder, parts = _store_of_two_parts(tmp_path)
     as_user = _without_root_file_access()
+    index = read_index(folder)
+    digest = file_sha256(parts[1])
     parts[1].chmod(0)
     os.chown(parts[1], 65534, 65534)  # nobody's (a no-op for a non-root owner's own file)
 
@@ -601,20 +606,46 @@ def test_an_unreadable_part_or_manifest_is_exit_4_naming_it_not_a_traceback(tmp_
         return subprocess.run([*as_user, sys.executable, *args], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
 
-    for args in (["-m", "pipeline", "verify", str(folder)],
-                 ["run.py", "experiment=calibration", "grid.x={range:[0,20]}",
+    not_damage = "a file permission problem, not damage"
+    verify = cli("-m", "pipeline", "verify", str(folder))
+    assert verify.returncode == 4, verify.stdout + verify.stderr
+    assert "corrupt: 0" in verify.stdout and "unreadable: 1" in verify.stdout
+    assert f"{parts[1].name}: Permission denied" in verify.stdout
+    assert not_damage in verify.stderr and "bad file(s)" not in verify.stderr
+    for args in (["run.py", "experiment=calibration", "grid.x={range:[0,20]}",
                   "params.work_us=0", f"results_dir={tmp_path}", "cluster.n_workers=1",
-                  "progress=false", "cluster.dashboard_address=:0"]):
+                  "progress=false", "cluster.dashboard_address=:0"],
+                 ["-m", "pipeline", "status", str(folder)]):
         proc = cli(*args)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 4, out
-        assert parts[1].name in out and "Permission denied" in out and "Traceback" not in out
+        assert parts[1].name in out and "Permission denied" in out and not_damage in out, out
+        assert "Traceback" not in out and "moves it aside" not in out, out
+    load = cli("-c", f"import pipeline; pipeline.load({str(tmp_path)!r}, 'calibration')")
+    assert "UnreadablePartFile" in load.stderr and not_damage in load.stderr, load.stderr
+
     repair = cli("-m", "pipeline", "verify", str(folder), "--repair")
-    assert repair.returncode == 0 and "quarantined" in repair.stdout, repair.stderr
+    assert repair.returncode == 4, repair.stdout + repair.stderr
+    assert "quarantined" not in repair.stdout and not (folder / "_quarantine").exists()
+    assert "They were left where they are" in repair.stderr and not_damage in repair.stderr
+    assert sorted(folder.glob("part-*.parquet")) == parts and read_index(folder) == index
+
+    parts[1].chmod(0o644)  # the fix: every row is there, as written
+    assert file_sha256(parts[1]) == digest
+    assert cli("-m", "pipeline", "verify", str(folder)).returncode == 0
+    assert len(pipeline.load(tmp_path, "calibration")) == 20
+
     manifest = folder / "_manifest.json"
     manifest.write_text('{"runs": []}')
     manifest.chmod(0)
     os.chown(manifest, 65534, 65534)
-    status = cli("-m", "pipeline", "status", str(folder))
-    assert status.returncode == 4 and "Traceback" not in status.stdout + status.stderr
-    assert "Permission denied" in status.stdout + status.stderr
+    for args in (["-m", "pipeline", "status", str(folder)],
+                 ["-m", "pipeline", "verify", str(folder)],
+                 ["-m", "pipeline", "verify", str(folder), "--repair"]):
+        proc = cli(*args)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 4 and "Traceback" not in out, (args, out)
+        assert "Permission denied" in out and not_damage in out, (args, out)
+    assert manifest.exists() and not (folder / "_quarantine").exists()
+    manifest.chmod(0o644)
+    assert manifest.read_text() == '{"runs": []}'

@@ -13,11 +13,14 @@ kill mid-append) is ignored. Compaction and repair forget the lines of the parts
   before the index existed are decoded in full instead), and the schema is the experiment's;
 - corrupt: unreadable, truncated, or bytes/row count differing from what was written;
 - foreign: not a part of this experiment (another name, a directory, another schema): a raw
-  ``pandas.read_parquet(folder)``, which the store promises, would trip on it.
+  ``pandas.read_parquet(folder)``, which the store promises, would trip on it;
+- unreadable: this user may not open it (its permissions: a folder copied from another user, a
+  chmod). Nothing says it is damaged, so it is neither corrupt nor moved: its permissions are
+  the fix (:class:`UnreadablePartFile`).
 
-:func:`quarantine` moves the bad ones to ``_quarantine/`` (never deletes): their tasks are no
-longer stored, so a resume recomputes exactly them. Readers (``load``, resume, ``report``)
-raise :class:`BadPartFile` naming the file and the repair command.
+:func:`quarantine` moves the corrupt and foreign ones to ``_quarantine/`` (never deletes): their
+tasks are no longer stored, so a resume recomputes exactly them. Readers (``load``, resume,
+``report``) raise :class:`BadPartFile` naming the file and the repair command.
 
 :func:`is_results_folder` tells a folder the store wrote (a results folder, RESULTS_DIR/NAME)
 from any other: ``verify``, ``compact`` and ``status`` act on nothing else.
@@ -38,75 +41,13 @@ from typing import Sequence
 from pipeline.store.part_index import (PART_INDEX, file_sha256, forget_parts,  # noqa: F401
                                        missing_parts, missing_parts_text, read_index,
                                        record_part)
+# so do the errors (and the run manifest's parser), in their own module
+from pipeline.store.errors import (MANIFEST, NOT_DAMAGED, PERMISSION_DENIED,  # noqa: F401
+                                   QUARANTINE, BadPartFile, DamagedManifest, ForeignPartFile,
+                                   MissingPartFile, UnreadableManifest, UnreadablePartFile,
+                                   _reason, parse_manifest, part_error)
 
-QUARANTINE = "_quarantine"
 PART_NAME = re.compile(r"^part-.+\.parquet$")
-
-
-class BadPartFile(RuntimeError):
-    """A part file that cannot be read; the message names it and the repair command."""
-
-    problem = "is unreadable"
-
-    def __init__(self, path: str | os.PathLike, reason: str):
-        self.path = Path(path)
-        self.reason = reason
-        folder = self.path.parent
-        super().__init__(
-            f"part file {self.path} {self.problem} ({reason}).\n"
-            f"Check the folder with: python -m pipeline verify {folder}\n"
-            f"Move bad files to {folder / QUARANTINE}/ with: python -m pipeline verify {folder} "
-            f"--repair\nthen rerun the sweep to recompute their tasks")
-
-
-MANIFEST = "_manifest.json"  # the run records (pipeline.store.manifest writes it)
-
-
-class DamagedManifest(BadPartFile):
-    """A run manifest that does not parse (a node crash mid-write on a filesystem that lost
-    the temp file's data, an edit by hand). The results do not depend on it: every part and
-    its checksum stay. Raised like a bad part, so every command stops with exit 4 and the
-    repair command, instead of a JSONDecodeError traceback."""
-
-    problem = "is damaged"
-
-    def __init__(self, path: str | os.PathLike, reason: str):
-        self.path = Path(path)
-        self.reason = reason
-        folder = self.path.parent
-        RuntimeError.__init__(
-            self,
-            f"the run manifest {self.path} {self.problem} ({reason}); the results in the part "
-            f"files are not affected.\nCheck the folder with: python -m pipeline verify "
-            f"{folder}\nMove it to {folder / QUARANTINE}/ with: python -m pipeline verify "
-            f"{folder} --repair\n(the records of earlier runs go with it; the next sweep "
-            "starts a new one and resumes as before)")
-
-
-def parse_manifest(file: Path) -> dict:
-    """The manifest in ``file`` ({"runs": []} if there is none); :class:`DamagedManifest` if
-    it does not parse as one."""
-    try:
-        text = file.read_text()
-    except FileNotFoundError:
-        return {"runs": []}
-    except OSError as exc:  # permissions (a folder copied from another user), EIO
-        raise DamagedManifest(file, f"cannot be read: {exc.strerror or exc}") from None
-    try:
-        manifest = json.loads(text)
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise DamagedManifest(file, f"not valid JSON: {exc}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("runs", []), list):
-        raise DamagedManifest(file, "not a run manifest: no list of runs")
-    return manifest
-
-
-class ForeignPartFile(BadPartFile):
-    """A ``part-*.parquet`` file that is not a result part of the folder's experiment (another
-    schema, another experiment): what ``verify`` lists as foreign. Readers refuse it rather
-    than mix its rows in; ``verify --repair`` moves it aside like a damaged one."""
-
-    problem = "is not a result part of this folder's experiment"
 
 
 def check_part_checksums(folder: str | os.PathLike, files: Sequence[Path]) -> None:
@@ -119,35 +60,19 @@ def check_part_checksums(folder: str | os.PathLike, files: Sequence[Path]) -> No
         entry = index.get(path.name)
         if entry is None:
             continue
-        try:
+        try:  # read first: a file this user may not read is not called damaged (see verify)
             size = path.stat().st_size
+            digest = file_sha256(path)
         except FileNotFoundError:  # swapped away by a compaction meanwhile
             continue
+        except PermissionError:  # a folder copied from another user: not damaged
+            raise UnreadablePartFile(path) from None
+        except OSError as exc:  # EIO
+            raise BadPartFile(path, f"cannot be read: {exc.strerror or exc}") from None
         if size != entry.get("bytes"):
             raise BadPartFile(path, f"{size} bytes on disk, {entry.get('bytes')} written")
-        try:
-            digest = file_sha256(path)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:  # permissions (a folder copied from another user), EIO
-            raise BadPartFile(path, f"cannot be read: {exc.strerror or exc}") from None
         if digest != entry.get("sha256"):
             raise BadPartFile(path, "sha256 differs from the one recorded when written")
-
-
-class MissingPartFile(BadPartFile):
-    """Part files recorded in the index that are no longer on disk, outside any compaction:
-    deleted or moved by hand, or lost by the filesystem. Their rows are gone from the table,
-    which read as a smaller, complete-looking one."""
-
-    problem = "is missing"
-
-    def __init__(self, folder: str | os.PathLike, missing: dict[str, int]):
-        self.missing = dict(missing)
-        self.path = Path(folder) / sorted(missing)[0]
-        self.reason = (f"recorded in {PART_INDEX} with {missing[sorted(missing)[0]]:,} rows, "
-                       "not on disk")
-        RuntimeError.__init__(self, missing_parts_text(folder, missing))
 
 
 # --------------------------------------------------------------------------- reading
@@ -158,12 +83,7 @@ def _read_one(path: Path, columns: Sequence[str] | None = None):
         return pq.read_table(path, columns=list(columns) if columns else None,
                              page_checksum_verification=True)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
-        raise BadPartFile(path, _reason(exc)) from None
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
+        raise part_error(path, exc) from None
 
 
 def read_schemas(files: Sequence[Path], on_error: str = "raise"):
@@ -177,7 +97,7 @@ def read_schemas(files: Sequence[Path], on_error: str = "raise"):
             schemas.append(pq.read_schema(f))
         except Exception as exc:
             if on_error == "raise":
-                raise BadPartFile(f, _reason(exc)) from None
+                raise part_error(f, exc) from None
             bad.append((f, _reason(exc)))
     return schemas, bad
 
@@ -324,14 +244,18 @@ class VerifyReport:
     missing: dict[str, int] = field(default_factory=dict)  # indexed, gone: name -> rows
     rows: int = 0
     manifest: str | None = None  # why the run manifest does not parse (None: it does)
+    # parts (and the manifest) this user may not open: not damaged, never moved or forgotten
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def bad(self) -> list[tuple[str, str]]:
+        """What :func:`quarantine` moves aside (never an unreadable file)."""
         return self.corrupt + self.foreign
 
     @property
     def ok(self) -> bool:
-        return not self.bad and self.manifest is None and not self.missing
+        return (not self.bad and self.manifest is None and not self.missing
+                and not self.unreadable)
 
 
 def _schema_problem(schema, experiment) -> str | None:
@@ -395,6 +319,8 @@ def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
     report.missing = missing_parts(folder)
     try:
         parse_manifest(folder / MANIFEST)
+    except UnreadableManifest as exc:
+        report.unreadable.append((MANIFEST, exc.reason))
     except DamagedManifest as exc:
         report.manifest = exc.reason
     return report, vanished
@@ -416,6 +342,19 @@ def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experimen
     if not PART_NAME.match(name):
         report.foreign.append((name, "not a part file (part-*.parquet)"))
         return
+
+    def unreadable() -> None:  # its permissions, not damage: --repair must leave it
+        size = path.stat().st_size
+        odd = entry is not None and size != entry.get("bytes")
+        report.unreadable.append((name, PERMISSION_DENIED + (
+            f"; {size} bytes on disk, {entry.get('bytes')} written: verify it once readable"
+            if odd else "")))
+
+    try:
+        with open(path, "rb"):
+            pass
+    except PermissionError:
+        return unreadable()
     if entry is not None:  # recorded when written: size and sha256 decide, before parsing
         size = path.stat().st_size
         if size != entry.get("bytes"):
@@ -424,13 +363,17 @@ def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experimen
             digest = file_sha256(path)
         except FileNotFoundError:
             raise
-        except OSError as exc:  # fix its permissions, or --repair moves it aside
+        except PermissionError:  # chmod'ed since the check above
+            return unreadable()
+        except OSError as exc:  # EIO: --repair moves it aside
             return corrupt(f"cannot be read: {exc.strerror or exc}")
         if digest != entry.get("sha256"):
             return corrupt("sha256 differs from the one recorded when written")
     try:
         meta = pq.read_metadata(path)
         schema = pq.read_schema(path)
+    except PermissionError:
+        return unreadable()
     except Exception as exc:
         return corrupt(_reason(exc))
     problem = _schema_problem(schema, experiment)
@@ -444,6 +387,8 @@ def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experimen
     else:  # written before part checksums existed: decode it all instead
         try:
             _read_one(path)
+        except UnreadablePartFile:
+            return unreadable()
         except BadPartFile as exc:
             return corrupt(exc.reason)
         report.unindexed.append(name)
@@ -453,7 +398,8 @@ def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experimen
 def quarantine(report: VerifyReport) -> list[tuple[str, Path]]:
     """Move every bad file of ``report`` (a damaged manifest too) to ``folder/_quarantine/``
     (never deleting; a name already there gets a numeric suffix) and forget the parts and the
-    vanished ones in the index. Returns (name, new path) pairs."""
+    vanished ones in the index. Unreadable files (permissions) stay where they are, indexed.
+    Returns (name, new path) pairs."""
     folder = report.folder
     target_dir = folder / QUARANTINE
     moved = []
