@@ -166,10 +166,14 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
         if not repair:
             print(f"verify {folder}: {exc}", file=sys.stderr)
             return EXIT_BAD_STORE
-        moved = _locked(folder, set_aside_damaged_intent)
+        moved, forgotten = _locked(folder, set_aside_damaged_intent)
         print(f"the damaged compaction commit was set aside: {', '.join(map(str, moved))}; "
               "every part file was kept (pipeline.load keeps one row per task). To leave one "
               f"file set for a raw read: python -m pipeline compact {folder}")
+        if forgotten:
+            print(f"{len(forgotten)} old part file(s) its swap had already removed were forgotten "
+                  f"in the index: their {sum(forgotten.values()):,} row(s) are in its compacted "
+                  "files, all there and intact")
         return None
     if not repair:
         print(f"verify {folder}: a compaction was interrupted while it swapped files "

@@ -22,7 +22,8 @@ filesystem) is never rolled forward: that would delete the old files for files t
 there. While the old set is whole it stays the table (roll back); if it is not either, every
 file that exists is kept and ``load`` keeps one row per task and row, and what neither set
 still holds is recomputed by the next sweep. A damaged intent is :class:`DamagedIntent`
-(exit 4); ``verify --repair`` sets it aside with :func:`set_aside_damaged_intent`.
+(exit 4); ``verify --repair`` sets it aside with :func:`set_aside_damaged_intent`, which
+first brings the part index up to date with what the swap did (see :func:`_settle_index`).
 """
 
 from __future__ import annotations
@@ -172,18 +173,22 @@ def _undo(path: Path, intent: dict) -> str:
     return outcome
 
 
-def set_aside_damaged_intent(path: str | os.PathLike) -> list[Path]:
+def set_aside_damaged_intent(path: str | os.PathLike) -> tuple[list[Path], dict[str, int]]:
     """``verify --repair`` of a :class:`DamagedIntent`: move it and its staging folders to
     ``_quarantine/`` (never deleting). Every part file stays, old and new, so no row is lost
-    and ``load`` keeps one per task; ``compact`` then leaves one file set. Call with the lock
-    held. Returns the new paths."""
+    and ``load`` keeps one per task; ``compact`` then leaves one file set. First the part index
+    follows what the swap did (:func:`_settle_index`): else the old parts it had removed read
+    as missing, lost rows to recompute, though their rows are in the new files. Call with the
+    lock held. Returns the new paths, and the old parts forgotten (name -> rows)."""
     from pipeline.store.integrity import QUARANTINE
 
     path = Path(path)
     target = path / QUARANTINE
     target.mkdir(exist_ok=True)
-    moved = []
+    moved, forgotten = [], {}
     staged = sorted(d for d in path.glob(STAGING_PREFIX + "*") if d.is_dir())
+    for staging in staged:  # before the intent goes: a repair killed meanwhile starts afresh
+        forgotten.update(_settle_index(path, staging))
     for item in [f for f in (path / INTENT, *staged) if f.exists()]:  # re-read under the lock
         dest, n = target / item.name, 1
         while dest.exists():
@@ -191,7 +196,49 @@ def set_aside_damaged_intent(path: str | os.PathLike) -> list[Path]:
         os.replace(item, dest)
         moved.append(dest)
     _fsync_dir(path)
-    return moved
+    return moved, forgotten
+
+
+def _settle_index(path: Path, staging: Path) -> dict[str, int]:
+    """The part index of ``path`` after a swap from ``staging`` whose intent is unreadable:
+    the new files it moved in are indexed (their lines from the staging folder's own index,
+    where ``write_part_file`` recorded them, for each file whose bytes still match); and, if
+    every new file is in the folder and intact, the indexed parts no longer on disk are
+    forgotten: a commit lists every part in the folder as old (a compaction with a part
+    missing never commits), the new files hold each of their rows, and the swap removes old
+    files only once every new file is in. A part indexed after the compaction started is
+    never among them. If the new set is not whole there, nothing is forgotten: a gone part's
+    rows may be nowhere else, and verify reports it missing. Returns name -> rows forgotten."""
+    from pipeline.store.part_index import append_entries, file_sha256, forget_parts, read_index
+
+    stamp = staging.name[len(STAGING_PREFIX):]
+    prefix = f"part-{stamp}-compacted-"
+    new = read_index(staging)
+    names = [f"{prefix}{seq:06d}.parquet" for seq in range(len(new))]
+    seen = {f.name for d in (path, staging) for f in d.glob(prefix + "*.parquet")}
+    if not new or sorted(new) != names or not seen <= set(names):
+        return {}  # which files the new set is cannot be told: leave the index as it is
+
+    def intact(name: str) -> bool:
+        entry, file = new[name], path / name
+        try:
+            return (file.stat().st_size == entry.get("bytes")
+                    and file_sha256(file) == entry.get("sha256"))
+        except OSError:  # not there (still staged), or unreadable: not known intact
+            return False
+
+    moved_in = [name for name in names if intact(name)]
+    index = read_index(path)
+    append_entries(path, [new[n] for n in moved_in if n not in index])
+    if len(moved_in) < len(names):
+        return {}
+    started = stamp[:16]  # %Y%m%dT%H%M%SZ, as written_at without its separators
+    gone = {name: int(entry.get("rows") or 0) for name, entry in index.items()
+            if name not in new and not (path / name).exists()
+            and not (path / f".{name}.tmp").exists()
+            and str(entry.get("written_at", "~")).replace("-", "").replace(":", "") <= started}
+    forget_parts(path, gone)
+    return gone
 
 
 def _swap(path: Path, intent: dict) -> None:
@@ -201,8 +248,10 @@ def _swap(path: Path, intent: dict) -> None:
             os.replace(staging / name, path / name)
         if i == 0:
             _pause_at("swapping")
-    for name in intent["old"]:
+    for i, name in enumerate(intent["old"]):
         (path / name).unlink(missing_ok=True)
+        if i == 0:
+            _pause_at("removing")
     _fsync_dir(path)
     _reindex(path, intent)
     (path / INTENT).unlink(missing_ok=True)

@@ -28,7 +28,15 @@ def record_part(folder: str | os.PathLike, name: str, written: str | os.PathLike
     entry = {"part": name, "rows": int(rows), "bytes": written.stat().st_size,
              "sha256": file_sha256(written),
              "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    line = json.dumps(entry, separators=(",", ":")) + "\n"
+    append_entries(folder, [entry])
+
+
+def append_entries(folder: str | os.PathLike, entries: Iterable[dict]) -> None:
+    """Append index lines as they are (e.g. copied from a compaction's staging folder, whose
+    files were checked against them), durably (fsync)."""
+    line = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
+    if not line:
+        return
     index = Path(folder) / PART_INDEX
     with _INDEX_LOCK:
         fd = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # umask decides
