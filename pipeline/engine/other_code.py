@@ -19,6 +19,7 @@ import logging
 import time
 
 from pipeline.engine.provenance import other_code_message
+from pipeline.engine.scheduler_workers import embedded_scheduler, workers_in_place
 from pipeline.engine.watchdog import WorkersRunOtherCode
 from pipeline.engine.worker_calls import retire_workers, worker_codes
 
@@ -126,15 +127,7 @@ class OtherCodeWorkers:
     def _current(self) -> set[str] | None:
         """The workers connected now (read in place: a batch cluster's scheduler is here), or
         None if unknown (changed while read, or no scheduler here)."""
-        scheduler = getattr(self.client.cluster, "scheduler", None)
-        for _ in range(3):
-            try:
-                return set(list(scheduler.workers))
-            except AttributeError:
-                return None
-            except RuntimeError:  # a worker joined or left while it was read
-                time.sleep(0.01)
-        return None
+        return workers_in_place(embedded_scheduler(self.client), tries=3)
 
     def _name_of(self, worker: str):
         ws = getattr(self.client.cluster.scheduler, "workers", {}).get(worker)

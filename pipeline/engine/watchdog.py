@@ -30,6 +30,7 @@ import time
 from typing import Callable, Iterator
 
 from pipeline.engine.progress import runlog
+from pipeline.engine.scheduler_workers import embedded_scheduler, workers_in_place
 from pipeline.engine.worker_calls import ask_scheduler, scheduler_silent_for
 
 log = logging.getLogger("pipeline")
@@ -210,12 +211,9 @@ class Watchdog:
         """Worker addresses, or None if unknown right now. The scheduler object of an
         embedded cluster (LocalCluster, dask-jobqueue) is read in place; a remote one is asked
         with a bound."""
-        scheduler = getattr(getattr(self.client, "cluster", None), "scheduler", None)
-        if scheduler is not None and hasattr(scheduler, "workers"):
-            try:
-                return set(list(scheduler.workers))
-            except RuntimeError:  # changed while we read it
-                return None
+        scheduler = embedded_scheduler(self.client)
+        if scheduler is not None:
+            return workers_in_place(scheduler)
         asked = self.clock()
         try:
             workers = set(ask_scheduler(self.client, self.client.scheduler.ncores,
