@@ -1,8 +1,105 @@
-"""The worker set read in place (pipeline/engine/scheduler_workers.py), shared by the watchdog
-and other_code.py. Real parts: LocalClusters.
+"""The watchdog's LocalCluster restarts (pipeline/engine/watchdog.py): counted in a row until a
+batch returns its points, not until workers join again (a restart's workers always join: the
+count never passed 1, the log said "attempt 1 of 3" at every restart and the sweep never gave
+up); and the worker set read in place, shared with other_code.py.
+
+Real parts: LocalClusters, tasks that never return, a sweep run through the CLI.
 """
 
+import logging
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
+
+from dask_processes import wait_for
+from pipeline.store.manifest import read_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["cluster.dashboard_address=:0", "progress=false"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_sweep_whose_restarts_do_not_help_gives_up_after_three_in_a_row(tmp_path):
+    """The one point hangs; task_timeout (1000 s) is far off, so the watchdog's
+    no_progress_timeout (3 s) restarts the workers, and the point starts again on the new ones
+    each time. Its batch is lost with the workers after the second restart (KilledWorker) and
+    run again: a loss, not a batch returning, so the count goes on. The third restart does not
+    help either, and the sweep ends as the README says: exit 3, the manifest 'crashed'."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "experiment=calibration", "grid.x={range:[0,1]}",
+         "params.hang_at=0", "task_timeout=1000", "watchdog.no_progress_timeout=3",
+         "cluster.n_workers=1", "cluster.threads_per_worker=1", f"results_dir={tmp_path}",
+         *FAST], cwd=ROOT, capture_output=True, text=True, timeout=280)
+    err = proc.stderr
+    assert proc.returncode == 3, err[-4000:]
+    attempts = [int(n) for n in re.findall(r"\(attempt (\d) of 3\)", err)]
+    assert attempts == [1, 2, 3], err[-4000:]
+    assert "NoProgress" in err and "3 worker restart(s) did not help" in err, err[-4000:]
+    assert read_manifest(tmp_path / "calibration")["runs"][-1]["status"] == "crashed"
+    print(f"gave up after {time.monotonic() - started:.0f} s")
+
+
+@pytest.mark.timeout(240)
+def test_restarts_count_in_a_row_until_a_task_finishes_not_until_workers_join(caplog):
+    """On the real Watchdog and a real LocalCluster (the clock alone is the test's, so the
+    30 s start grace and the timeouts pass at once): a worker joining after a restart leaves
+    the count alone, a task finishing starts it again, and the third restart in a row without
+    one is the last: the next no-progress limit ends the sweep."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine.watchdog import LOCAL_RESTARTS, NoProgress, Watchdog
+
+    assert LOCAL_RESTARTS == 3
+    now = [0.0]
+    caplog.set_level(logging.WARNING, logger="pipeline")
+    # a restart kills the worker running the stuck task: it stays queued (not KilledWorker)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 100}), \
+            LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=":0",
+                         silence_logs=50) as cluster, Client(cluster) as client:
+        client.wait_for_workers(1, timeout=60)
+        dog = Watchdog(client, no_workers_timeout=None, no_progress_timeout=5.0,
+                       clock=lambda: now[0])
+        stuck = client.submit(time.sleep, 3600, pure=False)
+        dog.check()
+
+        def restart_at(t: float) -> None:
+            before = set(cluster.scheduler.workers)
+            now[0] = t
+            dog.check()  # no task finished for > 5 s, and the start grace is over: restart
+            wait_for(lambda: cluster.scheduler.workers
+                     and not set(cluster.scheduler.workers) & before, 60,
+                     "the restarted worker to join")
+            now[0] = t + 1
+            dog.check()  # the worker joined
+
+        restart_at(6.0)
+        assert dog.restarts == 1  # (was 0 here: the worker joining had reset it)
+        quick = client.submit(time.sleep, 1.5, pure=False)
+        dog.check()  # seen queued
+        quick.result(timeout=60)
+        now[0] = 8.0
+        dog.check()  # a task finished: the restarts start from 0 again
+        assert dog.restarts == 0
+
+        for attempt, t in enumerate((40.0, 80.0, 120.0), 1):
+            restart_at(t)
+            assert dog.restarts == attempt
+        now[0] = 160.0
+        with pytest.raises(NoProgress, match=r"no task finished for \d+ s .*; 3 worker "
+                                             r"restart\(s\) did not help"):
+            dog.check()
+        del stuck
+
+    said = [r.getMessage() for r in caplog.records if "restarting the LocalCluster" in r.message]
+    assert [m[m.index("(attempt"):] for m in said] == [
+        "(attempt 1 of 3)", "(attempt 1 of 3)", "(attempt 2 of 3)", "(attempt 3 of 3)"]
 
 
 @pytest.mark.timeout(120)

@@ -6,7 +6,10 @@
     * with no worker for ``no_workers_timeout`` s, or no task finishing for
       ``no_progress_timeout`` s while tasks are queued, restarts the workers of a
       ``LocalCluster`` (whose nannies can give up under load, leaving no worker process at all)
-      and otherwise raises :class:`NoWorkers` / :class:`NoProgress`;
+      and otherwise raises :class:`NoWorkers` / :class:`NoProgress`. Up to ``LOCAL_RESTARTS``
+      restarts in a row: only a batch returning its points counts as progress and starts the
+      count again (the workers a restart brings back join every time, whether it helped or
+      not; a batch lost with its workers, or cancelled by the driver, returned nothing);
     * raises :class:`SchedulerLost` once the client has lost its scheduler for
       ``scheduler_timeout`` s (or has given up reconnecting).
   An exception raised by a check ends the sweep with exit 3, its finished batches kept.
@@ -43,7 +46,7 @@ LOCAL_NO_WORKERS_TIMEOUT = 10.0  # LocalCluster workers start in seconds: restar
 NO_PROGRESS_TIMEOUT = 3600.0
 SCHEDULER_TIMEOUT = 60.0
 WATCHDOG_KEYS = ("no_workers_timeout", "no_progress_timeout", "scheduler_timeout")
-LOCAL_RESTARTS = 3  # LocalCluster restarts after which no worker joined, then give up
+LOCAL_RESTARTS = 3  # LocalCluster restarts in a row with no batch returning, then give up
 LOCAL_START_GRACE = 30.0  # after a restart, time for the new worker processes to join
 SCHEDULER_CALL_TIMEOUT = 5.0
 
@@ -128,7 +131,13 @@ class Watchdog:
         self.pending: set = set()
         self.scheduler_ok_at = now
         self.unanswered_since: float | None = None  # a remote scheduler's first unanswered call
-        self.restarts = 0  # LocalCluster restarts since the last finished task
+        self.restarts = 0  # LocalCluster restarts since a batch last returned its points
+        # Batches that returned their points, counted on the client's event loop as their
+        # futures finish (by the next check the driver has taken and released them: a batch
+        # gone from the client's futures may as well have been lost or cancelled).
+        self.returned = 0
+        self.returned_seen = 0  # self.returned at the last check
+        self.watched: set = set()  # keys of the pending futures counted when they finish
         self.n_local = self._local_size()
         self.grace_until = float("-inf")
         # Set by the sweep's driver loop: given the no-progress limit, it stores as failed the
@@ -197,14 +206,37 @@ class Watchdog:
         # Client-side future states only (no scheduler round trip): a batch that left the
         # pending state since the last check finished, failed or was consumed by the driver.
         try:
-            pending = {k for k, st in list(self.client.futures.items()) if st.status == "pending"}
+            states = [(k, st) for k, st in list(self.client.futures.items())
+                      if st.status == "pending"]
         except (AttributeError, RuntimeError):
             return
+        pending = {k for k, _ in states}
         if not pending or (self.pending - pending):
-            if self.pending - pending:
-                self.restarts = 0
             self.progress_at = now
         self.pending = pending
+        self._watch_returns(states)
+        if self.returned != self.returned_seen:  # real progress: restarts start from 0 again
+            self.returned_seen = self.returned
+            self.restarts = 0
+
+    def _watch_returns(self, states: list) -> None:
+        """Count each of these pending futures in ``self.returned`` if it finishes (not when it
+        is lost with its worker, cancelled or released first)."""
+        loop = getattr(self.client, "loop", None)
+        if loop is None:
+            return
+        for key, state in states:
+            if key not in self.watched:
+                self.watched.add(key)
+                loop.add_callback(self._count_return, key, state)
+
+    async def _count_return(self, key, state) -> None:
+        try:
+            await state.wait()  # set when it finishes, errs or is cancelled (or released)
+            if state.status == "finished":
+                self.returned += 1  # (on the event loop only; the driver loop only reads it)
+        finally:
+            self.watched.discard(key)  # pending again later (lost, then recomputed): watched again
 
     # ------------------------------------------------------------------ workers
     def _current_workers(self) -> set[str] | None:
@@ -228,7 +260,7 @@ class Watchdog:
     def _log_membership(self, workers: set[str]) -> None:
         for w in sorted(workers - self.workers):
             runlog.info("worker joined: %s (%d now)", w, len(workers))
-            self.restarts = 0  # a restart that brings workers back did help
+            # (not a reason to reset self.restarts: a restart's workers always join)
         for w in sorted(self.workers - workers):
             runlog.info("worker left: %s (%d now)", w, len(workers))
         if self.workers and not workers:
