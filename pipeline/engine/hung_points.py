@@ -71,11 +71,13 @@ class HungPoints:
                 f"TaskTimeout: point ran longer than task_timeout={event['timeout_s']:g} s "
                 f"and was stopped (worker {event.get('worker')} recycled)"))
 
-    def fail_stuck(self, limit_s: float) -> None:
+    def fail_stuck(self, limit_s: float) -> int:
         """Watchdog.on_stuck (no task_timeout set): no task finished for ``limit_s``, and the
         workers are restarted next (or the sweep ends). A point that has itself run longer
         hangs, or outlasts the limit; run again, it would do the same at every restart, its
-        batch split over hours, until Dask gave up on it. Stored now: the sweep may end next."""
+        batch split over hours, until Dask gave up on it. Stored now: the sweep may end next.
+        Returns how many points it failed (the watchdog counts them as progress)."""
+        failed = 0
         for key, index, seconds in points_running_longer_than(self.client, limit_s):
             if key not in self.in_flight or index in self.pending or index in self.stored:
                 continue  # another sweep's (cluster=address), or known already
@@ -89,6 +91,8 @@ class HungPoints:
                 "watchdog.no_progress_timeout if points take longer"))
             if index in self.pending:  # its batch went back to the queue without it
                 self._store([index])
+            failed += 1
+        return failed
 
     def fail(self, key, index: int, error: str) -> None:
         """Point ``index`` of batch ``key`` hung: its batch is cancelled and queued again

@@ -143,7 +143,7 @@ class Watchdog:
         # Set by the sweep's driver loop: given the no-progress limit, it stores as failed the
         # points running longer than it (a hung point, with no task_timeout to bound it, was
         # rerun at each restart, its batch split over hours, until Dask gave up on it).
-        self.on_stuck: Callable[[float], None] | None = None
+        self.on_stuck: Callable[[float], int] | None = None
         self.ever_had_workers = False
         # A batch-system cluster starts with no worker while its jobs queue: that wait is the
         # cluster's worker_start_timeout, so the no-worker clock starts at the first worker.
@@ -175,8 +175,11 @@ class Watchdog:
         if (self.no_progress_timeout is not None and self.pending
                 and now - self.progress_at > self.no_progress_timeout
                 and now >= self.grace_until):
-            if self.on_stuck is not None:  # points that never return: stored failed first
-                self.on_stuck(self.no_progress_timeout)
+            # points that never return: stored failed first. That is progress (each has its
+            # result): hung points one after another must not use up the restarts and end
+            # the sweep, as a restart that achieved nothing would.
+            if self.on_stuck is not None and self.on_stuck(self.no_progress_timeout):
+                self.restarts = 0
             self._recover_or_raise(NoProgress(
                 f"no task finished for {now - self.progress_at:.0f} s "
                 f"(watchdog.no_progress_timeout={self.no_progress_timeout:g}) with "
