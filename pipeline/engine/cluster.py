@@ -64,14 +64,24 @@ def _closed_if_half_built():
     from distributed.core import Status
     from distributed.deploy.spec import SpecCluster
 
+    from pipeline.engine.watchdog import shutdown_started
+
     before = set(SpecCluster._instances)
     try:
         yield
     except BaseException:
+        # A second Ctrl-C (or each nanny's share of a process-group signal) now waits for
+        # the close: raised, it cut the close short, and Dask's exit handler then closed
+        # the cluster again, silently, for 40 s after "interrupted" was printed.
+        shutdown_started()
+        # nannies whose start the close cuts short log "failed to start" tracebacks
+        logging.getLogger("distributed.nanny").setLevel(logging.CRITICAL)
         for cluster in set(SpecCluster._instances) - before:
-            _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
-                     CLOSE_TIMEOUT_S + 5)
-            cluster.status = Status.closed
+            try:
+                _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
+                         CLOSE_TIMEOUT_S + 5)
+            finally:
+                cluster.status = Status.closed
         # the nanny starts this close cut short end in "Task exception was never retrieved"
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise
@@ -206,8 +216,13 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
                          ", ".join(dict.fromkeys(batch_commands(k)[0] for k in found)),
                          n_workers, CPU_COUNT, " or ".join(f"cluster={k}" for k in found))
         profile = bool(setting(cfg, "worker_profile", False))
+        from pipeline.engine.watchdog import signals_held
+
+        # A first Ctrl-C waits the few seconds until the workers are up (then the cluster
+        # closes as usual): cut short, a worker's spawn could be left half-written at exit (an
+        # EOFError traceback from the child). A second one is raised at once.
         with dask.config.set({**SCHEDULER_CONFIG, "distributed.worker.profile.enabled": profile}), \
-                _closed_if_half_built():
+                _closed_if_half_built(), signals_held():
             cluster = LocalCluster(
                 n_workers=int(n_workers),
                 threads_per_worker=int(setting(cfg, "threads_per_worker", 1)),
@@ -227,6 +242,9 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
     try:
         client = Client(cluster)
     except BaseException:
+        from pipeline.engine.watchdog import shutdown_started
+
+        shutdown_started()  # a repeated signal waits for the close (see _closed_if_half_built)
         _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S), CLOSE_TIMEOUT_S + 5)
         remove_tls_folder(cluster)
         raise
