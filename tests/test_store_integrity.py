@@ -623,6 +623,10 @@ def test_a_part_or_manifest_this_user_may_not_read_is_reported_and_never_moved(t
         assert "Traceback" not in out and "moves it aside" not in out, out
     load = cli("-c", f"import pipeline; pipeline.load({str(tmp_path)!r}, 'calibration')")
     assert "UnreadablePartFile" in load.stderr and not_damage in load.stderr, load.stderr
+    skip = cli("-c", f"import pipeline; print(len(pipeline.load({str(tmp_path)!r}, "
+                     "'calibration', on_error='skip')))")
+    assert skip.returncode == 0 and skip.stdout.split() == ["10"], skip.stdout + skip.stderr
+    assert not_damage in skip.stderr and "repair with" not in skip.stderr, skip.stderr
 
     repair = cli("-m", "pipeline", "verify", str(folder), "--repair")
     assert repair.returncode == 4, repair.stdout + repair.stderr

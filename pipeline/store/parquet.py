@@ -443,9 +443,12 @@ def _read_table(path: str | os.PathLike, on_error: str) -> pa.Table | None:
             from pipeline.store.integrity import BadPartFile
 
             raise BadPartFile(vanished[0], "it vanished while being read")
-        for f, reason in bad:
-            warnings.warn(f"skipped unreadable part file {f} ({reason}); "
-                          f"repair with: python -m pipeline verify {f.parent} --repair",
+        from pipeline.store.errors import NOT_DAMAGED, PERMISSION_DENIED
+
+        for f, reason in bad:  # --repair would move a file we may only not open: say which
+            advice = (NOT_DAMAGED if reason == PERMISSION_DENIED else
+                      f"repair with: python -m pipeline verify {f.parent} --repair")
+            warnings.warn(f"skipped unreadable part file {f} ({reason}); {advice}",
                           stacklevel=3)
         damaged = {f for f, _ in bad}
         files = [f for f in files if f not in damaged]
