@@ -35,7 +35,7 @@ from pipeline.engine.progress import Progress
 from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_started,
                                       signals_held)
 from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
-                                          connected_threads, fetch_result,
+                                          connected_threads, fetch_result, gather_finished,
                                           scheduler_silent_for,
                                           thread_counts, total_threads)
 from pipeline.store.parquet import PartWriter
@@ -397,8 +397,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 # came back only every 30 s, retrying results it could not fetch
                 bound = GATHER_TIMEOUT_S if scheduler_silent_for(client) is None else \
                     SILENT_GATHER_TIMEOUT_S
-                results = dict(zip([f.key for f in ok], ask_scheduler(
-                    client, client._gather, ok, direct=direct, timeout=bound))) if ok else {}
+                results = ask_scheduler(client, gather_finished, client, ok, direct=direct,
+                                        timeout=bound) if ok else {}
             except Exception:  # fetch one by one, each bounded
                 results = {}
             # Results taken from the cluster are stored before a Ctrl-C or SIGTERM is raised:

@@ -137,6 +137,29 @@ def total_threads(client) -> int:
 
 NOT_YET = object()
 RESULT_WAIT_S = 2.0
+LOSS_POLL_S = 0.1
+
+
+async def gather_finished(client, futures: list, direct=None) -> dict:
+    """{key: result} for ``futures`` (finished when called), fetched together; those that stop
+    being finished meanwhile (their worker died holding the result: Dask recomputes it) are
+    left out, for :func:`fetch_result` to see. Gathering them too waited for the
+    recomputation, for the whole bound (30 s) when the restarted worker was slow to take it:
+    a point that kills its worker stalled the sweep that long, each time."""
+    import asyncio
+
+    remaining = list(futures)
+    while remaining:
+        gather = asyncio.ensure_future(client._gather(remaining, direct=direct))
+        while True:  # returns as soon as the gather does; the timeout only paces the check
+            done, _ = await asyncio.wait([gather], timeout=LOSS_POLL_S)
+            if done:
+                return dict(zip([f.key for f in remaining], gather.result()))
+            if any(f.status != "finished" for f in remaining):
+                gather.cancel()
+                remaining = [f for f in remaining if f.status == "finished"]
+                break
+    return {}
 
 
 def fetch_result(fut):
