@@ -9,7 +9,7 @@ from pipeline.exit_codes import EXIT_OK
 def dry_run(grid, options: dict) -> int:
     from pipeline.engine.batch_cluster import dry_run_text
     from pipeline.engine.grid import describe_axes, fixed_summary
-    from pipeline.engine.resume import count_done
+    from pipeline.engine.resume import count_stored
     from pipeline.engine.provenance import code_id, stale_points
     from pipeline.store.parquet import checked_schemas, experiment_dir, read_again_if_swapped
 
@@ -17,10 +17,16 @@ def dry_run(grid, options: dict) -> int:
 
     def read_store():
         checked_schemas(path)  # a damaged footer or a foreign part file: exit 4, naming it
-        return (*count_done(grid, path), stale_points(grid, path, code_id(grid.experiment))[0].size)
+        return count_stored(grid, path), stale_points(grid, path, code_id(grid.experiment))[0].size
 
     # no lock: a compaction may swap the files meanwhile (read the current set again)
-    done_ok, done_failed, stale = read_again_if_swapped(read_store)
+    counts, stale = read_again_if_swapped(read_store)
+    done_ok, done_failed = counts.ok, counts.failed
+    if stale and options["rerun_changed"]:
+        # as the sweep plans them (provenance.check_code_changes): the stale points are stored
+        # ok, so they leave 'already done' and join 'to run' (they were counted: the dry run
+        # said 'to run: 0' while the sweep then ran them)
+        done_ok -= stale
     to_run = grid.total - done_ok - (0 if options["retry_failed"] else done_failed)
     print(f"experiment {grid.name} (version {grid.version}) -> {path}")
     print(f"tasks in grid: {grid.total:,}")
@@ -32,9 +38,12 @@ def dry_run(grid, options: dict) -> int:
               f"{run.get('pid')} on {run.get('host')}, since {run.get('started_at')}): these "
               "counts are a snapshot, and a real run is refused (exit 2) until it ends")
     if stale:
-        fate = ("re-run: rerun_changed=true" if options["rerun_changed"]
+        fate = ("re-run: rerun_changed=true; counted in 'to run'" if options["rerun_changed"]
                 else "kept; rerun_changed=true re-runs them")
         print(f"other code:    {stale:,} stored ok point(s) computed by another code_id ({fate})")
+    other = other_versions_text(grid, counts.other_versions)
+    if other:
+        print(f"other version: {other}")
     for axis, dropped in grid.duplicates_dropped.items():
         print(f"note: {dropped} duplicate value(s) of {axis} dropped from the grid")
     print("axes:")
@@ -51,6 +60,19 @@ def dry_run(grid, options: dict) -> int:
     if batch_jobs:
         print(batch_jobs)
     return EXIT_OK
+
+
+def other_versions_text(grid, other_versions: dict) -> str:
+    """'N point(s) of this grid are stored only under version V ...' (the dry run's line and
+    the sweep's header note), or '' when none is."""
+    if not other_versions:
+        return ""
+    n = max(other_versions.values())  # a point stored under two old versions counts once
+    where = (f"version {next(iter(other_versions))}" if len(other_versions) == 1 else
+             "versions " + ", ".join(f"{v} ({c:,})" for v, c in sorted(other_versions.items())))
+    return (f"{'at least ' if len(other_versions) > 1 else ''}{n:,} point(s) of this grid are "
+            f"stored only under {where} of {grid.name}: version {grid.version} computes them "
+            "anew (task ids include the version; the old rows stay stored)")
 
 
 def _writing(path) -> list[dict]:

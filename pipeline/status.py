@@ -157,9 +157,13 @@ def describe(path: Path) -> tuple[list[str], bool]:
         if prog:
             from pipeline.engine.progress import rate_text  # as the driver's own line
 
+            # finished rows still in the driver's memory: a kill -9 loses them (the rerun
+            # recomputes them); a Ctrl-C or SIGTERM writes them first
+            pending = prog.get("unwritten_rows") or 0
+            unwritten = f", {pending:,} finished row(s) not yet written" if pending else ""
             lines.append(f"  progress: {prog['done']:,}/{prog['total']:,} done, {prog['failed']:,} "
                          f"failed, {rate_text(prog['rate_per_s'])} tasks/s, "
-                         f"ETA {_hms(prog['eta_s'])} "
+                         f"ETA {_hms(prog['eta_s'])}{unwritten} "
                          f"(heartbeat {_age(run.get('heartbeat_at'))})")
             if prog.get("first_error"):
                 lines.append(f"  first error: {prog['first_error']}")

@@ -95,7 +95,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         scope.close()
         lock.__exit__(None, None, None)
         raise
-    writer = stats = None
+    writer = stats = bar = None
     try:
         try:  # from the moment the handlers are in, every signal takes the except below
             record["log"] = str(scope.enter_context(run_log(path, run_id)))
@@ -114,8 +114,15 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             record["heartbeat_at"] = _now()
             update_manifest(path, record)
             _pause_at("first_manifest")
-            log.info("%s: %d tasks in grid, %d already done, %d to run -> %s", grid.name,
-                     plan.total, plan.done_ok + plan.done_failed, plan.pending.size, path)
+            log.info("%s: %d tasks in grid, %s, %d to run%s -> %s", grid.name, plan.total,
+                     _done_text(plan), plan.pending.size,
+                     f" ({plan.failed_retried} stored failed: retry_failed=true reruns them)"
+                     if plan.failed_retried else "", path)
+            from pipeline.dry_run_command import other_versions_text
+
+            other = other_versions_text(grid, plan.other_versions)
+            if other:
+                log.info("note: %s", other)
             # Each write first checks that the folder is still where it was locked: moved
             # mid-sweep, writing on at `path` recreated it and split the results in two.
             writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id),
@@ -126,6 +133,9 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
 
             def heartbeat(snapshot: dict) -> None:  # 15b: read by `python -m pipeline status`
                 lock.check_in_place()
+                # rows of finished points still in memory: a kill -9 now loses them (the README's
+                # durability contract), and `status` says so beside 'done'
+                snapshot["unwritten_rows"] = writer.unwritten_rows
                 record.update(progress=snapshot, heartbeat_at=_now())
                 update_manifest(path, record)
             if plan.pending.size:
@@ -157,7 +167,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                         # Recorded before the cluster closes (the rows are flushed): closing it
                         # may take a minute, and a batch system's SIGKILL (SLURM's KillWait,
                         # 30 s) then left the record 'running', later marked 'killed'.
-                        _record_interrupted(path, record, writer, exc, lock)
+                        _record_interrupted(path, record, writer, exc, lock, bar)
                         _pause_at("cluster_close")
                         raise
                     except Exception:  # a crash: a signal now must not cut the close short
@@ -166,9 +176,10 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                         raise
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (watchdog.Terminated)
             shutdown_started()  # (run_sweep did, if it was running)
-            signame = _record_interrupted(path, record, writer, exc, lock)
-            runlog.info("interrupted (%s): %s", signame, _kept(writer))
-            print(f"\ninterrupted ({signame}): {_kept(writer)}; rerun the same command to resume",
+            signame = _record_interrupted(path, record, writer, exc, lock, bar)
+            runlog.info("interrupted (%s): %s", signame, _kept(writer, bar))
+            print(f"\ninterrupted ({signame}): {_kept(writer, bar)}; rerun the same command to "
+                  "resume",
                   file=sys.stderr)
             return getattr(exc, "exit_code", EXIT_INTERRUPTED)
         except Exception as exc:  # the sweep machinery failed, not a task: say so, keep parts
@@ -179,10 +190,11 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             error = redact(f"{type(exc).__name__}: {exc}")  # no password from an address
             record.update(status="crashed", finished_at=_now(), error=error,
                           written=_flushed(writer))
+            _record_stopped_progress(record, writer, bar)
             _record_end(path, record, lock)
             runlog.info("crashed: %s", error)
             moved = isinstance(exc, FolderMoved) or isinstance(exc.__cause__, FolderMoved)
-            print(f"\nerror: the sweep crashed: {error}\n{_kept(writer)}"
+            print(f"\nerror: the sweep crashed: {error}\n{_kept(writer, bar)}"
                   + ("" if moved else "; fix the cause and rerun the same command to resume"),
                   file=sys.stderr)
             return EXIT_BAD_STORE if isinstance(exc, BadPartFile) else EXIT_CRASHED
@@ -242,23 +254,54 @@ def _record_end(path, record: dict, lock=None) -> None:
               f"{path / '_manifest.json'}: {exc}", file=sys.stderr)
 
 
-def _record_interrupted(path, record: dict, writer, exc: BaseException, lock) -> str:
+def _record_interrupted(path, record: dict, writer, exc: BaseException, lock, bar=None) -> str:
     """Record the run as interrupted, with what is on disk; returns the signal's name."""
     signame = getattr(exc, "signame", "SIGINT")
     record.update(status="interrupted", finished_at=_now(), signal=signame,
                   written=_flushed(writer))
+    _record_stopped_progress(record, writer, bar)
     _record_end(path, record, lock)
     return signame
 
 
-def _kept(writer) -> str:
+def _record_stopped_progress(record: dict, writer, bar) -> None:
+    """A sweep that stopped early: its record's progress and counts say what this run stored
+    (the last heartbeat's snapshot, up to 5 s old and without the points of the batches
+    stopped at the end, said 'done: 1' beside 'written: 78 rows'). Call after
+    :func:`_flushed` (the writer closed)."""
+    snap = bar.stopped_snapshot() if bar is not None else None
+    if snap is None:  # stopped before the first result: the record keeps no stale progress
+        return
+    stats = bar.stats
+    snap["unwritten_rows"] = writer.unwritten_rows if writer is not None else 0
+    record["progress"] = snap
+    record.setdefault("counts", {}).update(
+        ran=stats.ran, ok=stats.ok, failed=stats.failed, rows=stats.rows,
+        parts=writer.seq if writer is not None else 0, batches=stats.batches,
+        elapsed_s=round(stats.elapsed_s, 3), warmup_s=round(stats.warmup_s, 3))
+
+
+def _done_text(plan) -> str:
+    """The header's 'N already done', split when it holds skipped failures."""
+    done = plan.done_ok + plan.done_failed
+    if not plan.done_failed:
+        return f"{done} already done"
+    return (f"{done} already done ({plan.done_ok} ok, {plan.done_failed} failed: skipped; "
+            "retry_failed=true reruns them)")
+
+
+def _kept(writer, bar=None) -> str:
     """What a sweep that stopped early left on disk, and what it could not write."""
     if writer is None:
-        return "0 part file(s) kept"
+        return "0 task(s) kept in 0 part file(s)"
     lost = writer.unwritten_rows
-    return f"{writer.seq} part file(s) kept" + (
-        f" ({lost:,} finished rows held in memory could not be written: the rerun recomputes "
-        "them)" if lost else "")
+    stats = bar.stats if bar is not None else None
+    ran = stats.ran if stats is not None else 0
+    if not lost:  # every point returned this run is on disk
+        return f"{ran:,} task(s) kept in {writer.seq} part file(s)"
+    # some of the tasks run are not on disk (how many, the rows do not tell exactly)
+    return (f"{ran:,} task(s) run, {writer.seq} part file(s) kept ({lost:,} finished rows held "
+            "in memory could not be written: the rerun recomputes them)")
 
 
 def _start_run_log(record: dict, dead_runs: list[dict]) -> None:

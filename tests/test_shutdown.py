@@ -545,7 +545,7 @@ def test_ctrl_c_while_the_local_cluster_starts_leaves_no_traceback(tmp_path):
             env={**os.environ, "CTRL_C_TIMES": str(times)})
         assert driver.returncode == 130, driver.stderr
         assert time.monotonic() - started < 20, driver.stderr  # was 42 s pressed twice
-        assert "interrupted (SIGINT): 0 part file(s) kept" in driver.stderr
+        assert "interrupted (SIGINT): 0 task(s) kept in 0 part file(s)" in driver.stderr
         assert read_manifest(tmp_path / "calibration")["runs"][-1]["status"] == "interrupted"
         if times == 1:  # cut short by a second one, a worker's spawn may print EOFError
             assert "Traceback" not in driver.stderr + driver.stdout, driver.stderr

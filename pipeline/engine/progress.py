@@ -52,6 +52,9 @@ class Progress:
         self.last_beat = float("-inf")
         self.log_every, self.last_log = log_every, time.perf_counter()
         self.failed_logged = 0
+        # the driver's live counts (the SweepStats of the last update): read again when a
+        # sweep stops early, after the points of stopped batches were stored
+        self.stats = None
         # predicted seconds to the end from the cost model (None: not known yet); the ETA
         # falls back on the task count without it
         self.eta_source: Callable[[], float | None] | None = None
@@ -82,8 +85,20 @@ class Progress:
                 "first_error": stats.first_errors[0] if stats.first_errors else None,
                 "updated_at": utc_stamp()}
 
+    def stopped_snapshot(self) -> dict | None:
+        """The progress of a sweep that stopped early (interrupted, crashed), for its run
+        record: ``done`` counts every point stored this run, those of the batches stopped at
+        the end included (the last heartbeat, up to 5 s old, did not), and no ETA is given.
+        None before the first update."""
+        if self.stats is None:
+            return None
+        snap = self.snapshot(self.stats, final=True)
+        snap["eta_s"] = None
+        return snap
+
     def update(self, stats, force: bool = False) -> None:
         """Called on every result and, by the driver loop, about once a second otherwise."""
+        self.stats = stats
         now = time.perf_counter()
         if self.heartbeat is not None and (force or now - self.last_beat >= self.heartbeat_every):
             self.last_beat = now
