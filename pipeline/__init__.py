@@ -54,7 +54,20 @@ def _warn_of_mixed_versions(df, name) -> None:
     if len(stored) > 1:  # a mean over the table would count each point once per version
         import warnings
 
+        # 'latest' is the newest version stored, which is not the code's after a checkout of
+        # an older branch (the warning called it "the current one's")
+        try:
+            from pipeline.experiments.base import get_experiment
+
+            code = int(get_experiment(name).version)
+        except Exception:  # an unknown experiment (a folder of another checkout): no note
+            code = None
+        note = ("" if code is None or code == stored[-1] else
+                f"; this code's version of '{name}' is {code}" + (
+                    f" (version={code} keeps its rows)" if code in stored else
+                    ", of which no row is stored"))
         warnings.warn(
             f"'{name}' holds rows of {len(stored)} experiment versions "
             f"({', '.join(map(str, stored))}): a point computed by several appears once per "
-            "version; version='latest' keeps the current one's rows", stacklevel=3)
+            f"version; version='latest' keeps the newest stored version's rows ({stored[-1]})"
+            + note, stacklevel=3)

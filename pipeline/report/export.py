@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from pipeline.report.selection import Selection, coverage, coverage_lines, grid_prefixes, select_table
+from pipeline.report.selection import Selection, coverage, coverage_lines, pick
 from pipeline.report.swap import build_whole
 
 FORMATS = ("parquet", "csv", "both")
@@ -175,7 +175,7 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     from pipeline.experiments.base import get_experiment
     from pipeline.store.compaction import _newest_version_metadata
     from pipeline.store.manifest import read_manifest
-    from pipeline.store.parquet import deduplicate_table, experiment_dir
+    from pipeline.store.parquet import experiment_dir
 
     if fmt not in FORMATS:
         raise ExportError(f"--format must be one of {{{', '.join(FORMATS)}}}, got {fmt!r}")
@@ -183,15 +183,21 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
         raise ExportError(f"--license must be one of {{{', '.join(LICENSES)}}}, got {license!r}")
     selection = selection or Selection()
     path = experiment_dir(results_dir, name)
-    prefixes = grid_prefixes(selection.grid) if selection.grid is not None else None
-    table = select_table(path, selection, prefixes)
-    if table is None:
+    picked = pick(path, selection)  # the store is read once: the scope note counts from it
+    if picked is None:
         raise ExportError(f"no results for experiment '{name}' under {path}")
+    table = picked.table
     if table.num_rows == 0:
+        why = ""
+        if selection.grid is not None:  # e.g. its points stored under another version only
+            frame = table.select(["task_id", "status", "experiment_version"]).to_pandas()
+            frame.attrs["experiment"] = name
+            warned = coverage(frame, selection, read_manifest(path), picked)["warnings"]
+            why = "".join(f"; {w}" for w in warned if "point(s) of the grid" in w)
         raise ExportError(f"no stored rows of '{name}' match the selection "
-                          f"({selection.describe()})")
+                          f"({selection.describe()}){why}")
     # labelled with the version of its rows, not the first part's (as compaction labels files)
-    table = _newest_version_metadata(deduplicate_table(table))
+    table = _newest_version_metadata(table)
     # Dask worker addresses (cluster hosts and ports) are machine details, not science: left
     # out as the run records' host and cluster settings are
     table = table.drop_columns([c for c in MACHINE_COLUMNS if c in table.column_names])
@@ -208,7 +214,7 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     frame = table.select([c for c in ("task_id", "status", "experiment_version", "run_id",
                                       "code_id") if c in table.column_names]).to_pandas()
     frame.attrs["experiment"] = name
-    cov = coverage(frame, selection, manifest, prefixes)
+    cov = coverage(frame, selection, manifest, picked)
 
     target = Path(to)
     if target.exists() and (not target.is_dir() or (any(target.iterdir()) and
@@ -221,34 +227,39 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     build_whole(target, lambda out: _write_package(out, table, name, fmt, experiment, manifest,
                                                    cov, selection, license, authors),
                 mark=".exporting-")
-    note = scope_note(path, selection, prefixes)
+    note = scope_note(picked, selection)
     return {**cov, "scope_note": note} if note else cov
 
 
-def scope_note(path, selection: Selection, prefixes=None) -> str | None:
+def scope_note(picked, selection: Selection) -> str | None:
     """One line when the selection's grid (``experiment=NAME``, ``grid.*``/``params.*`` words)
     leaves out stored ok points that the same command without those words would export: the
-    grid's scope was otherwise silent. None without a grid or when it leaves nothing out."""
-    import dataclasses
+    grid's scope was otherwise silent. The stored points counted are those the grid can
+    match: of the experiment versions its points are matched under (``version=``, else this
+    code's version: the report's count too, unless the code is at another version than the
+    newest stored; other versions' points have other task ids, and "10 of 52" counted
+    them), under the run_id/code_id filters. ``picked`` is what
+    :func:`pipeline.report.selection.pick` read (no second read of the store). None without
+    a grid or when it leaves nothing out."""
+    from pipeline.report.selection import _filter
+    from pipeline.store.parquet import deduplicate_table
 
-    import numpy as np
-
-    from pipeline.store.parquet import contains, deduplicate_table, id_prefixes
-
-    if selection.grid is None:
+    if selection.grid is None or picked is None:
         return None
-    wider = select_table(path, dataclasses.replace(selection, grid=None))
-    if wider is None or not wider.num_rows:
+    if not picked.stored.num_rows:
         return None
-    wider = deduplicate_table(wider)
+    # each task's latest attempt first, then the filters (as pick selects)
+    wider = _filter(deduplicate_table(picked.stored), selection, picked.versions)
     ok = pc.unique(wider.filter(pc.equal(wider["status"], "ok"))["task_id"])
-    prefixes = grid_prefixes(selection.grid) if prefixes is None else prefixes
-    in_grid = int(contains(np.sort(prefixes), id_prefixes(ok)).sum())
-    if in_grid == len(ok):
+    selected = picked.table
+    in_grid = len(pc.unique(selected.filter(pc.equal(selected["status"], "ok"))["task_id"]))
+    if in_grid >= len(ok):
         return None
+    versions = ", ".join(map(str, picked.versions))
     return (f"{in_grid:,} of {len(ok):,} stored ok point(s) are in the selected grid "
-            "(experiment=/grid./params. words: the YAML's grid); without those words export "
-            "takes every stored point")
+            "(experiment=/grid./params. words: the YAML's grid; counted among the points of "
+            f"experiment version(s) {versions}); without those words export takes every stored "
+            "point")
 
 
 def _write_package(out: Path, table, name, fmt, experiment, manifest, cov, selection, license,

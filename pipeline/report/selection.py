@@ -4,6 +4,8 @@ A :class:`Selection` picks rows of one experiment's folder by any of:
 
 - ``grid``: exactly the points of a :class:`~pipeline.engine.grid.Grid` (matched by task id,
   so by experiment version and every parameter value), as a sweep of the same config runs them;
+  the ids it has under this code's experiment version, or with ``versions`` under each of
+  those (ids hash the version: after a version bump the old rows have other ids);
 - ``run_ids``: rows written by these runs; ``code_ids``: rows computed by this code;
 - ``versions``: experiment versions (ints, or ``"latest"``).
 
@@ -115,11 +117,27 @@ def grid_spec(grid) -> dict:
     return {"grid": axes, "params": fixed}
 
 
-def grid_prefixes(grid) -> np.ndarray:
-    """64-bit id prefixes of every point of ``grid``, in index order (hashed in chunks;
-    10^7 points take 80 MB)."""
+def grid_at_version(grid, version: int):
+    """``grid`` with the task ids its points have under experiment ``version`` (ids hash the
+    version with the parameters: the current declarations, so a parameter added or dropped
+    since that version gives other ids). ``grid`` itself when it is that version."""
+    version = int(version)
+    if version == grid.version:
+        return grid
+    other = object.__new__(type(grid))  # not copy.copy: a Grid pickles to its cached self
+    other.__dict__.update(grid.__dict__)
+    other.version = version
+    other._build_hash_plan()
+    return other
+
+
+def grid_prefixes(grid, version: int | None = None) -> np.ndarray:
+    """64-bit id prefixes of every point of ``grid`` (under experiment ``version``; by
+    default the grid's, the code's), in index order (hashed in chunks; 10^7 points take
+    80 MB)."""
     from pipeline.engine.planning import PLAN_CHUNK
 
+    grid = grid if version is None else grid_at_version(grid, version)
     chunks = []
     for start in range(0, grid.total, PLAN_CHUNK):
         stop = min(grid.total, start + PLAN_CHUNK)
@@ -128,39 +146,95 @@ def grid_prefixes(grid) -> np.ndarray:
     return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
 
 
-def _filter(table: pa.Table, selection: Selection) -> pa.Table:
+def _by_run_and_code(table: pa.Table, selection: Selection) -> pa.Table:
     for column, values in (("run_id", selection.run_ids), ("code_id", selection.code_ids)):
         if values:
             if column not in table.column_names:
                 return table.slice(0, 0)  # written before provenance was recorded
             table = table.filter(pc.fill_null(
                 pc.is_in(table[column], value_set=pa.array(list(values), pa.string())), False))
-    if selection.versions:
-        latest = pc.max(table["experiment_version"]).as_py()
-        wanted = [latest if v == "latest" else v for v in selection.versions]
-        table = table.filter(pc.is_in(table["experiment_version"],
-                                      value_set=pa.array(wanted, pa.int64())))
     return table
 
 
-def select_table(path: str | os.PathLike, selection: Selection,
-                 prefixes: np.ndarray | None = None, on_error: str = "raise") -> pa.Table | None:
-    """The stored rows of the folder ``path`` that ``selection`` picks (``on_error`` as in
-    :func:`pipeline.store.parquet.read_table`): each task's latest attempt, as
-    :func:`~pipeline.store.parquet.load` keeps it, then the run, code and version filters.
-    Filtered first, a run's superseded attempts (failed, then retried ok by a later run) came
-    back, and a compaction, which drops them, changed the answer."""
+def _filter(table: pa.Table, selection: Selection, versions: tuple = ()) -> pa.Table:
+    """The run, code and version filters; ``versions``: the versions resolved already (a
+    grid's), else ``selection.versions`` with 'latest' the newest among the rows left."""
+    table = _by_run_and_code(table, selection)
+    if versions or selection.versions:
+        if not versions:
+            latest = pc.max(table["experiment_version"]).as_py()
+            versions = [latest if v == "latest" else v for v in selection.versions]
+        table = table.filter(pc.is_in(table["experiment_version"],
+                                      value_set=pa.array(list(versions), pa.int64())))
+    return table
+
+
+def grid_versions(table: pa.Table, selection: Selection) -> tuple:
+    """The experiment versions a grid selection matches its points under: ``version=`` (with
+    'latest' the newest stored among the rows of the run_id/code_id filters), else the
+    experiment's version in this code. Task ids hash the version, so the grid's points have
+    other ids under each version (a grid hashed with this code's version never matched rows
+    of an older one, whatever ``version=`` said)."""
+    if not selection.versions:
+        return (selection.grid.version,)
+    latest = None
+    if "latest" in selection.versions and table.num_rows:
+        kept = _by_run_and_code(table, selection)
+        latest = pc.max((kept if kept.num_rows else table)["experiment_version"]).as_py()
+    out = []
+    for v in selection.versions:
+        v = latest if v == "latest" else v
+        if v is not None and int(v) not in out:
+            out.append(int(v))
+    return tuple(sorted(out))
+
+
+@dataclass
+class Picked:
+    """What one read of an experiment's folder gives a selection (:func:`pick`)."""
+    table: pa.Table  # the selected rows: each task's latest attempt, then the filters
+    stored: pa.Table  # every stored row, as read
+    versions: tuple = ()  # with a grid: the versions its points are matched under
+    prefixes: dict | None = None  # with a grid: version -> its points' id prefixes (index order)
+    # with a grid and filters: sorted id prefixes of its points stored under ``versions``
+    # whatever the run_id/code_id filters (a point among them missing was left out by one)
+    in_store: np.ndarray | None = None
+
+
+def pick(path: str | os.PathLike, selection: Selection, on_error: str = "raise") -> Picked | None:
+    """The stored rows of the folder ``path`` that ``selection`` picks, reading the folder
+    once (``on_error`` as in :func:`pipeline.store.parquet.read_table`); None when nothing is
+    stored. The grid's points first (by their task ids under each of :func:`grid_versions`),
+    then each task's latest attempt, as :func:`~pipeline.store.parquet.load` keeps it, then
+    the run, code and version filters. Filtered first, a run's superseded attempts (failed,
+    then retried ok by a later run) came back, and a compaction, which drops them, changed
+    the answer."""
     from pipeline.store.parquet import contains, deduplicate_table, id_prefixes, read_table
 
-    table = read_table(path, on_error=on_error)
-    if table is None:
+    stored = read_table(path, on_error=on_error)
+    if stored is None:
         return None
+    table, versions, prefixes, in_store = stored, (), None, None
     if selection.grid is not None:
-        prefixes = grid_prefixes(selection.grid) if prefixes is None else prefixes
-        table = table.filter(pa.array(contains(np.sort(prefixes), id_prefixes(table["task_id"]))))
-    if table.num_rows and (selection.run_ids or selection.code_ids or selection.versions):
+        versions = grid_versions(stored, selection)
+        prefixes = {v: grid_prefixes(selection.grid, v) for v in versions}
+        wanted = (np.sort(np.concatenate(list(prefixes.values()))) if prefixes else
+                  np.zeros(0, dtype=np.uint64))
+        table = stored.filter(pa.array(contains(wanted, id_prefixes(stored["task_id"]))))
+        if selection.run_ids or selection.code_ids:
+            in_store = np.unique(id_prefixes(table["task_id"]))
+    if table.num_rows:
         table = deduplicate_table(table)
-    return _filter(table, selection)
+    if table.num_rows and (selection.run_ids or selection.code_ids or selection.versions):
+        table = _filter(table, selection, versions)
+    return Picked(table, stored, versions, prefixes, in_store)
+
+
+def select_table(path: str | os.PathLike, selection: Selection,
+                 on_error: str = "raise") -> pa.Table | None:
+    """The rows of :func:`pick` (None when nothing is stored)."""
+    picked = pick(path, selection, on_error)
+    return None if picked is None else picked.table
 
 
 def select(results_dir, name: str, selection: Selection | None = None,
@@ -169,24 +243,14 @@ def select(results_dir, name: str, selection: Selection | None = None,
     ``df.attrs["coverage"]`` (see :func:`coverage`). Raises FileNotFoundError if nothing is
     stored for ``name`` at all."""
     from pipeline.store.manifest import read_manifest
-    from pipeline.store.parquet import (deduplicate_table, experiment_dir, id_prefixes,
-                                        table_to_pandas)
+    from pipeline.store.parquet import experiment_dir, id_prefixes, table_to_pandas
 
     selection = selection or Selection()
     path = experiment_dir(results_dir, name)
-    prefixes = grid_prefixes(selection.grid) if selection.grid is not None else None
-    filtered = bool(selection.run_ids or selection.code_ids or selection.versions)
-    # the grid's points first (select_table with the grid alone), then the filters: a point
-    # stored but left out by run_id/code_id/version is not "missing, run the sweep"
-    table = select_table(path, Selection(grid=selection.grid), prefixes, on_error=on_error)
-    if table is None:
+    picked = pick(path, selection, on_error=on_error)
+    if picked is None:
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
-    in_store = (np.unique(id_prefixes(table["task_id"]))
-                if selection.grid is not None and filtered else None)
-    if table.num_rows and filtered:
-        table = _filter(deduplicate_table(table), selection)
-    if table.num_rows:
-        table = deduplicate_table(table)
+    table = picked.table
     stored = None
     if status is not None:
         # a grid point stored with another status is not missing (a rerun would not fill it)
@@ -194,20 +258,20 @@ def select(results_dir, name: str, selection: Selection | None = None,
         table = table.filter(pc.equal(table["status"], status))
     df = table_to_pandas(table)  # exact integers beside failed rows' nulls
     df.attrs["experiment"] = name
-    df.attrs["coverage"] = coverage(df, selection, read_manifest(path), prefixes, stored,
-                                    in_store)
+    df.attrs["coverage"] = coverage(df, selection, read_manifest(path), picked, stored)
     return df
 
 
 def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
-             prefixes: np.ndarray | None = None, stored: np.ndarray | None = None,
-             in_store: np.ndarray | None = None) -> dict:
+             picked: Picked | None = None, stored: np.ndarray | None = None) -> dict:
     """What the rows cover: runs (with their commits), code_ids, versions, tasks, and for a
     grid selection the points missing; ``warnings`` lists what a reader must know.
-    ``stored``: sorted id prefixes of the selected tasks stored, when ``df`` holds only some
-    of them (a status filter); by default the tasks of ``df``. ``in_store``: sorted id
-    prefixes of the grid's points stored in the folder whatever the run_id/code_id/version
-    filters: a missing point among them was left out by a filter, not never computed."""
+    ``picked``: what :func:`pick` read (the grid's versions and ids, and what the store
+    holds of it under the filters and under other versions); ``stored``: sorted id prefixes
+    of the selected tasks stored, when ``df`` holds only some of them (a status filter); by
+    default the tasks of ``df``. A missing point stored but left out by a run_id/code_id
+    filter is said to be, and one stored only under another experiment version too (with
+    the ``version=`` that selects it), rather than "run the sweep"."""
     from pipeline.store.parquet import contains, id_prefixes
 
     runs_by_id = {r.get("run_id"): r for r in manifest.get("runs", [])}
@@ -267,41 +331,93 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
         warnings.append(f"the selection mixes experiment versions {versions}")
     if selection.grid is not None:
         grid = selection.grid
+        matched = picked.versions if picked is not None else (grid.version,)
+        prefixes = (picked.prefixes if picked is not None and picked.prefixes is not None
+                    else {v: grid_prefixes(grid, v) for v in matched})
         if stored is None:
             stored = np.unique(id_prefixes(pa.array(tasks["task_id"].tolist(), pa.string())))
-        missing = int(grid.total - stored.size)
-        out["grid"] = {**grid_spec(grid), "points": grid.total, "stored": int(stored.size),
-                       "missing": missing}
+        have = np.zeros(grid.total, dtype=bool)  # a row under one of the matched versions
+        per_version = {}
+        for v in matched:
+            here = contains(stored, prefixes[v])
+            per_version[v] = int(here.sum())
+            have |= here
+        missing = int(grid.total - have.sum())
+        out["grid"] = {**grid_spec(grid), "points": grid.total, "stored": int(have.sum()),
+                       "missing": missing, "versions": per_version}
         if missing:
-            prefixes = grid_prefixes(grid) if prefixes is None else prefixes
-            first = np.nonzero(~contains(stored, prefixes))[0][:MISSING_SHOWN]
+            lacking = ~have
+            first = np.nonzero(lacking)[0][:MISSING_SHOWN]
             out["grid"]["missing_examples"] = [grid.point(int(i)) for i in first]
-            left_out = (int(in_store.size - contains(stored, in_store).sum())
-                        if in_store is not None else 0)
+            left = np.zeros(grid.total, dtype=bool)
+            in_store = picked.in_store if picked is not None else None
+            if in_store is not None:
+                for v in matched:
+                    left |= contains(in_store, prefixes[v])
+                left &= lacking
+            left_out = int(left.sum())
             out["grid"]["left_out_by_filter"] = left_out
-            unstored = missing - left_out
+            # the missing points stored under another experiment version (other task ids):
+            # after a version bump a grid matched nothing and the warning said "run the sweep"
+            # (only the missing points are hashed under each other version stored)
+            elsewhere, others = np.zeros(grid.total, dtype=bool), {}
+            asked = np.nonzero(lacking & ~left)[0]
+            if picked is not None and picked.stored.num_rows and asked.size:
+                all_versions = picked.stored["experiment_version"]
+                for o in sorted(int(v) for v in pc.unique(all_versions).to_pylist()
+                                if v is not None):
+                    if o in matched:
+                        continue
+                    rows = picked.stored.filter(pc.equal(all_versions, o))["task_id"]
+                    there_grid = grid_at_version(grid, o)
+                    ids = np.fromiter((int(there_grid.task_id(int(i))[:16], 16) for i in asked),
+                                      dtype=np.uint64, count=asked.size)
+                    there = asked[contains(np.unique(id_prefixes(rows)), ids)]
+                    if there.size:
+                        others[o] = int(there.size)
+                        elsewhere[there] = True
+            out["grid"]["stored_under_other_versions"] = others
+            unstored = missing - left_out - int(elsewhere.sum())
             filters = "; ".join(f"{label} in {{{', '.join(map(str, values))}}}"
                                 for label, values in (("run_id", selection.run_ids),
                                                       ("code_id", selection.code_ids),
                                                       ("version", selection.versions))
                                 if values)
+            reasons = []
             if left_out:
                 keys = " and ".join(k for k, v in (("run_id", selection.run_ids),
-                                                  ("code_id", selection.code_ids),
-                                                  ("version", selection.versions)) if v)
-                warnings.append(
-                    f"{missing:,} of {grid.total:,} point(s) of the grid have no row in this "
-                    f"selection: {left_out:,} of them are stored but left out by the selection's "
-                    f"filter ({filters}; their stored rows are of another {keys}: leave "
-                    f"{keys} out to report them)"
-                    + (f", and {unstored:,} have no stored row " + (
-                        "yet (the sweep above is still writing)" if writing else
-                        "(run the sweep to fill them in)") if unstored else ""))
+                                                  ("code_id", selection.code_ids)) if v)
+                reasons.append(f"{left_out:,} of them are stored but left out by the "
+                               f"selection's filter ({filters}; their stored rows are of "
+                               f"another {keys}: leave {keys} out to report them)")
+            if others:
+                where = ", ".join(f"version {o}: {n:,}" for o, n in others.items())
+                use = (f"version={next(iter(others))}" if len(others) == 1 else
+                       "version=" + " or version=".join(map(str, others)))
+                reasons.append(
+                    f"{int(elsewhere.sum()):,} of them are stored under other experiment "
+                    f"versions only ({where}): task ids include the version, so {use} "
+                    "selects them" + ("" if selection.versions else
+                                      f" (a sweep computes them anew under version "
+                                      f"{grid.version})"))
+            if unstored:
+                todo = ("yet (the sweep above is still writing)" if writing else
+                        "(run the sweep to fill them in)" if grid.version in matched else
+                        f"(a sweep of this code computes them under version {grid.version})")
+                reasons.append(f"{unstored:,} have no stored row {todo}" if reasons else todo)
+            what = "row in this selection" if left_out else "stored row"
+            under = ""
+            if selection.versions or others:
+                under = (f" under version {matched[0]}" if len(matched) == 1 else
+                         f" under any of versions {', '.join(map(str, matched))}")
+                if not selection.versions:
+                    under += " (the experiment's version in this code)"
+            text = f"{missing:,} of {grid.total:,} point(s) of the grid have no {what}{under}"
+            if len(reasons) == 1 and not (left_out or others):
+                warnings.append(f"{text} {reasons[0]}")
             else:
-                warnings.append(f"{missing:,} of {grid.total:,} point(s) of the grid have no "
-                                "stored row " + ("yet (the sweep above is still writing)"
-                                                 if writing else
-                                                 "(run the sweep to fill them in)"))
+                warnings.append(f"{text}: " + ", ".join(reasons[:-1])
+                                + (", and " if len(reasons) > 1 else "") + reasons[-1])
     return out
 
 
