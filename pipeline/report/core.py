@@ -18,7 +18,10 @@ A family module registers::
 Figures follow :mod:`pipeline.report.style` (more than six curves: ``out.small_multiples``).
 
 ``df`` is the deduplicated result table of that experiment (all rows, including failed ones;
-filter on ``status == "ok"``). ``out`` is a :class:`ReportWriter`.
+filter on ``status == "ok"``), of one experiment version: a report whose rows span several
+calls the function once per version and writes each table once with an ``experiment_version``
+column, each figure once per version (``NAME_vN``; report/build.py ``_per_version``).
+``out`` is a :class:`ReportWriter`.
 """
 
 from __future__ import annotations
