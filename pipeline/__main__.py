@@ -1,4 +1,9 @@
-"""``python -m pipeline COMMAND``: the command-line tools beside ``run.py`` (list, describe, ...)."""
+"""``python -m pipeline COMMAND``: the command-line tools beside ``run.py`` (list, describe, ...).
+
+``--help`` (``-h``, ``help``) lists the commands on stdout, exit 0; ``COMMAND --help`` says more
+of one. A bad invocation (an unknown command, ``report``, which is ``run.py``'s, a word a
+command does not take) is one line on stderr naming what was wrong and what is accepted,
+exit 2, before anything is read or written."""
 
 from __future__ import annotations
 
@@ -44,8 +49,7 @@ def _list(argv: list[str]) -> int:
     from pipeline.experiments.base import CONFLICTS, registry, shown_path
 
     if argv:
-        print("usage: python -m pipeline list", file=sys.stderr)
-        return 2
+        return _bad("list", f"list takes no arguments (got {' '.join(argv)})")
     experiments = registry()
     lines = {name: _first_line(exp.doc) for name, exp in experiments.items()}
     for name, places in CONFLICTS.items():  # two modules register it: unusable until renamed
@@ -64,17 +68,21 @@ def _describe(argv: list[str]) -> int:
     from pipeline.experiments.base import CONFLICTS, conflict_message, registry
 
     if len(argv) != 1:
-        print("usage: python -m pipeline describe NAME", file=sys.stderr)
-        return 2
+        return _bad("describe", f"describe takes one experiment NAME (got "
+                    f"{' '.join(argv) if argv else 'none'}); python -m pipeline list lists them")
+    name = argv[0]
+    if name.startswith("experiment="):  # run.py's word: the name is what follows
+        return _bad("describe", f"describe takes the name alone: python -m pipeline describe "
+                    f"{name.partition('=')[2] or 'NAME'}")
     experiments = registry()
-    if argv[0] in CONFLICTS:
-        print(f"error: {conflict_message(argv[0])}", file=sys.stderr)
+    if name in CONFLICTS:
+        print(f"error: {conflict_message(name)}", file=sys.stderr)
         return 2
-    if argv[0] not in experiments:
-        print(f"unknown experiment '{argv[0]}'; available: {', '.join(sorted(experiments))}",
+    if name not in experiments:
+        print(f"unknown experiment '{name}'; available: {', '.join(sorted(experiments))}",
               file=sys.stderr)
         return 2
-    print(describe(argv[0]))
+    print(describe(name))
     return 0
 
 
@@ -90,24 +98,154 @@ COMMANDS = {
 }
 
 
+# Each command's usage line, and the module whose docstring says more (its --help). export
+# and compact parse their own options and answer -h/--help themselves.
+USAGES = {
+    "list": ("python -m pipeline list", None),
+    "describe": ("python -m pipeline describe NAME", None),
+    "export": ("python -m pipeline export RESULTS_DIR/NAME --to DIR [OPTIONS] [SELECTION...]",
+               None),
+    "verify": ("python -m pipeline verify RESULTS_DIR/NAME [--repair]", "pipeline.verify"),
+    "status": ("python -m pipeline status [RESULTS_DIR [NAME]]", "pipeline.status"),
+    "compact": ("python -m pipeline compact RESULTS_DIR/NAME [--target-rows N] [--target-mib M]",
+                None),
+}
+OWN_HELP = {"export", "compact"}
+HELP_WORDS = ("-h", "--help")
+
+# Words tried as commands that are done elsewhere: what to type instead.
+ELSEWHERE = {
+    "report": "reports are made by run.py: python run.py experiment=NAME report=true "
+              "(README.md, 'Reports')",
+    "run": "sweeps are run by run.py: python run.py experiment=NAME [grid.PARAM=[...]] "
+           "(README.md, 'Running sweeps')",
+    "dry_run": "a dry run is run.py's: python run.py experiment=NAME dry_run=true",
+    "load": "results are loaded in Python: pipeline.load(RESULTS_DIR, NAME) (README.md, "
+            "'Results')",
+}
+ELSEWHERE.update({"sweep": ELSEWHERE["run"], "dry-run": ELSEWHERE["dry_run"],
+                  "plan": ELSEWHERE["dry_run"], "reports": ELSEWHERE["report"]})
+
+
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = ["usage: python -m pipeline COMMAND [ARGS]", "", "commands:"]
     lines += [f"  {name:<{width}}  {help_}" for name, (help_, _) in COMMANDS.items()]
+    lines += ["", "python -m pipeline COMMAND --help says more of one. Sweeps, dry runs and "
+              "reports are run.py's:", "  python run.py experiment=NAME [dry_run=true | "
+              "report=true] (README.md)"]
     return "\n".join(lines)
+
+
+def _command_help(command: str) -> str:
+    usage, module = USAGES[command]
+    text = f"usage: {usage}\n\n{COMMANDS[command][0]}"
+    if module:
+        import importlib
+
+        # the module's docstring after its first paragraph (the usage and the line above)
+        doc = (importlib.import_module(module).__doc__ or "").replace("``", "").strip()
+        rest = doc.split("\n\n", 1)[1:]
+        if rest:
+            text += "\n\n" + rest[0].strip()
+    return text
+
+
+def _bad(command: str, what: str) -> int:
+    """One line: what was wrong, what the command accepts. Exit 2, nothing written."""
+    print(f"error: {what}; usage: {USAGES[command][0]}", file=sys.stderr)
+    return 2
+
+
+def _selection_word(arg: str) -> bool:
+    """run.py's KEY=VALUE words (version=1, status=ok, grid.eps=[...], ~grid.zip), not a path
+    that happens to hold '='."""
+    import os
+    import re
+
+    return bool(re.match(r"^(~[A-Za-z_][\w.]*|[+~]?[A-Za-z_][\w.]*=.*)$", arg)) and \
+        not os.path.exists(arg)
+
+
+def _check_status(args: list[str]) -> int | None:
+    words = [a for a in args if _selection_word(a)]
+    if words:
+        return _bad("status", f"status takes no selection words ({' '.join(words)}): it counts "
+                    "everything stored, per version; to read selected rows use pipeline.load("
+                    "RESULTS_DIR, NAME, ...) or python -m pipeline export RESULTS_DIR/NAME --to "
+                    f"DIR {' '.join(words)}")
+    options = [a for a in args if a.startswith("-")]
+    if options:
+        return _bad("status", f"status takes no options (got {' '.join(options)})")
+    if len(args) > 2:
+        return _bad("status", f"status takes at most RESULTS_DIR and NAME (got {len(args)} "
+                    f"arguments: {' '.join(args)})")
+    return None
+
+
+def _check_verify(args: list[str]) -> int | None:
+    words = [a for a in args if _selection_word(a)]
+    if words:
+        return _bad("verify", f"verify takes no selection words ({' '.join(words)}): it checks "
+                    "every part file of the folder")
+    options = [a for a in args if a.startswith("-") and a != "--repair"]
+    if options:
+        return _bad("verify", f"verify's only option is --repair (got {' '.join(options)})")
+    folders = [a for a in args if a != "--repair"]
+    if len(folders) != 1:
+        return _bad("verify", "verify takes one experiment folder RESULTS_DIR/NAME (got "
+                    f"{' '.join(folders) if folders else 'none'})")
+    return None
+
+
+CHECKS = {"status": _check_status, "verify": _check_verify}
+
+
+def _unknown(word: str) -> int:
+    import difflib
+
+    known = ", ".join(COMMANDS)
+    if word.startswith("-"):
+        what = f"unknown option {word!r} (python -m pipeline takes --help, then a COMMAND)"
+    elif word in ELSEWHERE:
+        what = f"unknown command {word!r}: {ELSEWHERE[word]}"
+    elif "=" in word:  # python -m pipeline experiment=NAME ...: run.py's words
+        what = (f"{word!r} is a run.py word, not a command: python run.py {word} ... runs a "
+                "sweep (README.md, 'Running sweeps')")
+    else:
+        close = difflib.get_close_matches(word, COMMANDS, n=1)
+        what = f"unknown command {word!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    print(f"error: {what}; commands: {known} (python -m pipeline --help says what each does)",
+          file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str]) -> int:
     import importlib
 
-    if not argv or argv[0] not in COMMANDS:
-        print(_usage(), file=sys.stderr)
+    if not argv:
+        print(f"{_usage()}\n\nerror: no command given", file=sys.stderr)
         return 2
-    module, func = COMMANDS[argv[0]][1].split(":")
+    command, args = argv[0], argv[1:]
+    if command == "help" and args and args[0] in COMMANDS:  # help COMMAND: COMMAND --help
+        command, args = args[0], ["--help"]
+    elif command in HELP_WORDS or command == "help":
+        print(_usage())
+        return 0
+    if command not in COMMANDS:
+        return _unknown(command)
+    if command not in OWN_HELP and any(a in HELP_WORDS for a in args):
+        print(_command_help(command))
+        return 0
+    if command in CHECKS:
+        code = CHECKS[command](args)
+        if code is not None:
+            return code
+    module, func = COMMANDS[command][1].split(":")
     from pipeline.engine.watchdog import termination_signals
 
     with termination_signals():  # SIGTERM/SIGHUP as Ctrl-C: staging folders are cleaned up
-        return getattr(importlib.import_module(module), func)(argv[1:])
+        return getattr(importlib.import_module(module), func)(args)
 
 
 if __name__ == "__main__":

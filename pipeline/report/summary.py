@@ -1,13 +1,21 @@
 """The short summary table printed at the end of a sweep.
 
-It covers the experiment's current version (the one the sweep ran): rows that earlier
-versions left in the folder are counted on a line of their own, not mixed into the figures.
+Given the sweep's ``grid``, it describes that grid: its points' latest attempts (the rows
+``pipeline.load`` keeps), of the experiment's current version. Whatever else the folder holds
+(rows of other parameter settings, of other versions, superseded attempts) is counted on one
+line of its own, not mixed into the counts or the figures. Without a grid (older callers) it
+covers every row of the current version, each attempt included.
+
 It streams the part files batch by batch (exact min/max/null counts, median of an evenly
 strided sample of at most ``SAMPLE`` values), so a sweep of millions of rows is summarised in
-bounded memory: the driver never gathers the results.
+bounded memory: the driver never gathers the results. With a grid, two reads of a few small
+columns (the parameters, task ids, statuses and finish times: what planning reads) first
+find the rows to summarise.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -22,14 +30,55 @@ SAMPLE = 100_000
 
 
 def summary_table(path, experiment, tasks_ok: int | None = None,
-                  tasks_failed: int | None = None) -> str:
+                  tasks_failed: int | None = None, grid=None) -> str:
+    """The closing summary of a sweep of ``grid`` (a :class:`pipeline.engine.grid.Grid`)
+    stored in ``path``. With ``grid``, the counts come from the store (``tasks_ok`` and
+    ``tasks_failed`` are not needed); without it, every row of ``experiment``'s version is
+    summarised and ``tasks_ok``/``tasks_failed`` are printed as given."""
     # Printed after the sweep let go of the lock: a compaction may swap the files meanwhile
     # (read the current set again).
     return read_again_if_swapped(
-        lambda: _summary_table(path, experiment, tasks_ok, tasks_failed))
+        lambda: _summary_table(path, experiment, tasks_ok, tasks_failed, grid))
 
 
-def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | None) -> str:
+def _latest_attempts(grid, path, files, schema) -> pa.Table | None:
+    """Per task of ``grid`` stored under its version: the finish time (``_stamp``, int64,
+    -1 if unknown) and status (``_ok``) of the attempt ``pipeline.load`` keeps, and
+    ``_rows``, how many stored rows of this version are points of the grid (every attempt).
+    None when none is stored."""
+    from pipeline.engine.resume import grid_rows
+    from pipeline.store.integrity import read_parts
+    from pipeline.store.parquet import deduplicate_table
+
+    hits = grid_rows(grid, path)  # the grid's points, this version (matched, not hashed)
+    if hits is None or hits.empty:
+        return None
+    ids = pa.array(hits["task_id"].unique(), pa.string())
+    wanted = [c for c in ("task_id", "status", "experiment_version", "finished_at", "row_index")
+              if c in schema.names]
+    table = read_parts(files, columns=wanted, schema=schema)
+    if "experiment_version" in table.column_names:
+        table = table.filter(pc.equal(table["experiment_version"], grid.version))
+    table = table.filter(pc.is_in(table["task_id"], value_set=ids))
+    rows = table.num_rows
+    for name, typ in (("finished_at", pa.timestamp("us", "UTC")), ("row_index", pa.int64())):
+        if name not in table.column_names:  # a store from before the column
+            table = table.append_column(name, pa.nulls(table.num_rows, typ))
+    kept = deduplicate_table(table)  # pipeline.load's rule: each task's latest attempt
+    keys = pa.table({"task_id": kept["task_id"], "_stamp": _stamp(kept["finished_at"]),
+                     "_ok": pc.cast(pc.equal(kept["status"], "ok"), pa.int8())})
+    latest = keys.group_by("task_id").aggregate([("_stamp", "max"), ("_ok", "max")])
+    return latest.rename_columns(["task_id", "_stamp", "_ok"]).append_column(
+        "_rows", pa.array([rows] * latest.num_rows, pa.int64())).combine_chunks()
+
+
+def _stamp(column) -> pa.Array:
+    """A finish time as an int64 (-1 when unknown): the key of an attempt."""
+    return pc.fill_null(pc.cast(column, pa.int64()), -1)
+
+
+def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | None,
+                   grid=None) -> str:
     files = part_files(path)
     if not files:
         return "(no rows stored)"
@@ -38,6 +87,7 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
     total = sum(pq.read_metadata(f).num_rows for f in files)
     stride = max(1, total // SAMPLE)
     current = 0  # rows of this version
+    summarised = 0  # rows in the figures: this version's (with a grid: its latest attempts)
     lo = {c: np.inf for c in numeric}
     hi = {c: -np.inf for c in numeric}
     nulls = {c: 0 for c in numeric}
@@ -47,13 +97,21 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
     numeric = [c for c in numeric if c in schema.names]  # parts of an older version may lack it
     dataset = ds.dataset([str(f) for f in files], schema=schema, format="parquet")
     versioned = "experiment_version" in schema.names
-    for batch in dataset.to_batches(
-            columns=["status", *numeric, *(["experiment_version"] if versioned else [])],
-            batch_size=65_536):
+    latest = _latest_attempts(grid, path, files, schema) if grid is not None else None
+    keyed = latest is not None and latest.num_rows > 0
+    key_columns = ["task_id", *(["finished_at"] if "finished_at" in schema.names else [])]
+    columns = ["status", *numeric, *(["experiment_version"] if versioned else []),
+               *(key_columns if keyed else [])]
+    for batch in dataset.to_batches(columns=list(dict.fromkeys(columns)), batch_size=65_536):
         if versioned:
             batch = batch.filter(pc.equal(batch.column("experiment_version"),
                                           experiment.version))
         current += batch.num_rows
+        if grid is not None:
+            if not keyed or not batch.num_rows:
+                continue  # no point of the grid is stored: nothing to summarise
+            batch = batch.filter(_kept_mask(batch, latest))
+        summarised += batch.num_rows
         ok = batch.filter(pc.equal(batch.column("status"), "ok"))
         ok_rows += ok.num_rows
         for c in numeric:
@@ -64,14 +122,19 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
             if values.size:
                 lo[c], hi[c] = min(lo[c], values.min()), max(hi[c], values.max())
                 samples[c].append(values[::stride])
-    head = f"stored: {current:,} rows of version {experiment.version} (all attempts; " \
-        "pipeline.load keeps each task's latest)"
-    if tasks_ok is not None:
-        head += f", {tasks_ok:,} tasks ok, {tasks_failed or 0:,} failed"
-    lines = [head]
-    if total > current:
-        lines.append(f"and {total - current:,} rows of other versions, not summarised "
-                     "(pipeline.load(..., version=...) reads them)")
+    if grid is None:
+        head = f"stored: {current:,} rows of version {experiment.version} (all attempts; " \
+            "pipeline.load keeps each task's latest)"
+        if tasks_ok is not None:
+            head += f", {tasks_ok:,} tasks ok, {tasks_failed or 0:,} failed"
+        lines = [head]
+        if total > current:
+            lines.append(f"and {total - current:,} rows of other versions, not summarised "
+                         "(pipeline.load(..., version=...) reads them)")
+    else:
+        lines = [_grid_head(grid, latest if keyed else None, summarised),
+                 *_others_line(path, experiment, total, current,
+                               latest["_rows"][0].as_py() if keyed else 0, summarised)]
     if numeric and ok_rows:
         width = max(len(c) for c in numeric)
         lines.append(f"{'column':<{width}}  {'min':>12}  {'median':>12}  {'max':>12}  {'null':>6}")
@@ -80,3 +143,60 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
             low, high = (lo[c], hi[c]) if samples[c] else (np.nan, np.nan)
             lines.append(f"{c:<{width}}  {low:>12.6g}  {med:>12.6g}  {high:>12.6g}  {nulls[c]:>6}")
     return "\n".join(lines)
+
+
+def _kept_mask(batch, latest: pa.Table):
+    """The rows of ``batch`` that are the kept attempt of a task of the grid."""
+    index = pc.index_in(batch.column("task_id"), value_set=latest["task_id"])
+    found = pc.is_valid(index)
+    index = pc.fill_null(index, 0)
+    stamp = (_stamp(batch.column("finished_at")) if "finished_at" in batch.schema.names
+             else pa.array(np.full(batch.num_rows, -1, np.int64)))
+    ok = pc.cast(pc.equal(batch.column("status"), "ok"), pa.int8())
+    return pc.and_(found, pc.and_(pc.equal(stamp, pc.take(latest["_stamp"], index)),
+                                  pc.equal(ok, pc.take(latest["_ok"], index))))
+
+
+def _grid_head(grid, latest: pa.Table | None, rows: int) -> str:
+    ok = int(pc.sum(latest["_ok"]).as_py() or 0) if latest is not None else 0
+    failed = (latest.num_rows if latest is not None else 0) - ok
+    missing = grid.total - ok - failed
+    return (f"this sweep's grid ({grid.total:,} points): {ok:,} tasks ok, {failed:,} failed"
+            + (f", {missing:,} not stored" if missing else "")
+            + f"; {rows:,} rows, each task's latest attempt (version {grid.version})")
+
+
+def _others_line(path, experiment, total: int, current: int, grid_rows: int,
+                 summarised: int) -> list[str]:
+    """The line on the folder's rows the summary leaves out, and how to read them."""
+    parts = []
+    settings, versions, superseded = current - grid_rows, total - current, grid_rows - summarised
+    if settings:
+        parts.append(f"{settings:,} of other parameter settings")
+    if versions:
+        parts.append(f"{versions:,} of other versions")
+    if superseded:
+        parts.append(f"{superseded:,} superseded attempts")
+    if not parts:
+        return []
+    return [f"not summarised: {total - summarised:,} other rows in the folder "
+            f"({', '.join(parts)}); pipeline.load({str(Path(path).parent)!r}, {experiment.name!r}) "
+            "loads every setting and version"]
+
+
+def ran_line(stats) -> str:
+    """The line after the table: tasks run, their time and rate, part files. The rate is
+    the sweep proper's (``stats.elapsed_s`` leaves out the workers' warm-up); the progress
+    line's last rate counts the warm-up too, so when the warm-up changes the rate shown,
+    both are given, each named ('4/4 done ... 6.1 tasks/s' above read as a contradiction of
+    'ran 4 tasks in 0.1 s (61 tasks/s)')."""
+    from pipeline.engine.progress import rate_text
+
+    rate = rate_text(stats.ran / max(stats.elapsed_s, 1e-9))
+    with_warmup = rate_text(stats.ran / max(stats.elapsed_s + stats.warmup_s, 1e-9))
+    if with_warmup == rate:
+        return f"ran {stats.ran:,} tasks in {stats.elapsed_s:.1f} s ({rate} tasks/s), " \
+            f"{stats.parts} part file(s)"
+    return (f"ran {stats.ran:,} tasks in {stats.elapsed_s:.1f} s after a {stats.warmup_s:.1f} s "
+            f"warm-up of the workers: {rate} tasks/s ({with_warmup} tasks/s with the warm-up, "
+            f"as the progress line counts), {stats.parts} part file(s)")
