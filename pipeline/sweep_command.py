@@ -334,19 +334,16 @@ def _flushed(writer) -> dict:
 
 
 def _summarise(grid, path, plan, stats) -> int:
-    from pipeline.engine.progress import rate_text
-    from pipeline.report.summary import summary_table
+    from pipeline.report.summary import ran_line, summary_table
 
     failed_now = stats.failed if stats else 0
     ran = stats.ran if stats else 0
     print(f"\nresults: {path}  (load with pipeline.load({str(path.parent)!r}, {grid.name!r}))")
     tasks_ok = plan.done_ok + (stats.ok if stats else 0)
     tasks_failed = plan.done_failed + failed_now
-    print(summary_table(path, grid.experiment, tasks_ok, tasks_failed))
+    print(summary_table(path, grid.experiment, tasks_ok, tasks_failed, grid=grid))
     if stats and stats.ran:
-        print(f"ran {stats.ran:,} tasks in {stats.elapsed_s:.1f} s "
-              f"({rate_text(stats.ran / max(stats.elapsed_s, 1e-9))} tasks/s), "
-              f"{stats.parts} part file(s)")
+        print(ran_line(stats))
     if failed_now or plan.done_failed:
         first = (stats.first_errors[0] if stats and stats.first_errors else
                  "see the error column of the failed rows")

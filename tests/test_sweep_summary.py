@@ -77,8 +77,6 @@ def test_the_summary_covers_the_grid_not_the_folders_other_settings(two_settings
     assert row(first.splitlines(), "n_nodes")[:3] == ["8", "8", "8"]
 
 
-@pytest.mark.xfail(reason="needs pipeline/sweep_command.py's _summarise to pass grid=grid to "
-                          "summary_table (another helper's file)", strict=False)
 def test_the_printed_summary_after_a_sweep_covers_its_grid(two_settings):
     results, second = two_settings
     assert "this sweep's grid (16 points): 16 tasks ok, 0 failed; 16 rows" in second.stdout
@@ -149,8 +147,6 @@ def test_the_ran_line_names_the_warm_up_that_the_progress_rate_counts(two_settin
     assert ran_line(slow) == "ran 24,600 tasks in 300.0 s (82 tasks/s), 3 part file(s)"
 
 
-@pytest.mark.xfail(reason="needs pipeline/sweep_command.py's _summarise to print "
-                          "ran_line(stats) (another helper's file)", strict=False)
 def test_the_printed_ran_line_names_the_warm_up(two_settings):
     _, second = two_settings
     assert "s warm-up of the workers: " in second.stdout
