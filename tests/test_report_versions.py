@@ -4,8 +4,8 @@ A user trial reported inferential's points n = 8, 10 stored under version 1 and 
 under version 2 (a version bump) with ``report_scope=all 'version=[1,2]'``: inferential_nu had
 48 rows and no experiment_version column (each n = 10 point twice, identical lines), and
 inferential_bound_check counted 24 points per graph where 16 are distinct; only a warning said
-the selection mixed versions. Now every report function runs once per version (report/build.py
-``_per_version``): each table gets an ``experiment_version`` column and no count pools
+the selection mixed versions. Now every report function runs once per version (report/versions.py
+``per_version``): each table gets an ``experiment_version`` column and no count pools
 versions, each figure is drawn once per version (``NAME_vN``, its caption naming it); a report
 of one version is as before. Real rows stored as the sweeps of each version write them."""
 

@@ -20,7 +20,7 @@ Figures follow :mod:`pipeline.report.style` (more than six curves: ``out.small_m
 ``df`` is the deduplicated result table of that experiment (all rows, including failed ones;
 filter on ``status == "ok"``), of one experiment version: a report whose rows span several
 calls the function once per version and writes each table once with an ``experiment_version``
-column, each figure once per version (``NAME_vN``; report/build.py ``_per_version``).
+column, each figure once per version (``NAME_vN``; report/versions.py ``per_version``).
 ``out`` is a :class:`ReportWriter`.
 """
 

@@ -531,7 +531,7 @@ def latex_table(df, caption: str, name: str, sig_digits: int = 6,
                      "every row)")
         df = df.head(MAX_LATEX_ROWS)
     leading = True
-    # experiment_version leads the tables of a report over several versions (report/build.py):
+    # experiment_version leads the tables of a report over several versions (report/versions.py):
     # it tells rows apart as a parameter does, so a split table repeats it in every part
     exp_params = _parameters(experiment) | {"experiment_version"}
     for col in df.columns:
