@@ -126,6 +126,11 @@ def test_a_grid_stored_only_under_another_version_says_which(bumped):
     assert exported.returncode == 2
     assert f"stored under other experiment versions only (version {old}: 4)" in \
         exported.stderr, exported.stderr
+    # and so does the report, before its 'no stored rows' error (it said only that)
+    report = run_cli(*WORDS, "grid.x={range:[0,4]}", f"results_dir={results}", "report=true",
+                     *FAST)
+    assert report.returncode == 2 and "no stored rows" in report.stderr, report.stderr
+    assert f"so version={old} selects them" in report.stderr, report.stderr
 
 
 def test_exports_scope_note_counts_the_versions_the_grid_matches(bumped, monkeypatch):

@@ -54,12 +54,13 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
         print(f"error: {exc}; run the sweep first (python run.py experiment={name})",
               file=sys.stderr)
         return EXIT_NO_RESULTS
+    # first: for an empty selection they say why (points stored under another version)
+    for warning in df.attrs.get("coverage", {}).get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
     if df.empty:
         print(f"error: no stored rows of '{name}' match the selection ({selection.describe()}); "
               + _empty_selection_advice(selection), file=sys.stderr)
         return EXIT_NO_RESULTS
-    for warning in df.attrs["coverage"]["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
     failed = failed_points(df)
     if failed:
         # the family tables and figures show ok rows only: a point that failed is not in them
@@ -107,9 +108,10 @@ def _scope_note(df: pd.DataFrame, everything: pd.DataFrame, selection) -> str | 
         if values:
             stored = stored[stored[column].isin(values)] if column in stored.columns \
                 else stored.iloc[:0]
-    if len(stored):  # the versions report_scope=all takes (by default the latest)
+    if len(stored):  # the versions the grid is matched under (selection.grid_versions)
         latest = stored["experiment_version"].max()
-        wanted = [latest if v == "latest" else v for v in (selection.versions or ("latest",))]
+        wanted = ([latest if v == "latest" else v for v in selection.versions]
+                  if selection.versions else [selection.grid.version])
         stored = stored[stored["experiment_version"].isin(wanted)]
     ok = df[df["status"] == "ok"] if "status" in df.columns else df
     shown = pd.unique(ok["task_id"])
