@@ -611,3 +611,17 @@ def test_an_export_of_part_of_the_stored_points_says_how_many(tmp_path, capsys):
     assert "export: 1 of 7 stored ok point(s) are in the selected grid" in out, out
     assert main([str(folder), "--to", str(tmp_path / "all"), "--author", "A"]) == 0
     assert "stored ok point" not in capsys.readouterr().out
+
+
+def test_the_selection_text_leaves_out_a_fixed_value_an_axis_overrides():
+    """A report's index showed the YAML's fixed n = 13 beside grid.n=[10,12] (a user trial):
+    the value the points were not computed with."""
+    from pipeline.engine.grid import Grid
+    from pipeline.experiments.base import get_experiment
+    from pipeline.report.selection import Selection, grid_spec
+
+    grid = Grid(get_experiment("calibration"), {"x": [1, 2], "scale": [1.0, 2.0]},
+                {"scale": 3.0, "work_us": 0.0})
+    assert grid_spec(grid) == {"grid": {"x": [1, 2], "scale": [1.0, 2.0]},
+                               "params": {"work_us": 0.0}}
+    assert "3.0" not in Selection(grid=grid).describe()

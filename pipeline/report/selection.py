@@ -112,9 +112,11 @@ def selection_from_options(grid, options: dict) -> Selection:
 
 
 def grid_spec(grid) -> dict:
-    """The grid as its plain spec (axes as given, fixed params), for humans and JSON."""
+    """The grid as its plain spec (axes as given, fixed params), for humans and JSON. A
+    fixed value an axis overrides is left out (the report's index showed the YAML's n = 13
+    beside grid.n=[10,12])."""
     _, axes, fixed = grid._spec
-    return {"grid": axes, "params": fixed}
+    return {"grid": axes, "params": {k: v for k, v in fixed.items() if k in grid.fixed}}
 
 
 def grid_at_version(grid, version: int):
