@@ -190,6 +190,7 @@ def describe(path: Path) -> tuple[list[str], bool]:
         lines.append(f"  note: this run wrote to {origin}; this folder is a copy of it or was "
                      f"moved: the command below writes to {origin}; to resume this folder, give "
                      f"results_dir={path.parent} instead")
+    lines += earlier_runs(runs[:-1])
     lines += next_step(run, failed_stored)
     if state != "running":  # compaction takes the folder's lock: not during a sweep
         lines += compaction_hint(path)
@@ -231,6 +232,28 @@ def _written_from(path: Path, run: dict) -> Path | None:
     except OSError:
         return None
     return None if same else origin
+
+
+EARLIER_RUNS_SHOWN = 5
+
+
+def earlier_runs(runs: list[dict]) -> list[str]:
+    """The runs before the last, newest first (the last few; the manifest has them all): the
+    run ids that ``run_id=`` selects (a report's "check run_id (status lists the runs)" met
+    only the last one here)."""
+    if not runs:
+        return []
+    lines = [f"  earlier runs ({len(runs)}, newest first; run_id=RUN selects one's rows):"]
+    for run in reversed(runs[-EARLIER_RUNS_SHOWN:]):
+        state = run.get("status", "?")
+        state = f"{state} ({run['signal']})" if run.get("signal") else state
+        ran = (run.get("counts") or {}).get("ran")
+        lines.append(f"    {run.get('run_id')}: {state}, started {run.get('started_at')}"
+                     + (f", ran {ran:,} task(s)" if ran is not None else ""))
+    if len(runs) > EARLIER_RUNS_SHOWN:
+        lines.append(f"    ... and {len(runs) - EARLIER_RUNS_SHOWN} earlier (all in "
+                     "_manifest.json)")
+    return lines
 
 
 def next_step(run: dict, failed_stored: int = 0) -> list[str]:

@@ -163,3 +163,28 @@ def test_an_interrupted_sweep_records_and_says_how_many_tasks_it_kept(tmp_path):
     assert (run["counts"]["ran"], run["counts"]["ok"]) == (stored, stored), run["counts"]
     shown = status(tmp_path).stdout
     assert f"ran {stored} task(s): {stored} ok, 0 failed" in shown, shown
+
+
+def test_status_lists_the_earlier_runs_that_run_id_selects(tmp_path):
+    """A report's empty selection advised 'check run_id (python -m pipeline status lists the
+    runs)', and status showed only the last run. It lists the earlier ones too (the last
+    few, newest first), and each id selects that run's rows."""
+    import pipeline
+    from pipeline.status import EARLIER_RUNS_SHOWN, earlier_runs
+
+    for lo, hi in ((0, 4), (4, 8)):
+        proc = run_cli("experiment=calibration", f"grid.x={{range:[{lo},{hi}]}}",
+                       "params.work_us=0", f"results_dir={tmp_path}", *FAST)
+        assert proc.returncode == 0, proc.stderr
+    runs = json.loads((tmp_path / "calibration" / "_manifest.json").read_text())["runs"]
+    first, last = runs[0]["run_id"], runs[1]["run_id"]
+    shown = status(tmp_path).stdout
+    assert f"last run {last}: finished" in shown, shown
+    assert "earlier runs (1, newest first; run_id=RUN selects one's rows):" in shown, shown
+    assert f"    {first}: finished, started {runs[0]['started_at']}, ran 4 task(s)" in shown
+    assert sorted(pipeline.load(tmp_path, "calibration", run_id=first).x) == [0, 1, 2, 3]
+    many = [dict(runs[0], run_id=f"run{i}") for i in range(EARLIER_RUNS_SHOWN + 2)]
+    lines = earlier_runs(many)
+    assert [line.split(":")[0].strip() for line in lines[1:-1]] == [
+        f"run{i}" for i in range(EARLIER_RUNS_SHOWN + 1, 1, -1)]
+    assert lines[-1] == "    ... and 2 earlier (all in _manifest.json)"
