@@ -229,6 +229,8 @@ def main(argv: list[str]) -> int:
     command, args = argv[0], argv[1:]
     if command == "help" and args and args[0] in COMMANDS:  # help COMMAND: COMMAND --help
         command, args = args[0], ["--help"]
+    elif command == "help" and args:  # help of no command: as that word alone, exit 2
+        return _unknown(args[0])
     elif command in HELP_WORDS or command == "help":
         print(_usage())
         return 0

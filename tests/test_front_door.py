@@ -41,6 +41,9 @@ def test_report_is_an_unknown_command_pointing_at_run_py(tmp_path):
     assert "commands: " + ", ".join(COMMANDS) in line
     assert list(tmp_path.iterdir()) == []  # nothing written
     assert "did you mean 'status'" in one_error_line(pipeline_cli("stauts"))
+    # help of a word that is no command: the same error, not the usage and exit 0
+    assert "python run.py experiment=NAME report=true" in one_error_line(
+        pipeline_cli("help", "report"))
     assert "python run.py experiment=NAME" in one_error_line(pipeline_cli("sweep"))
 
 

@@ -69,13 +69,14 @@ def _closed_if_half_built():
     before = set(SpecCluster._instances)
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
         # A second Ctrl-C (or each nanny's share of a process-group signal) now waits for
         # the close: raised, it cut the close short, and Dask's exit handler then closed
         # the cluster again, silently, for 40 s after "interrupted" was printed.
         shutdown_started()
-        # nannies whose start the close cuts short log "failed to start" tracebacks
-        logging.getLogger("distributed.nanny").setLevel(logging.CRITICAL)
+        if isinstance(exc, KeyboardInterrupt):  # (a real start-up error keeps its logs)
+            # nannies whose start the close cuts short log "failed to start" tracebacks
+            logging.getLogger("distributed.nanny").setLevel(logging.CRITICAL)
         for cluster in set(SpecCluster._instances) - before:
             try:
                 _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),

@@ -229,17 +229,19 @@ class Watchdog:
         if loop is None:
             return
         for key, state in states:
-            if key not in self.watched:
-                self.watched.add(key)
-                loop.add_callback(self._count_return, key, state)
+            # by state too: a lost batch's old watch may end after its recomputation's began
+            watch = (key, id(state))
+            if watch not in self.watched:
+                self.watched.add(watch)
+                loop.add_callback(self._count_return, watch, state)
 
-    async def _count_return(self, key, state) -> None:
+    async def _count_return(self, watch, state) -> None:
         try:
             await state.wait()  # set when it finishes, errs or is cancelled (or released)
             if state.status == "finished":
                 self.returned += 1  # (on the event loop only; the driver loop only reads it)
         finally:
-            self.watched.discard(key)  # pending again later (lost, then recomputed): watched again
+            self.watched.discard(watch)  # pending again later (lost, recomputed): watched again
 
     # ------------------------------------------------------------------ workers
     def _current_workers(self) -> set[str] | None:

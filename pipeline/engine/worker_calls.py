@@ -151,14 +151,17 @@ async def gather_finished(client, futures: list, direct=None) -> dict:
     remaining = list(futures)
     while remaining:
         gather = asyncio.ensure_future(client._gather(remaining, direct=direct))
-        while True:  # returns as soon as the gather does; the timeout only paces the check
-            done, _ = await asyncio.wait([gather], timeout=LOSS_POLL_S)
-            if done:
-                return dict(zip([f.key for f in remaining], gather.result()))
-            if any(f.status != "finished" for f in remaining):
+        try:
+            while True:  # returns as soon as the gather does; the timeout paces the check
+                done, _ = await asyncio.wait([gather], timeout=LOSS_POLL_S)
+                if done:
+                    return dict(zip([f.key for f in remaining], gather.result()))
+                if any(f.status != "finished" for f in remaining):
+                    remaining = [f for f in remaining if f.status == "finished"]
+                    break
+        finally:  # also when the caller's bound cancels us: no orphan fetch left running
+            if not gather.done():
                 gather.cancel()
-                remaining = [f for f in remaining if f.status == "finished"]
-                break
     return {}
 
 

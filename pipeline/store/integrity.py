@@ -60,9 +60,12 @@ def check_part_checksums(folder: str | os.PathLike, files: Sequence[Path]) -> No
         entry = index.get(path.name)
         if entry is None:
             continue
-        try:  # read first: a file this user may not read is not called damaged (see verify)
+        try:  # opened first: a file this user may not read is not called damaged (see verify)
             size = path.stat().st_size
-            digest = file_sha256(path)
+            with open(path, "rb"):
+                pass
+            # the size before the hash: a truncated file is not read whole to be refused
+            digest = file_sha256(path) if size == entry.get("bytes") else None
         except FileNotFoundError:  # swapped away by a compaction meanwhile
             continue
         except PermissionError:  # a folder copied from another user: not damaged
