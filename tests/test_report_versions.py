@@ -210,6 +210,9 @@ def test_generic_summary_failures_and_plugins_per_version(tmp_path):
     index = (out / "index.md").read_text()
     assert f"`broken_on_new (experiment version {new})`: RuntimeError: no such column" in index
     assert f"Rows of experiment version {old} only" in index
+    # the caption says why the other version has no such table (it said 'gave no such table')
+    assert (f"the rows of version {new} gave no such table; the report function failed on "
+            f"version {new}") in index, index
 
 
 @pytest.mark.parametrize("name", ["composition", "independent_sets", "edge_dp"])

@@ -114,16 +114,21 @@ def per_version(fn, df: pd.DataFrame, out, problems: list | None = None,
                 fn(part, noting)
         except Exception as exc:
             label = fn.__name__ + ("" if version is None else f" (experiment version {version})")
-            problems.append(Problem("function", label, "".join(
-                traceback.format_exception_only(type(exc), exc)).strip()))
+            problems.append(_failed(label, exc))
+            if split is not None:
+                split.failed.append(version)
     if split is not None:
         try:
             split.flush()
         except Exception as exc:
             if problems is None:
                 raise
-            problems.append(Problem("function", fn.__name__, "".join(
-                traceback.format_exception_only(type(exc), exc)).strip()))
+            problems.append(_failed(fn.__name__, exc))
+
+
+def _failed(label: str, exc: Exception) -> Problem:
+    return Problem("function", label,
+                   "".join(traceback.format_exception_only(type(exc), exc)).strip())
 
 
 class _VersionSplit:
@@ -138,6 +143,7 @@ class _VersionSplit:
     def __init__(self, out, versions):
         self.out = out
         self.versions = list(versions)
+        self.failed: list[int] = []  # versions on whose rows the function raised
         self.start = len(out.entries)
         self.order: dict[tuple, int] = {}  # (kind, name) -> rank of its first write
         self.tables: dict[str, list] = {}  # name -> [(version, frame, caption, kwargs)]
@@ -193,9 +199,12 @@ class _VersionSplit:
                             for v, c in zip(versions, captions))
         if len(versions) == 1:
             others = [v for v in self.versions if v != versions[0]]
+            failed = [v for v in others if v in self.failed]
+            why = ("gave no such table" if not failed else
+                   "gave no such table; the report function failed on version"
+                   f"{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))}")
             note = (f"Rows of experiment version {versions[0]} only (the rows of version"
-                    f"{'s' if len(others) > 1 else ''} {', '.join(map(str, others))} gave "
-                    "no such table).")
+                    f"{'s' if len(others) > 1 else ''} {', '.join(map(str, others))} {why}).")
         else:
             note = (f"Experiment versions {', '.join(map(str, versions))} are kept apart "
                     "(column experiment_version): no row, count or statistic pools versions.")
