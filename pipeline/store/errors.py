@@ -43,22 +43,30 @@ NOT_DAMAGED = ("a file permission problem, not damage: let this user read it (ch
                "run as its owner), then run the command again; verify --repair leaves it as it is")
 
 
-class UnreadablePartFile(BadPartFile):
-    """A part file this user may not open: its permissions (a folder copied from another
-    user, a chmod), not damage. Exit 4 like a damaged part, but ``verify --repair`` never
-    moves it aside nor forgets it (it moved a good file to ``_quarantine/``, and a resume
-    recomputed its tasks): its permissions are the fix."""
+class _NotDamaged:
+    """A file this user may not open (its permissions): the message and remedy of
+    :class:`UnreadablePartFile` and :class:`UnreadableManifest`."""
 
     problem = "cannot be read"
+    label = "file"
 
     def __init__(self, path: str | os.PathLike, reason: str = PERMISSION_DENIED):
         self.path, self.reason = Path(path), reason
-        RuntimeError.__init__(self, f"part file {self.path} {self.problem} ({reason}): "
+        RuntimeError.__init__(self, f"{self.label} {self.path} {self.problem} ({reason}): "
                               f"{NOT_DAMAGED}")
 
     @property
     def remedy(self) -> str:
         return NOT_DAMAGED
+
+
+class UnreadablePartFile(_NotDamaged, BadPartFile):
+    """A part file this user may not open: its permissions (a folder copied from another
+    user, a chmod), not damage. Exit 4 like a damaged part, but ``verify --repair`` never
+    moves it aside nor forgets it (it moved a good file to ``_quarantine/``, and a resume
+    recomputed its tasks): its permissions are the fix."""
+
+    label = "part file"
 
 
 def part_error(path: str | os.PathLike, exc: BaseException) -> BadPartFile:
@@ -89,20 +97,11 @@ class DamagedManifest(BadPartFile):
             "starts a new one and resumes as before)")
 
 
-class UnreadableManifest(DamagedManifest):
+class UnreadableManifest(_NotDamaged, DamagedManifest):
     """A run manifest this user may not open (its permissions): not damaged, so ``verify
     --repair`` leaves it where it is."""
 
-    problem = "cannot be read"
-
-    def __init__(self, path: str | os.PathLike, reason: str = PERMISSION_DENIED):
-        self.path, self.reason = Path(path), reason
-        RuntimeError.__init__(self, f"the run manifest {self.path} {self.problem} ({reason}): "
-                              f"{NOT_DAMAGED}")
-
-    @property
-    def remedy(self) -> str:
-        return NOT_DAMAGED
+    label = "the run manifest"
 
 
 def parse_manifest(file: Path) -> dict:
