@@ -9,7 +9,7 @@ from pipeline.exit_codes import EXIT_OK
 def dry_run(grid, options: dict) -> int:
     from pipeline.engine.batch_cluster import dry_run_text
     from pipeline.engine.grid import describe_axes, fixed_summary
-    from pipeline.engine.resume import count_stored
+    from pipeline.engine.resume import count_stored, other_versions_text
     from pipeline.engine.provenance import code_id, stale_points
     from pipeline.store.parquet import checked_schemas, experiment_dir, read_again_if_swapped
 
@@ -60,19 +60,6 @@ def dry_run(grid, options: dict) -> int:
     if batch_jobs:
         print(batch_jobs)
     return EXIT_OK
-
-
-def other_versions_text(grid, other_versions: dict) -> str:
-    """'N point(s) of this grid are stored only under version V ...' (the dry run's line and
-    the sweep's header note), or '' when none is."""
-    if not other_versions:
-        return ""
-    n = max(other_versions.values())  # a point stored under two old versions counts once
-    where = (f"version {next(iter(other_versions))}" if len(other_versions) == 1 else
-             "versions " + ", ".join(f"{v} ({c:,})" for v, c in sorted(other_versions.items())))
-    return (f"{'at least ' if len(other_versions) > 1 else ''}{n:,} point(s) of this grid are "
-            f"stored only under {where} of {grid.name}: version {grid.version} computes them "
-            "anew (task ids include the version; the old rows stay stored)")
 
 
 def _writing(path) -> list[dict]:

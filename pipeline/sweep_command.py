@@ -118,7 +118,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                      _done_text(plan), plan.pending.size,
                      f" ({plan.failed_retried} stored failed: retry_failed=true reruns them)"
                      if plan.failed_retried else "", path)
-            from pipeline.dry_run_command import other_versions_text
+            from pipeline.engine.resume import other_versions_text
 
             other = other_versions_text(grid, plan.other_versions)
             if other:

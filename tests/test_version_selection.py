@@ -198,3 +198,28 @@ def test_loads_warning_says_what_latest_keeps(tmp_path):
         pipeline.load(other, "calibration")
     (text,) = [str(w.message) for w in caught if "experiment versions" in str(w.message)]
     assert text.endswith(f"version='latest' keeps the newest stored version's rows ({here})")
+
+
+def test_point_prefixes_are_the_task_ids_of_any_version():
+    """coverage hashes the missing points under each other stored version in chunks
+    (point_prefixes, through Grid.batch_canonical, as a batch hashes the ids it stores), not
+    one task_id(i) at a time: the same ids, for axes, zip groups, lists and a lazy axis."""
+    import numpy as np
+
+    from pipeline.report.selection import grid_at_version, grid_prefixes, point_prefixes
+
+    cal = get_experiment("calibration")
+    hetero = get_experiment("composition_hetero")
+    grids = [Grid(cal, {"x": {"range": [0, 7]}, "zip": [{"rows": [1, 2], "scale": [1.0, 0.5]}]},
+                  {"work_us": 0.0}),
+             Grid(cal, {"scale": {"linspace": [0, 1, 100_001]}}, PARAMS),  # a lazy axis
+             Grid(hetero, {"eps_list": [[0.1, 0.2], [0.3]], "delta_target": [1e-6, 1e-3]},
+                  {"eps_source": "list", "pld": False})]
+    for grid in grids:
+        asked = np.array([grid.total - 1, 0, grid.total // 2, 1])
+        for version in (grid.version, grid.version - 1):
+            there = grid_at_version(grid, version)
+            expected = [int(there.task_id(int(i))[:16], 16) for i in asked]
+            assert point_prefixes(grid, asked, version=version).tolist() == expected
+            whole = grid_prefixes(grid, version)
+            assert whole.size == grid.total and whole[asked].tolist() == expected

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
-from pipeline.engine.grid import Grid
+from pipeline.engine.grid import Grid, _fragment
 from pipeline.engine.planning import PendingPlan
 from pipeline.store.parquet import stored_ids
 
@@ -72,8 +73,6 @@ def count_stored(grid: Grid, path) -> StoredCounts:
     a version bump this version computes them anew). Only when every parameter of this
     version has a stored column; the parameter values are compared only when rows of another
     version match (no extra work otherwise)."""
-    import pandas as pd
-
     hits = grid_rows(grid, path, any_version=True)
     if hits is None:
         return StoredCounts(0, 0, {})
@@ -86,9 +85,13 @@ def count_stored(grid: Grid, path) -> StoredCounts:
         names = [p.name for p in grid.experiment.params]
 
         def keys(rows):  # a hash of a point's parameter values (its task id differs between
-            # versions); vectorised: a row-wise join took ~15 s per 10^6 rows
+            # versions); vectorised: a row-wise join took ~15 s per 10^6 rows. Object columns
+            # (lists, strings, unset values) hashed as their canonical fragments, as the task
+            # id has them: astype(str) kept 8 significant digits of a list's floats and
+            # abbreviated a list of over 1,000 with '...', so distinct points collided
             frame = rows[names]
-            frame = frame.astype({n: str for n in names if frame[n].dtype == object})
+            frame = frame.assign(**{n: frame[n].map(_canonical) for n in names
+                                    if frame[n].dtype == object})
             return pd.util.hash_pandas_object(frame, index=False).to_numpy()
 
         others = others.assign(_key=keys(others))
@@ -98,15 +101,25 @@ def count_stored(grid: Grid, path) -> StoredCounts:
     return StoredCounts(len(ok_ids), len(failed_ids), other_versions)
 
 
+def other_versions_text(grid, other_versions: dict) -> str:
+    """'N point(s) of this grid are stored only under version V ...' (the dry run's line and
+    the sweep's header note), or '' when none is."""
+    if not other_versions:
+        return ""
+    n = max(other_versions.values())  # a point stored under two old versions counts once
+    where = (f"version {next(iter(other_versions))}" if len(other_versions) == 1 else
+             "versions " + ", ".join(f"{v} ({c:,})" for v, c in sorted(other_versions.items())))
+    return (f"{'at least ' if len(other_versions) > 1 else ''}{n:,} point(s) of this grid are "
+            f"stored only under {where} of {grid.name}: version {grid.version} computes them "
+            "anew (task ids include the version; the old rows stay stored)")
+
+
 def grid_rows(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool = False):
     """The stored rows that are points of ``grid`` (a DataFrame of ``task_id``, ``status``,
     ``experiment_version`` and those of the ``extra`` columns stored), or None when nothing
     is: the stored parameter values matched against the grid's axes, without hashing the grid
     (see :func:`count_done`). ``any_version``: rows of every experiment version whose
     parameters match (their task ids are another version's), not only ``grid.version``'s."""
-    import pandas as pd
-
-    from pipeline.engine.grid import _fragment
     from pipeline.store.parquet import part_files
 
     files = part_files(path)
@@ -145,12 +158,7 @@ def grid_rows(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool =
             (df["experiment_version"] == grid.version).to_numpy().copy())
     list_typed = {p.name for p in grid.experiment.params if p.type in ("int_list", "float_list")}
 
-    def stored_list(v):  # tolist(): numpy scalars' reprs ('np.float64(0.1)') match no fragment
-        return v.tolist() if isinstance(v, np.ndarray) else list(v)
-
-    def unset_or_fragment(v):
-        return "null" if v is None or v is pd.NA or (isinstance(v, float) and v != v) \
-            else _fragment(v)
+    stored_list, unset_or_fragment = _stored_list, _unset_or_fragment
 
     def canon(col):
         return df[col].map(lambda v: _fragment(stored_list(v)) if v is not None else None)
@@ -209,8 +217,28 @@ def grid_rows(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool =
             keys = pd.DataFrame([axis.at(d) for d in range(len(axis))], columns=list(axis.names),
                                 dtype=object)
             keys = keys.map(unset_or_fragment).drop_duplicates()
-            stored = df[list(axis.names)].map(lambda v: _fragment(stored_list(v)) if isinstance(v, np.ndarray) else unset_or_fragment(v))
+            stored = df[list(axis.names)].map(_canonical)
             merged = stored.merge(keys.assign(_hit=True), how="left", on=list(axis.names))
             mask &= merged["_hit"].fillna(False).to_numpy(dtype=bool)
     return df.loc[mask, ["task_id", "status", "experiment_version", *extra,
                          *(names if any_version else [])]]
+
+
+def _stored_list(v) -> list:
+    """A stored list value as a list of Python values (tolist(): numpy scalars' reprs,
+    'np.float64(0.1)', match no fragment)."""
+    return v.tolist() if isinstance(v, np.ndarray) else list(v)
+
+
+def _unset_or_fragment(v) -> str:
+    """The canonical fragment of a stored scalar; "null" for any unset value (None, pd.NA or
+    a NaN: the store writes None and NaN both as null)."""
+    return "null" if v is None or v is pd.NA or (isinstance(v, float) and v != v) \
+        else _fragment(v)
+
+
+def _canonical(v) -> str:
+    """The canonical fragment of a stored value of an object column (a list read as a numpy
+    array, a string, an unset value): what the task id hashes, so two values differ here
+    exactly when their points do."""
+    return _fragment(_stored_list(v)) if isinstance(v, np.ndarray) else _unset_or_fragment(v)
