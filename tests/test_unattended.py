@@ -1132,7 +1132,8 @@ def test_a_second_ctrl_c_during_the_shutdown_does_not_cut_it_short(tmp_path):
     args, code, err, _ = _signals_mid_sweep(tmp_path, 2)
     assert code == 130, err
     assert "Traceback" not in err and "leaving now" not in err, err
-    assert re.search(r"interrupted \(SIGINT\): \d+ part file\(s\) kept", err), err  # closed
+    assert re.search(r"interrupted \(SIGINT\): [\d,]+ task\(s\) kept in \d+ part file\(s\)",
+                     err), err  # closed
     run = last_run(tmp_path / "calibration")
     assert run["status"] == "interrupted" and run["written"]["flushed"] is True
     assert 0 < run["written"]["rows"] == len(pd.read_parquet(tmp_path / "calibration")) < 120_000
