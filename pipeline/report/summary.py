@@ -7,10 +7,13 @@ line of its own, not mixed into the counts or the figures. Without a grid (older
 covers every row of the current version, each attempt included.
 
 It streams the part files batch by batch (exact min/max/null counts, median of an evenly
-strided sample of at most ``SAMPLE`` values), so a sweep of millions of rows is summarised in
-bounded memory: the driver never gathers the results. With a grid, two reads of a few small
-columns (the parameters, task ids, statuses and finish times: what planning reads) first
-find the rows to summarise.
+strided sample of at most ``SAMPLE`` values): the driver never gathers the results' columns.
+With a grid, the rows to summarise are found once, before the scan, in time linear in the
+store: planning's match of the stored parameters (``grid_rows``; only its task ids are kept),
+then one read of the key columns (task id, status, version, finish time, row index) gives a
+flag per stored row, which the scan slices by row offset. Memory: those key columns while the
+flags are built, then one byte a row; when every row of this version is a kept attempt of the
+grid (a folder of this grid alone) no flags are kept and the scan filters nothing.
 """
 
 from __future__ import annotations
@@ -41,11 +44,22 @@ def summary_table(path, experiment, tasks_ok: int | None = None,
         lambda: _summary_table(path, experiment, tasks_ok, tasks_failed, grid))
 
 
-def _latest_attempts(grid, path, files, schema) -> pa.Table | None:
-    """Per task of ``grid`` stored under its version: the finish time (``_stamp``, int64,
-    -1 if unknown) and status (``_ok``) of the attempt ``pipeline.load`` keeps, and
-    ``_rows``, how many stored rows of this version are points of the grid (every attempt).
-    None when none is stored."""
+class _Selection:
+    """What the summary of a grid keeps: ``ok``/``failed``, its tasks stored under
+    ``grid.version`` by their kept attempt; ``grid_rows``, the stored rows of this version that
+    are points of the grid (every attempt); ``keep``, one flag per stored row in storage order
+    (the order the summary's scan reads them), None when every row of the summarised version is
+    kept (a folder of this grid alone: nothing to filter)."""
+
+    def __init__(self, ok: int, failed: int, grid_rows: int, keep: np.ndarray | None):
+        self.ok, self.failed, self.grid_rows, self.keep = ok, failed, grid_rows, keep
+
+
+def _select(grid, path, files, schema, version) -> _Selection | None:
+    """The rows of ``grid``'s points that ``pipeline.load`` keeps (each task's latest attempt),
+    found once for the whole store: one read of the key columns (task id, status, version,
+    finish time, row index) and one hash of the grid's task ids, so linear in the store; the
+    summary's scan then slices ``keep`` by row offset. None when no point is stored."""
     from pipeline.engine.resume import grid_rows
     from pipeline.store.integrity import read_parts
     from pipeline.store.parquet import deduplicate_table
@@ -54,22 +68,50 @@ def _latest_attempts(grid, path, files, schema) -> pa.Table | None:
     if hits is None or hits.empty:
         return None
     ids = pa.array(hits["task_id"].unique(), pa.string())
+    del hits  # only the ids are kept, not the frame of parameters
     wanted = [c for c in ("task_id", "status", "experiment_version", "finished_at", "row_index")
               if c in schema.names]
-    table = read_parts(files, columns=wanted, schema=schema)
-    if "experiment_version" in table.column_names:
-        table = table.filter(pc.equal(table["experiment_version"], grid.version))
-    table = table.filter(pc.is_in(table["task_id"], value_set=ids))
+    keys = read_parts(files, columns=wanted, schema=schema)  # storage order, as the scan's
+    stored = keys.num_rows
+    mine = pc.is_in(keys["task_id"], value_set=ids)  # one hash table of the grid's ids
+    del ids
+    if "experiment_version" in keys.column_names:
+        mine = pc.and_(mine, pc.equal(keys["experiment_version"], grid.version))
+        of_version = int(pc.sum(pc.equal(keys["experiment_version"], version)).as_py() or 0)
+    else:
+        of_version = stored  # every row is of the summarised version
+    mine = pc.fill_null(mine, False)
+    positions = np.flatnonzero(np.asarray(mine))
+    table = keys.filter(mine)
+    del keys, mine
     rows = table.num_rows
     for name, typ in (("finished_at", pa.timestamp("us", "UTC")), ("row_index", pa.int64())):
         if name not in table.column_names:  # a store from before the column
             table = table.append_column(name, pa.nulls(table.num_rows, typ))
     kept = deduplicate_table(table)  # pipeline.load's rule: each task's latest attempt
-    keys = pa.table({"task_id": kept["task_id"], "_stamp": _stamp(kept["finished_at"]),
-                     "_ok": pc.cast(pc.equal(kept["status"], "ok"), pa.int8())})
-    latest = keys.group_by("task_id").aggregate([("_stamp", "max"), ("_ok", "max")])
-    return latest.rename_columns(["task_id", "_stamp", "_ok"]).append_column(
-        "_rows", pa.array([rows] * latest.num_rows, pa.int64())).combine_chunks()
+    latest = pa.table({"task_id": kept["task_id"], "_stamp": _stamp(kept["finished_at"]),
+                       "_ok": pc.cast(pc.equal(kept["status"], "ok"), pa.int8())}
+                      ).group_by("task_id").aggregate([("_stamp", "max"), ("_ok", "max")])
+    del kept
+    ok = int(pc.sum(latest["_ok_max"]).as_py() or 0)
+    failed = latest.num_rows - ok
+    # a row is summarised when it is its task's kept attempt (its finish time and status):
+    # one index_in over all the grid's rows (one hash table of the tasks, not one per batch)
+    index = pc.index_in(table["task_id"], value_set=latest["task_id"])
+    found = pc.is_valid(index)
+    index = pc.fill_null(index, 0)
+    match = pc.and_(found, pc.and_(
+        pc.equal(_stamp(table["finished_at"]), pc.take(latest["_stamp_max"], index)),
+        pc.equal(pc.cast(pc.equal(table["status"], "ok"), pa.int8()),
+                 pc.take(latest["_ok_max"], index))))
+    match = np.asarray(pc.fill_null(match, False), dtype=bool)
+    del table, latest, index, found
+    keep = np.zeros(stored, dtype=bool)
+    keep[positions[match]] = True
+    if grid.version == version:
+        if int(keep.sum()) == of_version:  # every row summarised is kept: nothing to filter
+            keep = None
+    return _Selection(ok, failed, rows, keep)
 
 
 def _stamp(column) -> pa.Array:
@@ -97,20 +139,25 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
     numeric = [c for c in numeric if c in schema.names]  # parts of an older version may lack it
     dataset = ds.dataset([str(f) for f in files], schema=schema, format="parquet")
     versioned = "experiment_version" in schema.names
-    latest = _latest_attempts(grid, path, files, schema) if grid is not None else None
-    keyed = latest is not None and latest.num_rows > 0
-    key_columns = ["task_id", *(["finished_at"] if "finished_at" in schema.names else [])]
-    columns = ["status", *numeric, *(["experiment_version"] if versioned else []),
-               *(key_columns if keyed else [])]
+    selection = (_select(grid, path, files, schema, experiment.version) if grid is not None
+                 else None)
+    keep = selection.keep if selection is not None else None
+    columns = ["status", *numeric, *(["experiment_version"] if versioned else [])]
+    offset = 0  # rows of the store read so far: the position of the batch's rows in ``keep``
     for batch in dataset.to_batches(columns=list(dict.fromkeys(columns)), batch_size=65_536):
+        mine = keep[offset:offset + batch.num_rows] if keep is not None else None
+        offset += batch.num_rows
         if versioned:
-            batch = batch.filter(pc.equal(batch.column("experiment_version"),
-                                          experiment.version))
+            of_version = pc.equal(batch.column("experiment_version"), experiment.version)
+            batch = batch.filter(of_version)
+            if mine is not None:
+                mine = mine[np.asarray(pc.fill_null(of_version, False))]
         current += batch.num_rows
         if grid is not None:
-            if not keyed or not batch.num_rows:
+            if selection is None or not batch.num_rows:
                 continue  # no point of the grid is stored: nothing to summarise
-            batch = batch.filter(_kept_mask(batch, latest))
+            if mine is not None:
+                batch = batch.filter(pa.array(mine))
         summarised += batch.num_rows
         ok = batch.filter(pc.equal(batch.column("status"), "ok"))
         ok_rows += ok.num_rows
@@ -122,6 +169,8 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
             if values.size:
                 lo[c], hi[c] = min(lo[c], values.min()), max(hi[c], values.max())
                 samples[c].append(values[::stride])
+    if keep is not None and offset != keep.size:  # the scan read other rows than the keys
+        raise RuntimeError(f"summary: {offset:,} rows scanned, {keep.size:,} keys read")
     if grid is None:
         head = f"stored: {current:,} rows of version {experiment.version} (all attempts; " \
             "pipeline.load keeps each task's latest)"
@@ -132,9 +181,10 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
             lines.append(f"and {total - current:,} rows of other versions, not summarised "
                          "(pipeline.load(..., version=...) reads them)")
     else:
-        lines = [_grid_head(grid, latest if keyed else None, summarised),
+        lines = [_grid_head(grid, selection, summarised),
                  *_others_line(path, experiment, total, current,
-                               latest["_rows"][0].as_py() if keyed else 0, summarised)]
+                               selection.grid_rows if selection is not None else 0,
+                               summarised)]
     if numeric and ok_rows:
         width = max(len(c) for c in numeric)
         lines.append(f"{'column':<{width}}  {'min':>12}  {'median':>12}  {'max':>12}  {'null':>6}")
@@ -145,21 +195,9 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
     return "\n".join(lines)
 
 
-def _kept_mask(batch, latest: pa.Table):
-    """The rows of ``batch`` that are the kept attempt of a task of the grid."""
-    index = pc.index_in(batch.column("task_id"), value_set=latest["task_id"])
-    found = pc.is_valid(index)
-    index = pc.fill_null(index, 0)
-    stamp = (_stamp(batch.column("finished_at")) if "finished_at" in batch.schema.names
-             else pa.array(np.full(batch.num_rows, -1, np.int64)))
-    ok = pc.cast(pc.equal(batch.column("status"), "ok"), pa.int8())
-    return pc.and_(found, pc.and_(pc.equal(stamp, pc.take(latest["_stamp"], index)),
-                                  pc.equal(ok, pc.take(latest["_ok"], index))))
-
-
-def _grid_head(grid, latest: pa.Table | None, rows: int) -> str:
-    ok = int(pc.sum(latest["_ok"]).as_py() or 0) if latest is not None else 0
-    failed = (latest.num_rows if latest is not None else 0) - ok
+def _grid_head(grid, selection: _Selection | None, rows: int) -> str:
+    ok = selection.ok if selection is not None else 0
+    failed = selection.failed if selection is not None else 0
     missing = grid.total - ok - failed
     return (f"this sweep's grid ({grid.total:,} points): {ok:,} tasks ok, {failed:,} failed"
             + (f", {missing:,} not stored" if missing else "")
