@@ -31,6 +31,9 @@ from pipeline.experiments.base import get_experiment  # noqa: E402
 from pipeline.report.summary import summary_table  # noqa: E402
 from pipeline.store.parquet import PartWriter  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_report import best_of  # noqa: E402  (min time of repeats, and the last result)
+
 
 def write_grid(folder: Path, grid: Grid, points, parts: int, run_id: str) -> None:
     writer = PartWriter(folder, run_id)
@@ -38,15 +41,6 @@ def write_grid(folder: Path, grid: Grid, points, parts: int, run_id: str) -> Non
     per = -(-len(points) // parts)
     for start in range(0, len(points), per):
         writer.write(run_batch(grid, points[start:start + per])[0])
-
-
-def best_of(fn, repeat: int):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
 
 
 def main() -> None:
