@@ -54,10 +54,7 @@ class _NotingWriter:
         return getattr(self._out, attr)
 
     def _noted(self, caption: str) -> str:
-        caption = (caption or "").rstrip()
-        if not caption:
-            return self._note
-        return caption + (" " if caption.endswith((".", ")")) else ". ") + self._note
+        return _with_sentence(caption, self._note)
 
     def table(self, name, df, caption: str = "", *args, **kwargs):
         return self._out.table(name, df, self._noted(caption), *args, **kwargs)
@@ -232,7 +229,7 @@ class _VersionWriter:
 
 
 def _with_sentence(caption: str, sentence: str) -> str:
-    """``caption`` followed by ``sentence`` (as :class:`_NotingWriter` appends its note)."""
+    """``caption`` followed by ``sentence`` (``sentence`` alone when there is no caption)."""
     caption = (caption or "").rstrip()
     if not caption:
         return sentence
