@@ -26,6 +26,7 @@ import numpy as np
 
 from pipeline.engine.chunks import as_indices, compact_chunk
 from pipeline.engine.cost_model import CostModel
+from pipeline.engine.point_ids import point_prefixes
 
 PLAN_CHUNK = 65_536  # grid indices hashed at a time when the store is not empty
 MAX_BATCH = 50_000  # tasks per batch: bounds the rows a worker returns in one table
@@ -140,8 +141,7 @@ class PendingPlan:
         return ~skip
 
     def _hash(self, indices: np.ndarray) -> np.ndarray:
-        return np.fromiter((int(self.grid.task_id(int(i))[:16], 16) for i in indices),
-                           dtype=np.uint64, count=indices.size)
+        return point_prefixes(self.grid, indices)
 
     def _fill(self, n: int) -> None:
         """Buffer at least ``n`` pending indices past the read position (or all that are left)."""

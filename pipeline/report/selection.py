@@ -137,45 +137,19 @@ def grid_prefixes(grid, version: int | None = None) -> np.ndarray:
     """64-bit id prefixes of every point of ``grid`` (under experiment ``version``; by
     default the grid's, the code's), in index order (hashed in chunks, see
     :func:`point_prefixes`; 10^7 points take 80 MB)."""
-    from pipeline.engine.planning import PLAN_CHUNK
-
-    grid = grid if version is None else grid_at_version(grid, version)
-    out = np.empty(grid.total, dtype=np.uint64)
-    for start in range(0, grid.total, PLAN_CHUNK):
-        stop = min(grid.total, start + PLAN_CHUNK)
-        out[start:stop] = _chunk_prefixes(grid, np.arange(start, stop, dtype=np.int64))
-    return out
+    return point_prefixes(grid, np.arange(grid.total, dtype=np.int64), version)
 
 
 def point_prefixes(grid, indices, version: int | None = None) -> np.ndarray:
     """64-bit id prefixes of the points ``indices`` of ``grid`` (under experiment
-    ``version``; by default the grid's), in the order given: hashed ``PLAN_CHUNK`` points at
-    a time through :meth:`~pipeline.engine.grid.Grid.batch_canonical`, as a batch hashes the
-    ids it stores, so memory is one chunk's strings beside the answer. One by one,
-    ``task_id(i)`` decoded each index and joined every parameter: a coverage after a version
-    bump hashed every missing point so, once per other version stored."""
-    from pipeline.engine.planning import PLAN_CHUNK
+    ``version``; by default the grid's), in the order given: hashed in chunks
+    (:func:`pipeline.engine.point_ids.point_prefixes`). One by one, ``task_id(i)`` decoded
+    each index and joined every parameter: a coverage after a version bump hashed every
+    missing point so, once per other version stored."""
+    from pipeline.engine import point_ids
 
-    grid = grid if version is None else grid_at_version(grid, version)
-    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-    out = np.empty(idx.size, dtype=np.uint64)
-    for start in range(0, idx.size, PLAN_CHUNK):
-        chunk = idx[start:start + PLAN_CHUNK]
-        out[start:start + chunk.size] = _chunk_prefixes(grid, chunk)
-    return out
-
-
-def _chunk_prefixes(grid, indices: np.ndarray) -> np.ndarray:
-    """The id prefixes of one chunk of points (the leading 8 bytes of each sha256, big-endian,
-    as ``int(task_id[:16], 16)`` reads them)."""
-    from pipeline.engine.grid import digests_of
-
-    if not indices.size:
-        return np.zeros(0, dtype=np.uint64)
-    _, strings = grid.batch_canonical(indices)
-    digests = np.frombuffer(b"".join(digests_of(strings(0, indices.size))), dtype=np.uint8)
-    head = np.ascontiguousarray(digests.reshape(indices.size, -1)[:, :8])
-    return head.view(">u8").ravel().astype(np.uint64)
+    return point_ids.point_prefixes(grid if version is None else grid_at_version(grid, version),
+                                    indices)
 
 
 def _by_run_and_code(table: pa.Table, selection: Selection) -> pa.Table:
