@@ -8,6 +8,7 @@ from pipeline.exit_codes import EXIT_OK
 
 def dry_run(grid, options: dict) -> int:
     from pipeline.engine.batch_cluster import dry_run_text
+    from pipeline.engine.cluster_config import with_job_logs
     from pipeline.engine.grid import describe_axes, fixed_summary
     from pipeline.engine.resume import count_stored, other_versions_text
     from pipeline.engine.provenance import code_id, stale_points
@@ -53,8 +54,6 @@ def dry_run(grid, options: dict) -> int:
     print("sample points:")
     for i in grid.sample_indices(5):
         print(f"  #{i} task_id={grid.task_id(i)} {grid.point(i)}")
-    from pipeline.sweep_command import with_job_logs
-
     # batch systems: the job script, logging where the sweep's jobs would
     batch_jobs = dry_run_text(with_job_logs(options.get("cluster") or {}, path))
     if batch_jobs:

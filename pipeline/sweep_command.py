@@ -33,6 +33,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     every way out (finished, interrupted, crashed) recorded in the manifest."""
     from pipeline.engine.batch_cluster import cluster_checks
     from pipeline.engine.cluster import connect
+    from pipeline.engine.cluster_config import with_job_logs
     from pipeline.engine.progress import Progress, run_log, runlog
     from pipeline.engine.provenance import check_code_changes, code_id, provenance_stamp
     from pipeline.engine.resume import plan_sweep
@@ -387,20 +388,4 @@ def _git_info() -> dict:
         return {"commit": commit or None, "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
-
-
-JOB_LOGS = "jobs"  # RESULTS_DIR/NAME/_logs/jobs/: the worker jobs' own output
-
-
-def with_job_logs(cluster_cfg: dict, folder) -> dict:
-    """A batch cluster's jobs log beside the run log unless ``cluster.log_directory`` says
-    otherwise: with the batch system's default (the submit directory), every worker job of an
-    adaptive sweep left a ``slurm-JOBID.out`` in the directory the sweep was started from
-    (the repository, say), hundreds a night."""
-    from pipeline.engine.cluster_config import BATCH_SYSTEMS
-    from pipeline.engine.progress import LOGS_DIR
-
-    if cluster_cfg.get("kind") not in BATCH_SYSTEMS or cluster_cfg.get("log_directory"):
-        return cluster_cfg
-    return {**cluster_cfg, "log_directory": str(Path(folder) / LOGS_DIR / JOB_LOGS)}
 

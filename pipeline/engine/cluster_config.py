@@ -441,3 +441,20 @@ def lifetime(cfg: Mapping[str, Any]) -> tuple[int, int] | None:
             f"cluster.lifetime_margin ({format_duration(margin)}): a worker retires at "
             "walltime - margin ± stagger, and must do so before the walltime")
     return int(walltime - margin), int(stagger)
+
+
+JOB_LOGS = "jobs"  # RESULTS_DIR/NAME/_logs/jobs/: the worker jobs' own output
+
+
+def with_job_logs(cluster_cfg: dict, folder) -> dict:
+    """A batch cluster's jobs log beside the run log unless ``cluster.log_directory`` says
+    otherwise: with the batch system's default (the submit directory), every worker job of an
+    adaptive sweep left a ``slurm-JOBID.out`` in the directory the sweep was started from
+    (the repository, say), hundreds a night."""
+    from pathlib import Path
+
+    from pipeline.engine.progress import LOGS_DIR
+
+    if cluster_cfg.get("kind") not in BATCH_SYSTEMS or cluster_cfg.get("log_directory"):
+        return cluster_cfg
+    return {**cluster_cfg, "log_directory": str(Path(folder) / LOGS_DIR / JOB_LOGS)}
