@@ -58,6 +58,24 @@ def test_sweep_on_two_local_workers_all_rows_typed(tmp_path):
     assert run["git"]["commit"] is None or len(run["git"]["commit"]) == 40
 
 
+def test_a_worker_dying_as_the_local_cluster_starts_gets_one_more_start(tmp_path):
+    """A worker process that dies while it starts ("Nanny failed to start", seen once under
+    load) fails the LocalCluster's start; the sweep closes it and starts it once more, instead
+    of ending an unattended sweep with exit 3. The fault is real: the worker's preload exits."""
+    from pipeline.engine.worker_preload import FAIL_START_ENV
+
+    marker = tmp_path / "a-worker-died"
+    proc = run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=2",
+                   "grid.x={range:[0,40]}", *FAST, env={FAIL_START_ENV: str(marker)},
+                   check_code=0)
+    assert marker.exists()  # a worker did die as it started
+    assert "the local cluster failed to start" in proc.stderr
+    assert "(attempt 2 of 2)" in proc.stderr
+    df = pd.read_parquet(tmp_path / "calibration")
+    assert sorted(df.x) == list(range(40)) and set(df.status) == {"ok"}
+    assert df.worker.nunique() == 2  # the second start has both workers
+
+
 def test_rerun_computes_only_missing_and_retry_failed(tmp_path):
     common = ["experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=1",
               "params.work_us=0", "params.fail_every=10", *FAST]

@@ -34,6 +34,10 @@ ALLOWED_FAILURES = 1
 SCHEDULER_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}
 
 CLOSE_TIMEOUT_S = 30
+# A local cluster whose start fails (a worker process dying as it starts: "Nanny failed to
+# start", seen once on a heavily loaded machine) is closed and started once more before the
+# sweep gives up: an unattended sweep should not end on one transient failure.
+LOCAL_START_ATTEMPTS = 2
 
 
 def _bounded(what: str, fn: Callable[[], Any], seconds: float) -> bool:
@@ -168,12 +172,54 @@ def default_local_workers(cores: int, environ: Mapping[str, str] | None = None,
     return (LOGIN_NODE_WORKERS, found) if found else (cores, [])
 
 
+def _start_local_cluster(cfg: Mapping[str, Any], n_workers: int, profile: bool,
+                         log: logging.Logger):
+    """A started ``LocalCluster``, tried :data:`LOCAL_START_ATTEMPTS` times."""
+    from distributed import LocalCluster
+
+    from pipeline.engine.watchdog import shutdown_called_off, signals_held
+
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            # A first Ctrl-C waits the few seconds until the workers are up (then the cluster
+            # closes as usual): cut short, a worker's spawn could be left half-written at exit
+            # (an EOFError traceback from the child). A second one is raised at once.
+            with dask.config.set({**SCHEDULER_CONFIG,
+                                  "distributed.worker.profile.enabled": profile}), \
+                    _closed_if_half_built(), signals_held():
+                return LocalCluster(
+                    n_workers=n_workers,
+                    threads_per_worker=int(setting(cfg, "threads_per_worker", 1)),
+                    processes=True,
+                    memory_limit=setting(cfg, "memory_limit", "auto"),
+                    # loopback by default: the dashboard is unauthenticated (README, SSH tunnel)
+                    dashboard_address=str(setting(cfg, "dashboard_address", LOCAL_DASHBOARD)),
+                    silence_logs=logging.ERROR,
+                    # TLS with throwaway credentials held by this process and its workers: a
+                    # scheduler on plain tcp:// 127.0.0.1 let any user of a shared login node
+                    # connect a Client and run code as us (client.run); its port is in `ss -ltn`
+                    security=True,
+                    # Ctrl-C reaches the workers too (one process group): they leave the
+                    # shutdown to the driver instead of dying with tracebacks on the terminal
+                    preload=["pipeline.engine.worker_preload"],
+                )
+        except Exception as exc:  # (closed by _closed_if_half_built)
+            if attempt == LOCAL_START_ATTEMPTS:
+                raise
+            if not shutdown_called_off():  # Ctrl-C while the failed start was closed
+                raise KeyboardInterrupt from exc
+            log.warning("the local cluster failed to start (%s: %s); starting it again "
+                        "(attempt %d of %d)", type(exc).__name__, exc, attempt + 1,
+                        LOCAL_START_ATTEMPTS)
+    raise AssertionError("unreachable")
+
+
 @contextlib.contextmanager
 def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> Iterator[Any]:
     """Yield a connected ``distributed.Client``; tear down what was started on exit, within
     bounded time (a stuck scheduler or batch command cannot hold the exit). ``probe=False``:
     the caller already ran :func:`check_scheduler` (the CLI does, before writing anything)."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     validate(cfg)
     kind = setting(cfg, "kind", "local")
@@ -217,29 +263,7 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
                          ", ".join(dict.fromkeys(batch_commands(k)[0] for k in found)),
                          n_workers, CPU_COUNT, " or ".join(f"cluster={k}" for k in found))
         profile = bool(setting(cfg, "worker_profile", False))
-        from pipeline.engine.watchdog import signals_held
-
-        # A first Ctrl-C waits the few seconds until the workers are up (then the cluster
-        # closes as usual): cut short, a worker's spawn could be left half-written at exit (an
-        # EOFError traceback from the child). A second one is raised at once.
-        with dask.config.set({**SCHEDULER_CONFIG, "distributed.worker.profile.enabled": profile}), \
-                _closed_if_half_built(), signals_held():
-            cluster = LocalCluster(
-                n_workers=int(n_workers),
-                threads_per_worker=int(setting(cfg, "threads_per_worker", 1)),
-                processes=True,
-                memory_limit=setting(cfg, "memory_limit", "auto"),
-                # loopback by default: the dashboard is unauthenticated (see README, SSH tunnel)
-                dashboard_address=str(setting(cfg, "dashboard_address", LOCAL_DASHBOARD)),
-                silence_logs=logging.ERROR,
-                # TLS with throwaway credentials held by this process and its workers: a
-                # scheduler on plain tcp:// 127.0.0.1 let any user of a shared login node
-                # connect a Client and run code as us (client.run); its port is in `ss -ltn`
-                security=True,
-                # Ctrl-C reaches the workers too (one process group): they leave the
-                # shutdown to the driver instead of dying with tracebacks on the terminal
-                preload=["pipeline.engine.worker_preload"],
-            )
+        cluster = _start_local_cluster(cfg, int(n_workers), profile, log)
     try:
         client = Client(cluster)
     except BaseException:

@@ -362,6 +362,16 @@ def shutdown_started() -> None:
     _SHUTTING_DOWN.set()
 
 
+def shutdown_called_off() -> bool:
+    """Back to running after a step that had to clean up (a failed cluster start, closed, to
+    be tried again), unless a signal came during that clean-up: then False, and the caller
+    leaves."""
+    if _HURRIED.is_set():
+        return False
+    _SHUTTING_DOWN.clear()
+    return True
+
+
 def shutdown_hurried() -> bool:
     """A signal came again while the shutdown ran: optional waits (the batches in flight
     returning what they ran) are cut short; the flush and the record still happen."""

@@ -16,6 +16,9 @@ process. When the driver closes the cluster at the end of a sweep, a worker whos
 was under way when the scheduler went logged Dask's "Failed to communicate with scheduler
 during heartbeat" with a traceback (seen on a loaded machine, after a sweep that had
 finished well). Here it can only mean that the driver is closing or gone: not shown.
+
+Test hook: with ``PIPELINE_FAIL_WORKER_START_ONCE=PATH``, the first worker to create ``PATH``
+dies while it starts (a real "Nanny failed to start"); see ``cluster.connect``'s retry.
 """
 
 from __future__ import annotations
@@ -34,7 +37,22 @@ class _NoHeartbeatFailure(logging.Filter):
         return not str(record.msg).startswith(HEARTBEAT_FAILURE)
 
 
+FAIL_START_ENV = "PIPELINE_FAIL_WORKER_START_ONCE"
+
+
+def _fail_start_once() -> None:
+    marker = os.environ.get(FAIL_START_ENV)
+    if not marker:
+        return
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    os._exit(1)
+
+
 def dask_setup(worker) -> None:  # noqa: ARG001  (Dask's preload hook)
+    _fail_start_once()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for signum in (signal.SIGHUP, signal.SIGTERM):
