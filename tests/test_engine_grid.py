@@ -508,3 +508,36 @@ def test_an_int_domain_bound_above_2_53_is_compared_exactly():
     assert not Interval(0, None).contains(float("nan"))
     assert not Interval(0, None).contains(float("inf"))
     assert Interval(0, 5.5).contains(5) and not Interval(0, 5.5).contains(6)
+
+
+def _experiment_modules_loaded() -> list[str]:
+    import sys
+
+    return sorted(m for m in sys.modules if m.startswith(("pipeline.experiments.",
+                                                          "pipeline.kernels.")))
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_imports_the_experiment_of_its_grid_not_every_family():
+    """A grid travels as its spec and the worker rebuilds it; importing every family to find
+    the experiment cost each worker process about a second of CPU (scipy, networkx...) at
+    every sweep's start and at every worker that joined or restarted. The worker imports the
+    experiment's own module (and its kernels) only, and its rows are the same."""
+    import pickle
+
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine.batch import run_batch
+    from pipeline.experiments.base import get_experiment
+
+    grid = Grid(get_experiment("calibration"), {"x": [3, 4]}, {"work_us": 0.0})
+    assert pickle.loads(pickle.dumps(grid)) is not None
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        table, _ = client.submit(run_batch, grid, [0, 1]).result(timeout=60)
+        (loaded,) = client.run(_experiment_modules_loaded).values()
+    assert table.column("x").to_pylist() == [3, 4]
+    assert table.column("task_id").to_pylist() == [grid.task_id(0), grid.task_id(1)]
+    families = {m.split(".")[2] for m in loaded if m.startswith("pipeline.experiments.")}
+    assert {f for f in families if not f.startswith("_")} == {"base", "calibration"}, loaded
+    assert not any(m.startswith("pipeline.kernels.") for m in loaded), loaded

@@ -106,14 +106,16 @@ def _edit(path: Path) -> None:
 @pytest.mark.slow
 def test_a_long_lived_worker_with_modules_older_than_the_files_is_refused(
         tmp_path, code_copy, dask_processes):
-    """The worker imported every experiment (a sweep of another one), then calibration.py was
-    edited: its loaded code is the old one, so a calibration sweep must not start on it."""
+    """The worker imported calibration (an earlier sweep of it), then calibration.py was
+    edited: its loaded code is the old one, so a calibration sweep must not start on it. (A
+    worker imports only the experiments it runs: one that had run only composition would
+    import the edited file, and run the code on disk.)"""
     scheduler, worker, env = dask_processes
     address = scheduler()
     worker(address, "old")
     _wait(lambda: len(_workers(address)) == 1, "the worker")
-    code, _, err = _sweep(code_copy, env, address, tmp_path / "r1", "experiment=composition",
-                          "grid.k=[1,2]", "grid.eps=[0.5]")
+    code, _, err = _sweep(code_copy, env, address, tmp_path / "r1", "experiment=calibration",
+                          "grid.x=[0,1]")
     assert code == 0, err
 
     _edit(code_copy / "pipeline" / "experiments" / "calibration.py")
@@ -122,7 +124,9 @@ def test_a_long_lived_worker_with_modules_older_than_the_files_is_refused(
                           "grid.x={range:[0,20]}")
     assert code == 3, err
     assert "with other code than this sweep" in err
-    assert "imported the experiment's modules before their files changed" in err
+    # the code it runs is the one that computed the first sweep's rows, before the edit
+    (old_code,) = set(pd.read_parquet(tmp_path / "r1" / "calibration")["code_id"])
+    assert f"it runs code_id {old_code}" in err
     assert not list((results / "calibration").glob("part-*.parquet"))  # nothing computed
 
     # a worker started now loads the edited files; with the old one gone, the sweep runs

@@ -387,20 +387,23 @@ class Grid:
         self._check_combinations()
 
     @classmethod
-    def from_spec(cls, name: str, grid: Mapping[str, Any], params: Mapping[str, Any]) -> "Grid":
-        """Rebuild (once per process) from the plain spec; used when a Grid is unpickled."""
+    def from_spec(cls, name: str, grid: Mapping[str, Any], params: Mapping[str, Any],
+                  module: str | None = None) -> "Grid":
+        """Rebuild (once per process) from the plain spec; used when a Grid is unpickled.
+        ``module``: the experiment's module, imported alone (not every family's)."""
         key = json.dumps([name, grid, params], sort_keys=True, default=repr)
         cached = _GRID_CACHE.get(key)
         if cached is None:
-            from pipeline.experiments.base import get_experiment
+            from pipeline.experiments.base import get_experiment, get_experiment_from
 
-            cached = _GRID_CACHE[key] = cls(get_experiment(name), grid, params)
+            experiment = get_experiment_from(module, name) if module else get_experiment(name)
+            cached = _GRID_CACHE[key] = cls(experiment, grid, params)
         return cached
 
     def __reduce__(self):
         # Ship only the plain spec: workers rebuild the grid from the registry, so experiment
         # functions and checks never need to be pickled.
-        return (Grid.from_spec, self._spec)
+        return (Grid.from_spec, (*self._spec, getattr(self.experiment.run, "__module__", None)))
 
     # ------------------------------------------------------------------ identity
     def _build_hash_plan(self) -> None:

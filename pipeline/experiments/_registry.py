@@ -122,6 +122,25 @@ def registry() -> dict[str, Experiment]:
     return dict(_REGISTRY)
 
 
+def get_experiment_from(module: str, name: str) -> Experiment:
+    """The experiment ``name``, importing only ``module`` (a module of this package) when it
+    registers it: a worker rebuilding a grid the driver has already checked against every
+    module. Importing every family cost each worker process about a second of CPU (scipy,
+    networkx...) at every sweep's start, and each worker that joined or restarted. Any other
+    case takes :func:`get_experiment`."""
+    import importlib
+
+    if name not in _REGISTRY and name not in CONFLICTS and \
+            module.startswith("pipeline.experiments.") and module not in sys.modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # get_experiment below records and reports it as discovery does
+            pass
+    if name in _REGISTRY and name not in CONFLICTS:
+        return _REGISTRY[name]
+    return get_experiment(name)
+
+
 def get_experiment(name: str) -> Experiment:
     """The experiment ``name``; ``KeyError`` if there is none, :class:`ExperimentConflict`
     (a ``KeyError`` that names both modules) if two modules register it."""
