@@ -531,7 +531,8 @@ def test_a_worker_imports_the_experiment_of_its_grid_not_every_family():
     from pipeline.experiments.base import get_experiment
 
     grid = Grid(get_experiment("calibration"), {"x": [3, 4]}, {"work_us": 0.0})
-    assert pickle.loads(pickle.dumps(grid)) is not None
+    assert grid.__reduce__()[1][-1] == "pipeline.experiments.calibration"
+    assert pickle.loads(pickle.dumps(grid)).task_id(1) == grid.task_id(1)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         table, _ = client.submit(run_batch, grid, [0, 1]).result(timeout=60)

@@ -60,7 +60,7 @@ def _bounded(what: str, fn: Callable[[], Any], seconds: float) -> bool:
 
 
 @contextlib.contextmanager
-def _closed_if_half_built():
+def _closed_if_half_built(outcome: dict | None = None):
     """Close a cluster whose construction was cut short (Ctrl-C, SIGTERM while its workers
     start). Dask's exit handler closed it otherwise, and failed with ``AssertionError:
     Status.init`` on a worker that had not started: a traceback after the sweep's own clean
@@ -81,12 +81,16 @@ def _closed_if_half_built():
         if isinstance(exc, KeyboardInterrupt):  # (a real start-up error keeps its logs)
             # nannies whose start the close cuts short log "failed to start" tracebacks
             logging.getLogger("distributed.nanny").setLevel(logging.CRITICAL)
+        closed = True
         for cluster in set(SpecCluster._instances) - before:
             try:
-                _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
-                         CLOSE_TIMEOUT_S + 5)
+                closed &= _bounded("cluster.close",
+                                   lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
+                                   CLOSE_TIMEOUT_S + 5)
             finally:
                 cluster.status = Status.closed
+        if outcome is not None:
+            outcome["closed"] = closed
         # the nanny starts this close cut short end in "Task exception was never retrieved"
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise
@@ -180,13 +184,14 @@ def _start_local_cluster(cfg: Mapping[str, Any], n_workers: int, profile: bool,
     from pipeline.engine.watchdog import shutdown_called_off, signals_held
 
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        outcome: dict = {}
         try:
             # A first Ctrl-C waits the few seconds until the workers are up (then the cluster
             # closes as usual): cut short, a worker's spawn could be left half-written at exit
             # (an EOFError traceback from the child). A second one is raised at once.
             with dask.config.set({**SCHEDULER_CONFIG,
                                   "distributed.worker.profile.enabled": profile}), \
-                    _closed_if_half_built(), signals_held():
+                    _closed_if_half_built(outcome), signals_held():
                 return LocalCluster(
                     n_workers=n_workers,
                     threads_per_worker=int(setting(cfg, "threads_per_worker", 1)),
@@ -204,10 +209,13 @@ def _start_local_cluster(cfg: Mapping[str, Any], n_workers: int, profile: bool,
                     preload=["pipeline.engine.worker_preload"],
                 )
         except Exception as exc:  # (closed by _closed_if_half_built)
-            if attempt == LOCAL_START_ATTEMPTS:
+            # not over a cluster whose close did not finish: its workers may still run
+            if attempt == LOCAL_START_ATTEMPTS or not outcome.get("closed", True):
                 raise
-            if not shutdown_called_off():  # Ctrl-C while the failed start was closed
-                raise KeyboardInterrupt from exc
+            try:
+                shutdown_called_off()  # a Ctrl-C during the start or its close: leave
+            except KeyboardInterrupt as interrupt:
+                raise interrupt from exc
             log.warning("the local cluster failed to start (%s: %s); starting it again "
                         "(attempt %d of %d)", type(exc).__name__, exc, attempt + 1,
                         LOCAL_START_ATTEMPTS)

@@ -362,14 +362,16 @@ def shutdown_started() -> None:
     _SHUTTING_DOWN.set()
 
 
-def shutdown_called_off() -> bool:
-    """Back to running after a step that had to clean up (a failed cluster start, closed, to
-    be tried again), unless a signal came during that clean-up: then False, and the caller
-    leaves."""
+def shutdown_called_off() -> None:
+    """Back to running after a step that failed and was cleaned up (a cluster start, closed,
+    to be tried again). A signal that came meanwhile is raised instead: one held by
+    :func:`signals_held` in the step (an error ended it before the signal was raised there),
+    or one during the clean-up."""
+    if _UNRAISED:
+        raise _interrupt(_UNRAISED.pop())
     if _HURRIED.is_set():
-        return False
+        raise KeyboardInterrupt
     _SHUTTING_DOWN.clear()
-    return True
 
 
 def shutdown_hurried() -> bool:
@@ -383,6 +385,9 @@ def _interrupt(signum: int) -> KeyboardInterrupt:
 
 
 _HELD: list[int] | None = None  # signals held by signals_held(); None outside it
+# A signal held by a block that then ended in an error: never raised there (the error went
+# on instead), so shutdown_called_off() raises it before a caller tries the step again.
+_UNRAISED: list[int] = []
 
 
 @contextlib.contextmanager
@@ -399,6 +404,10 @@ def signals_held() -> Iterator[None]:
     _HELD = []
     try:
         yield
+    except BaseException:
+        if _HELD:
+            _UNRAISED[:] = _HELD[:1]
+        raise
     finally:
         held, _HELD = _HELD, None
     if held:
@@ -460,6 +469,7 @@ def termination_signals() -> Iterator[None]:
         wanted.append(signal.SIGINT)
     _SHUTTING_DOWN.clear()
     _HURRIED.clear()
+    _UNRAISED.clear()
     saved = {s: signal.signal(s, handle) for s in wanted}
     try:
         yield
@@ -468,3 +478,4 @@ def termination_signals() -> Iterator[None]:
             signal.signal(s, handler)
         _SHUTTING_DOWN.clear()
         _HURRIED.clear()
+        _UNRAISED.clear()

@@ -18,7 +18,8 @@ during heartbeat" with a traceback (seen on a loaded machine, after a sweep that
 finished well). Here it can only mean that the driver is closing or gone: not shown.
 
 Test hook: with ``PIPELINE_FAIL_WORKER_START_ONCE=PATH``, the first worker to create ``PATH``
-dies while it starts (a real "Nanny failed to start"); see ``cluster.connect``'s retry.
+dies while it starts, a second later (a real "Nanny failed to start", with time for a test to
+send a signal meanwhile); see ``cluster.connect``'s retry.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def _fail_start_once() -> None:
         os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
     except FileExistsError:
         return
+    import time
+
+    time.sleep(1.0)
     os._exit(1)
 
 

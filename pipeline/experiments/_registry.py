@@ -127,15 +127,13 @@ def get_experiment_from(module: str, name: str) -> Experiment:
     registers it: a worker rebuilding a grid the driver has already checked against every
     module. Importing every family cost each worker process about a second of CPU (scipy,
     networkx...) at every sweep's start, and each worker that joined or restarted. Any other
-    case takes :func:`get_experiment`."""
+    case takes :func:`get_experiment`. The module's own import error, if any, is raised: the
+    driver imported it, so the worker's environment differs (a package missing there)."""
     import importlib
 
     if name not in _REGISTRY and name not in CONFLICTS and \
             module.startswith("pipeline.experiments.") and module not in sys.modules:
-        try:
-            importlib.import_module(module)
-        except Exception:  # get_experiment below records and reports it as discovery does
-            pass
+        importlib.import_module(module)
     if name in _REGISTRY and name not in CONFLICTS:
         return _REGISTRY[name]
     return get_experiment(name)

@@ -122,7 +122,8 @@ def grid_spec(grid) -> dict:
 def grid_at_version(grid, version: int):
     """``grid`` with the task ids its points have under experiment ``version`` (ids hash the
     version with the parameters: the current declarations, so a parameter added or dropped
-    since that version gives other ids). ``grid`` itself when it is that version."""
+    since that version gives other ids). ``grid`` itself when it is that version. For the
+    driver's hashing only: pickled, a grid is rebuilt from its spec at the code's version."""
     version = int(version)
     if version == grid.version:
         return grid
@@ -137,7 +138,9 @@ def grid_prefixes(grid, version: int | None = None) -> np.ndarray:
     """64-bit id prefixes of every point of ``grid`` (under experiment ``version``; by
     default the grid's, the code's), in index order (hashed in chunks, see
     :func:`point_prefixes`; 10^7 points take 80 MB)."""
-    return point_prefixes(grid, np.arange(grid.total, dtype=np.int64), version)
+    from pipeline.engine import point_ids
+
+    return point_ids.point_prefixes(grid if version is None else grid_at_version(grid, version))
 
 
 def point_prefixes(grid, indices, version: int | None = None) -> np.ndarray:
