@@ -24,15 +24,22 @@ from pipeline.report.selection import grid_at_version, point_prefixes  # noqa: E
 from pipeline.store.parquet import id_prefixes  # noqa: E402
 
 
+def calibration_grid(n: int) -> Grid:
+    """A ``calibration`` grid of ``n`` points (a multiple of 100) over four axes."""
+    grid = Grid(get_experiment("calibration"),
+                {"x": {"range": [0, n // 100]}, "scale": {"linspace": [0, 1, 10]},
+                 "rows": [1, 2], "fail_every": {"range": [0, 5]}}, {"work_us": 0.0})
+    assert grid.total == n, grid.total
+    return grid
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     n = 100_000 if args.quick else 1_000_000
-    exp = get_experiment("calibration")
-    grid = Grid(exp, {"x": {"range": [0, n // 100]}, "scale": {"linspace": [0, 1, 10]},
-                      "rows": [1, 2], "fail_every": {"range": [0, 5]}}, {"work_us": 0.0})
-    assert grid.total == n, grid.total
+    grid = calibration_grid(n)
+    exp = grid.experiment
     other = exp.version - 1
     indices = np.arange(n)
 

@@ -21,11 +21,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pipeline.engine.grid import Grid  # noqa: E402
 from pipeline.engine.planning import PLAN_CHUNK, PendingPlan  # noqa: E402
 from pipeline.engine.point_ids import point_prefixes  # noqa: E402
-from pipeline.experiments.base import get_experiment  # noqa: E402
 import pipeline.store.parquet  # noqa: E402,F401  (the plan's id lookup: imported, not timed)
+from bench_coverage import calibration_grid  # noqa: E402  (the same grid)
 
 
 class OneByOnePlan(PendingPlan):
@@ -49,10 +48,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     n = 100_000 if args.quick else 1_000_000
-    exp = get_experiment("calibration")
-    grid = Grid(exp, {"x": {"range": [0, n // 100]}, "scale": {"linspace": [0, 1, 10]},
-                      "rows": [1, 2], "fail_every": {"range": [0, 5]}}, {"work_us": 0.0})
-    assert grid.total == n, grid.total
+    grid = calibration_grid(n)
     stored = np.sort(point_prefixes(grid, np.arange(0, n, 2)))  # every other point is done
     fresh = dict(ok_ids=stored, to_run=n - stored.size, done_ok=int(stored.size))
 

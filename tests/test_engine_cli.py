@@ -82,6 +82,8 @@ def test_a_signal_during_a_failing_cluster_start_leaves_instead_of_starting_agai
     """The signal comes while the workers start (held until the start ends), and the start
     then fails (a worker dies as it starts): the sweep leaves as interrupted. The held signal
     was lost with the start's error, and the cluster was started again."""
+    from dask_processes import killed_at_exit
+
     from pipeline.engine.worker_preload import FAIL_START_ENV
 
     marker = tmp_path / "a-worker-died"
@@ -90,17 +92,13 @@ def test_a_signal_during_a_failing_cluster_start_leaves_instead_of_starting_agai
          f"results_dir={tmp_path}", "cluster.n_workers=2", "grid.x={range:[0,40]}", *FAST],
         cwd=ROOT, env={**os.environ, FAIL_START_ENV: str(marker)}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
-    try:
+    with killed_at_exit(driver):
         deadline = time.time() + 60
         while not marker.exists():  # the worker that will die has started: 1 s to go
             assert time.time() < deadline and driver.poll() is None, "no worker started"
             time.sleep(0.05)
         driver.send_signal(signum)
         _, err = driver.communicate(timeout=90)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     assert driver.returncode == code, err
     assert "starting it again" not in err
     assert not list((tmp_path / "calibration").glob("part-*.parquet"))
