@@ -38,6 +38,14 @@ CLOSE_TIMEOUT_S = 30
 # start", seen once on a heavily loaded machine) is closed and started once more before the
 # sweep gives up: an unattended sweep should not end on one transient failure.
 LOCAL_START_ATTEMPTS = 2
+# SpecCluster closes for good a worker the scheduler lost if none of its name is back 15 s
+# later (distributed.deploy.lost-worker-timeout: meant for batch jobs cut off from the
+# scheduler). A LocalCluster's nanny restarts its dead worker itself, and a point that kills
+# its worker again and again left a moment with none back at that instant: the nanny was
+# closed, no worker remained, and the sweep stalled 10-40 s until the watchdog restarted the
+# cluster (a poison point on 1 worker: 17 s -> 65 s). So not on a LocalCluster; a worker that
+# never comes back is the watchdog's (no_workers_timeout), and the cluster's close ends any.
+LOCAL_CLUSTER_CONFIG = {"distributed.deploy.lost-worker-timeout": "365 days"}
 
 
 def _bounded(what: str, fn: Callable[[], Any], seconds: float) -> bool:
@@ -250,46 +258,51 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
         finally:
             _bounded("client.close", lambda: client.close(timeout=10), 15)
         return
-    _broadcast_failures_as_warnings()  # the scheduler runs in this process from here on
-    _quiet_resource_tracker()
-    if kind in BATCH_SYSTEMS:
-        with dask.config.set(SCHEDULER_CONFIG):
-            cluster = make_batch_cluster(cfg)
-    else:
-        # The cores this process may use (affinity, cgroup quota: a SLURM job's allocation,
-        # `taskset`), not the machine's: os.cpu_count() started a worker per core of the node.
-        from dask.system import CPU_COUNT
+    with contextlib.ExitStack() as held:  # settings that last as long as the cluster
+        _broadcast_failures_as_warnings()  # the scheduler runs in this process from here on
+        _quiet_resource_tracker()
+        if kind in BATCH_SYSTEMS:
+            with dask.config.set(SCHEDULER_CONFIG):
+                cluster = make_batch_cluster(cfg)
+        else:
+            # The cores this process may use (affinity, cgroup quota: a SLURM job's
+            # allocation, `taskset`), not the machine's: os.cpu_count() started a worker per
+            # core of the node.
+            from dask.system import CPU_COUNT
 
-        n_workers = cfg.get("n_workers")
-        if not n_workers:
-            n_workers, found = default_local_workers(CPU_COUNT or 1)
-            if found:
-                log.info("this looks like a login node of %s (%s on PATH, not inside a job): "
-                         "cluster=local starts %d of the %d workers its cores allow "
-                         "(cluster.n_workers=N to choose; %s runs the sweep on the cluster)",
-                         " or ".join(BATCH_SYSTEMS[k].label for k in found),
-                         ", ".join(dict.fromkeys(batch_commands(k)[0] for k in found)),
-                         n_workers, CPU_COUNT, " or ".join(f"cluster={k}" for k in found))
-        profile = bool(setting(cfg, "worker_profile", False))
-        cluster = _start_local_cluster(cfg, int(n_workers), profile, log)
-    try:
-        client = Client(cluster)
-    except BaseException:
-        from pipeline.engine.watchdog import shutdown_started
+            n_workers = cfg.get("n_workers")
+            if not n_workers:
+                n_workers, found = default_local_workers(CPU_COUNT or 1)
+                if found:
+                    log.info("this looks like a login node of %s (%s on PATH, not inside a job): "
+                             "cluster=local starts %d of the %d workers its cores allow "
+                             "(cluster.n_workers=N to choose; %s runs the sweep on the cluster)",
+                             " or ".join(BATCH_SYSTEMS[k].label for k in found),
+                             ", ".join(dict.fromkeys(batch_commands(k)[0] for k in found)),
+                             n_workers, CPU_COUNT, " or ".join(f"cluster={k}" for k in found))
+            profile = bool(setting(cfg, "worker_profile", False))
+            held.enter_context(dask.config.set(LOCAL_CLUSTER_CONFIG))  # (read at each loss)
+            cluster = _start_local_cluster(cfg, int(n_workers), profile, log)
+        try:
+            client = Client(cluster)
+        except BaseException:
+            from pipeline.engine.watchdog import shutdown_started
 
-        shutdown_started()  # a repeated signal waits for the close (see _closed_if_half_built)
-        _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S), CLOSE_TIMEOUT_S + 5)
-        remove_tls_folder(cluster)
-        raise
-    log.info("%s cluster up; dashboard: %s", kind, client.dashboard_link)
-    try:
-        yield client
-    finally:
-        _bounded("client.close", lambda: client.close(timeout=10), 15)
-        closed = _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
-                          CLOSE_TIMEOUT_S + 5)
-        remove_tls_folder(cluster)  # workers read them only as they start
-        watch = getattr(cluster, "pipeline_watch", None)
-        if watch is not None and watch.job_ids and not closed:
-            log.warning("some %s jobs may still be queued or running; cancel them with: %s %s",
-                        BATCH_SYSTEMS[kind].label, cancel_command(kind), " ".join(watch.job_ids))
+            shutdown_started()  # a repeated signal waits for the close (see _closed_if_half_built)
+            _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
+                     CLOSE_TIMEOUT_S + 5)
+            remove_tls_folder(cluster)
+            raise
+        log.info("%s cluster up; dashboard: %s", kind, client.dashboard_link)
+        try:
+            yield client
+        finally:
+            _bounded("client.close", lambda: client.close(timeout=10), 15)
+            closed = _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
+                              CLOSE_TIMEOUT_S + 5)
+            remove_tls_folder(cluster)  # workers read them only as they start
+            watch = getattr(cluster, "pipeline_watch", None)
+            if watch is not None and watch.job_ids and not closed:
+                log.warning("some %s jobs may still be queued or running; cancel them with: "
+                            "%s %s", BATCH_SYSTEMS[kind].label, cancel_command(kind),
+                            " ".join(watch.job_ids))

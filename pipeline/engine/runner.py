@@ -31,7 +31,7 @@ from pipeline.engine.hung_points import HungPoints
 from pipeline.engine.cost_model import InFlightWork
 from pipeline.engine.planning import BatchSizer, PendingPlan
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
-from pipeline.engine.progress import Progress
+from pipeline.engine.progress import Progress, runlog
 from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_started,
                                       signals_held)
 from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, check_workers,
@@ -399,7 +399,9 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                     SILENT_GATHER_TIMEOUT_S
                 results = ask_scheduler(client, gather_finished, client, ok, direct=direct,
                                         timeout=bound) if ok else {}
-            except Exception:  # fetch one by one, each bounded
+            except Exception as exc:  # fetch one by one, each bounded
+                runlog.info("fetching %d finished batch(es) one by one: fetching them together "
+                            "failed (%s)", len(ok), type(exc).__name__)
                 results = {}
             # Results taken from the cluster are stored before a Ctrl-C or SIGTERM is raised:
             # raised between, they were lost (a rerun recomputed them), however many this wake took.
