@@ -141,9 +141,11 @@ def experiment_problem(name: str) -> str | None:
     """Why ``experiment=NAME`` cannot run (``None`` if it can): two modules register the name,
     the module has no ``conf/experiment/NAME.yaml``, or no module registers it."""
     from pipeline.experiments import BROKEN
+    from pipeline.experiments._registry import find
     from pipeline.experiments.base import CONFLICTS, conflict_message, registry
 
-    registered = registry()
+    found = find(name)  # every module imported only when it is not found
+    registered = {name: found} if found is not None else registry()
     if name in CONFLICTS:
         return conflict_message(name)
     yaml = CONF_DIR / "experiment" / f"{name}.yaml"

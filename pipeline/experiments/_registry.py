@@ -139,12 +139,25 @@ def get_experiment_from(module: str, name: str) -> Experiment:
     return get_experiment(name)
 
 
+def find(name: str) -> Experiment | None:
+    """The experiment ``name`` if one module registers it, importing only the modules that
+    may (:func:`pipeline.experiments.discover_for`); else ``None``, every module imported
+    (for the messages: the names there are, the modules that failed, both registrations)."""
+    from pipeline.experiments import discover_for
+
+    discover_for(name)
+    if name in _REGISTRY and name not in CONFLICTS:
+        return _REGISTRY[name]
+    registry()
+    return None
+
+
 def get_experiment(name: str) -> Experiment:
     """The experiment ``name``; ``KeyError`` if there is none, :class:`ExperimentConflict`
     (a ``KeyError`` that names both modules) if two modules register it."""
-    experiments = registry()
+    experiment = find(name)
+    if experiment is not None:
+        return experiment
     if name in CONFLICTS:
         raise ExperimentConflict(name)
-    if name not in experiments:
-        raise KeyError(name)
-    return experiments[name]
+    raise KeyError(name)
