@@ -6,6 +6,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 ARGS   ?=
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): one per core, at most 4. Most tests drive real sweeps in
+# subprocesses and wait on them, so 2 cores carry 2 tests at once (53 -> 30 min here; a third
+# process gained nothing). TEST_JOBS=0 runs them in this process, one after another.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 4 ? 4 : n )))
 
 .PHONY: install run test test-deps test-slurm bench report clean
 
@@ -26,7 +30,7 @@ test-deps:
 	@bash scripts/install_report_test_deps.sh
 
 test: $(STAMP) test-deps
-	$(BIN)/python -m pytest -m "not slurm" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slurm" -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 # A real single-node SLURM on localhost (root; installs slurm-wlm and munge), then the
 # tests marked slurm: sweeps through the CLI with cluster=slurm (about 6 minutes).

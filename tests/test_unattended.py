@@ -1404,8 +1404,10 @@ def test_two_sweeps_on_one_scheduler_do_not_take_each_others_timeouts(tmp_path):
         address, _, _ = start_scheduler_and_workers(tmp_path, procs, 2, ["--nthreads", "4"])
         common = ["experiment=calibration", "params.work_mode=sleep", "task_timeout=2",
                   "cluster=address", f"cluster.address={address}", "progress=false"]
-        a = cli(*common, "grid.x={range:[0,2000]}", "params.work_us=50000", "batch_size=4",
-                "flush_rows=40", f"results_dir={tmp_path / 'a'}")  # 12.5 s on 8 threads
+        # A has far more work than B's run lasts (125 s on 8 threads) and is stopped once B
+        # is done: on a loaded machine a 12.5 s A had ended before B's point hung
+        a = cli(*common, "grid.x={range:[0,20000]}", "params.work_us=50000", "batch_size=4",
+                "flush_rows=40", f"results_dir={tmp_path / 'a'}")
         with killed_at_exit(a):
             wait_for(lambda: len(parts(tmp_path / "a" / "calibration")) >= 1, 120,
                      "sweep A's first rows", a)
@@ -1413,14 +1415,15 @@ def test_two_sweeps_on_one_scheduler_do_not_take_each_others_timeouts(tmp_path):
                         "params.hang_at=30", "batch_size=5", f"results_dir={tmp_path / 'b'}",
                         timeout=200)
             assert a.poll() is None  # B's point hung while A ran
-            _, err_a = a.communicate(timeout=200)
+            a.send_signal(signal.SIGINT)
+            _, err_a = a.communicate(timeout=120)
         assert b.returncode == 1, b.stderr[-3000:]
         df_b = pipeline.load(tmp_path / "b", "calibration")
         assert df_b[df_b.status == "failed"].x.tolist() == [30]
-        assert a.returncode == 0, err_a[-3000:]  # a worker of A's recycled: its batches reran
+        assert a.returncode == 130, err_a[-3000:]  # a worker of A's recycled: its batches reran
         df_a = pd.read_parquet(tmp_path / "a" / "calibration")
-        assert len(df_a) == 2000 and df_a.task_id.is_unique and set(df_a.status) == {"ok"}
-        assert "timed out" not in err_a
+        assert len(df_a) > 0 and df_a.task_id.is_unique and set(df_a.status) == {"ok"}
+        assert "timed out" not in err_a, err_a[-3000:]
     finally:
         stop_all(procs)
 
