@@ -7,6 +7,7 @@ template module and YAML added to it, so the repository's own experiments stay a
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -143,10 +144,10 @@ def test_a_command_imports_only_the_modules_that_may_register_its_experiment(cod
     """A dry run of calibration imports calibration's module, not every family (about half a
     second of CPU per command: scipy, networkx...); a name built at run time, which no module
     holds in quotes, is still found, by importing every module."""
-    probe = ("import sys\nfrom pipeline.validation import experiment_problem\n"
+    probe = ("import json, sys\nfrom pipeline.validation import experiment_problem\n"
              "print(experiment_problem(sys.argv[1]))\n"
-             "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules\n"
-             "             if m.startswith('pipeline.experiments.') and '._' not in m))\n")
+             "print(json.dumps([m.rsplit('.', 1)[1] for m in sys.modules\n"
+             "                  if m.startswith('pipeline.experiments.') and '._' not in m]))\n")
     dynamic = add_module(code, "zz_dynamic", template().replace(
         'name="my_experiment"', 'name="_".join(["built", "late"])'))
     (code / "conf" / "experiment" / "built_late.yaml").write_text(
@@ -158,7 +159,7 @@ def test_a_command_imports_only_the_modules_that_may_register_its_experiment(cod
                                   env={**os.environ, "PYTHONPATH": str(code)})
             assert proc.returncode == 0, proc.stderr
             problem, modules = proc.stdout.splitlines()
-            return problem, set(eval(modules))
+            return problem, set(json.loads(modules))
 
         problem, modules = imported("calibration")
         assert problem == "None" and modules == {"base", "calibration"}, modules
