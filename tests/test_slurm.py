@@ -254,8 +254,11 @@ def test_ctrl_c_cancels_the_jobs_and_a_rerun_resumes(tmp_path, job_name):
     n = 400
     args = (f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=50000", *JOBS,
             "cluster.maximum_jobs=2", f"cluster.job_name={job_name}")
-    driver = subprocess.Popen(cli(*args), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as a terminal gives it: a command started in the background by a script (`&`)
+    # inherits SIGINT ignored, and the driver rightly keeps that (it then ran to the end)
+    driver = subprocess.Popen(cli(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_for(lambda: len(parts(results)) >= 2, 120, "part files")
         driver.send_signal(signal.SIGINT)

@@ -622,7 +622,7 @@ def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     run = last_run(folder)
     assert f"last run {run['run_id']}: running" in out
     assert f"on {socket.gethostname()}, pid {driver.pid}" in out
-    assert "/1600 done," in out and "tasks/s, ETA" in out
+    assert "/1,600 done," in out and "tasks/s, ETA" in out
     assert f"dashboard: {run['cluster']['dashboard']}" in out and run["cluster"]["dashboard"]
     assert "calibration: " in out.splitlines()[0]
     assert driver.poll() is None, "the sweep ended before the SIGTERM: give it more work"
@@ -654,7 +654,7 @@ def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
         assert needle in text, (needle, text)
     assert "interrupted (SIGTERM)" in logs[0].read_text()
     out = status(tmp_path, "calibration").stdout
-    assert "calibration: 1600 ok, 0 failed stored" in out and ": finished" in out
+    assert "calibration: 1,600 ok, 0 failed stored" in out and ": finished" in out
 
 
 @pytest.mark.timeout(240)
