@@ -442,16 +442,18 @@ def test_low_influence_examples_5_6_keeps_each_swept_parameter_apart(tmp_path):
 
 
 _SLOW_REPORT = """
-import sys, time
+import os, sys, time
 from pipeline.report.build import build_report
 from pipeline.report.core import report_for
 from pipeline.report.selection import Selection
-tag, pause = sys.argv[2], float(sys.argv[3])
+tag, release = sys.argv[2], sys.argv[3]
 
 @report_for("calibration")
-def slow(df, out):  # a report plug-in of some seconds (figures of a big store take longer)
+def slow(df, out):  # a report plug-in that runs until told to go on ("-": at once)
     print("building", flush=True)
-    time.sleep(pause)
+    deadline = time.monotonic() + 60
+    while release != "-" and not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.05)
     out.table("only_" + tag, df[["x"]], caption="rows of report " + tag)
 
 sys.exit(build_report(sys.argv[1], "calibration"))
@@ -464,15 +466,28 @@ def test_two_reports_at_once_do_not_mix_their_files(tmp_path):
     wrote its tables and index into it, so the folder held one report's index beside the
     other's tables. Now the second waits for the first, and the folder is the second's."""
     store(tmp_path, "calibration", {"x": [0, 1, 2]}, {"work_us": 0.0})
+    import time
+
     cmd = [sys.executable, "-c", _SLOW_REPORT, str(tmp_path)]
-    first = subprocess.Popen(cmd + ["a", "4"], cwd=ROOT, stdout=subprocess.PIPE,
+    release = tmp_path / "release"
+    first = subprocess.Popen(cmd + ["a", str(release)], cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     assert first.stdout.readline() == "building\n"  # the first is inside its build
-    second = subprocess.run(cmd + ["b", "0"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)
+    # the first goes on only once the second waits for it (a fixed pause lost the race under
+    # load: the second's start outlasted it)
+    second_err = tmp_path / "second.err"
+    with open(second_err, "w") as fh:
+        second = subprocess.Popen(cmd + ["b", "-"], cwd=ROOT, stdout=subprocess.PIPE,
+                                  stderr=fh, text=True)
+    deadline = time.monotonic() + 90
+    while ("waiting for another report of" not in second_err.read_text()
+           and second.poll() is None and time.monotonic() < deadline):
+        time.sleep(0.1)
+    release.touch()
+    second.communicate(timeout=120)
     out, err = first.communicate(timeout=120)
-    assert first.returncode == 0 and second.returncode == 0, err + second.stderr
-    assert "waiting for another report of" in second.stderr
+    assert first.returncode == 0 and second.returncode == 0, err + second_err.read_text()
+    assert "waiting for another report of" in second_err.read_text()
     report = tmp_path / "calibration" / "_report"
     tables = sorted(p.name for p in report.glob("only_*.csv"))
     assert tables == ["only_b.csv"]  # the second report whole, nothing of the first
