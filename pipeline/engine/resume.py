@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from pipeline.engine.grid import Grid, _fragment
@@ -72,8 +73,6 @@ def count_stored(grid: Grid, path) -> StoredCounts:
     a version bump this version computes them anew). Only when every parameter of this
     version has a stored column; the parameter values are compared only when rows of another
     version match (no extra work otherwise)."""
-    import pandas as pd  # here, not at the top: a fresh sweep plans without pandas
-
     hits = grid_rows(grid, path, any_version=True)
     if hits is None:
         return StoredCounts(0, 0, {})
@@ -121,8 +120,6 @@ def grid_rows(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool =
     is: the stored parameter values matched against the grid's axes, without hashing the grid
     (see :func:`count_done`). ``any_version``: rows of every experiment version whose
     parameters match (their task ids are another version's), not only ``grid.version``'s."""
-    import pandas as pd
-
     from pipeline.store.parquet import part_files
 
     files = part_files(path)
@@ -236,8 +233,6 @@ def _stored_list(v) -> list:
 def _unset_or_fragment(v) -> str:
     """The canonical fragment of a stored scalar; "null" for any unset value (None, pd.NA or
     a NaN: the store writes None and NaN both as null)."""
-    import pandas as pd
-
     return "null" if v is None or v is pd.NA or (isinstance(v, float) and v != v) \
         else _fragment(v)
 

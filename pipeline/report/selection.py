@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-if TYPE_CHECKING:  # pandas only for the annotations: the sweep imports this, not pandas
+if TYPE_CHECKING:  # pandas only for the annotations: every command imports this module
     import pandas as pd
 
 MISSING_SHOWN = 5  # missing grid points listed by value in a coverage summary

@@ -2,8 +2,8 @@
 
 __all__ = ["BadPartFile", "load", "read_manifest", "verify_store"]
 
-# Imported on first use: ``pipeline.store.redact`` and the part writer are on every command's
-# path, and ``load`` brings pandas (about a second of CPU) that a sweep does not need.
+# Imported on first use: ``pipeline.store.redact`` is on every command's path, and ``load``
+# brings pandas (about half a second of CPU), which ``verify``, for one, does not need.
 _HOMES = {"BadPartFile": "pipeline.store.integrity", "verify_store": "pipeline.store.integrity",
           "read_manifest": "pipeline.store.manifest", "load": "pipeline.store.parquet"}
 

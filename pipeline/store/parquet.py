@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from pipeline.store.integrity import (ForeignPartFile, find_bad_parts, folder_experiment,
                                       foreign_parts, read_parts, read_schemas, record_part)
 
-if TYPE_CHECKING:  # pandas is imported where a table becomes a DataFrame: a sweep never does
+if TYPE_CHECKING:  # pandas is imported where a table becomes a DataFrame (verify never does)
     import pandas as pd
 
 REPORT_DIR = "_report"
