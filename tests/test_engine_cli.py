@@ -323,13 +323,17 @@ def test_slurm_cluster_is_constructible(tmp_path):
 
 def test_a_point_that_kills_its_worker_fails_alone(tmp_path):
     # os._exit in the kernel (a segfault, the OOM killer): the batch is bisected down to it.
-    # Within 25 s: the driver's gather of finished batches waited its whole 30 s bound for a
-    # result lost with the dead worker (35 s in 3 runs of 5; 6-8 s since).
     started = time.monotonic()
     run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=1",
             "grid.x={range:[0,16]}", "params.crash_at=5", "params.work_us=0", "batch_size=8",
             *FAST, check_code=1, env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"})
-    assert time.monotonic() - started < 25
+    print(f"took {time.monotonic() - started:.0f} s")  # ~16 s here: ~1.5 s a worker restart
+    # The stall it had, checked by its cause rather than by the clock (a 25 s bound failed
+    # under CI load at 27 s): the driver's joint fetch of finished batches waited its whole
+    # 30 s bound for a result lost with the dead worker (35 s in 3 runs of 5), then fetched
+    # them one by one, which the run log says.
+    log = sorted((tmp_path / "calibration" / "_logs").glob("*.log"))[-1].read_text()
+    assert "fetching them together failed" not in log, log[-3000:]
     df = pipeline.load(tmp_path, "calibration")
     assert len(df) == 16
     assert df[df.status == "failed"].x.tolist() == [5]
