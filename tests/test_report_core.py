@@ -3,6 +3,7 @@
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -466,8 +467,6 @@ def test_two_reports_at_once_do_not_mix_their_files(tmp_path):
     wrote its tables and index into it, so the folder held one report's index beside the
     other's tables. Now the second waits for the first, and the folder is the second's."""
     store(tmp_path, "calibration", {"x": [0, 1, 2]}, {"work_us": 0.0})
-    import time
-
     cmd = [sys.executable, "-c", _SLOW_REPORT, str(tmp_path)]
     release = tmp_path / "release"
     first = subprocess.Popen(cmd + ["a", str(release)], cwd=ROOT, stdout=subprocess.PIPE,
@@ -499,8 +498,6 @@ def test_two_reports_at_once_do_not_mix_their_files(tmp_path):
 def test_a_report_waits_for_another_a_bounded_time(tmp_path):
     """The wait for a report already running has a bound: a hung one (a stuck LaTeX, a
     frozen process) holding the lock does not keep the next report waiting for ever."""
-    import time
-
     from pipeline.report.build import REPORT_LOCK, _report_lock
 
     holder = subprocess.Popen(

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-
-if TYPE_CHECKING:  # pandas only for the annotations: every command imports this module
-    import pandas as pd
 
 MISSING_SHOWN = 5  # missing grid points listed by value in a coverage summary
 

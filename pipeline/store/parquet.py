@@ -20,19 +20,17 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.store.integrity import (ForeignPartFile, find_bad_parts, folder_experiment,
                                       foreign_parts, read_parts, read_schemas, record_part)
-
-if TYPE_CHECKING:  # pandas is imported where a table becomes a DataFrame (verify never does)
-    import pandas as pd
 
 REPORT_DIR = "_report"
 
@@ -585,15 +583,15 @@ def table_to_pandas(table: pa.Table) -> pd.DataFrame:
     row's outputs) becomes pandas' nullable ``Int64`` (``<NA>``) rather than float64, which
     rounded 3**39 to 4052555153018976256 (and 1,048,576 printed as 1.04858e+06). Columns
     without nulls stay ``int64``."""
-    import pandas as pd
-
-    nullable = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(),
-                pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
-                pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
-                pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype()}
     df = table.to_pandas()
     for name in table.column_names:
         column = table[name]
         if pa.types.is_integer(column.type) and column.null_count:
-            df[name] = column.to_pandas(types_mapper=nullable.get)
+            df[name] = column.to_pandas(types_mapper=_NULLABLE_INTEGERS.get)
     return df
+
+
+_NULLABLE_INTEGERS = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(),
+                      pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
+                      pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
+                      pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype()}
