@@ -73,8 +73,9 @@ def stop_all(procs: list) -> None:
 
 
 def address_args(tmp_path, address, n=300):
-    """A sweep of ``n`` 20 ms points on the cluster at ``address``, flushed every 10 rows so
-    that part files appear as it runs."""
+    """A sweep of ``n`` 20 ms points (sleeps: the tests time faults, not CPU) on the cluster
+    at ``address``, flushed every 10 rows so that part files appear as it runs."""
     return ["experiment=calibration", f"grid.x={{range:[0,{n}]}}", "params.work_us=20000",
+            "params.work_mode=sleep",
             "batch_size=5", "flush_rows=10", "cluster=address", f"cluster.address={address}",
             f"results_dir={tmp_path}", "progress=false"]

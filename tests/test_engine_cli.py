@@ -200,7 +200,8 @@ def _parts(path):
 def test_sigkill_driver_then_resume(tmp_path):
     args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
             f"results_dir={tmp_path}", "cluster.n_workers=2", "grid.x={range:[0,600]}",
-            "params.work_us=20000", "batch_size=10", "flush_rows=10", *FAST]  # a part per batch
+            "params.work_us=20000", "params.work_mode=sleep",  # sleeps: faults, not CPU
+            "batch_size=10", "flush_rows=10", *FAST]  # a part per batch
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 120
@@ -216,7 +217,8 @@ def test_sigkill_driver_then_resume(tmp_path):
     run_cli(*args[2:], check_code=0, timeout=240)
     df = pd.read_parquet(tmp_path / "calibration")
     assert len(df) == 600 and df.task_id.is_unique
-    assert set(df.task_id) == expected_ids({"x": {"range": [0, 600]}}, {"work_us": 20000})
+    assert set(df.task_id) == expected_ids({"x": {"range": [0, 600]}},
+                                         {"work_us": 20000, "work_mode": "sleep"})
     os.killpg(proc.pid, signal.SIGKILL) if _alive(proc.pid) else None
 
 
@@ -263,8 +265,8 @@ def test_external_scheduler_and_a_worker_killed_mid_run(tmp_path, external_clust
     address, workers = external_cluster
     args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
             f"results_dir={tmp_path}", "cluster=address", f"cluster.address={address}",
-            "grid.x={range:[0,400]}", "params.work_us=20000", "batch_size=10", "flush_rows=10",
-            "progress=false"]
+            "grid.x={range:[0,400]}", "params.work_us=20000", "params.work_mode=sleep",
+            "batch_size=10", "flush_rows=10", "progress=false"]
     driver = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     deadline = time.time() + 120

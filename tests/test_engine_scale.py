@@ -1027,7 +1027,7 @@ def _expected_ids(n, params):
 
 
 SWEEP = ["experiment=calibration", "cluster.n_workers=2", "cluster.dashboard_address=:0",
-         "params.work_us=20000", "progress=false"]
+         "params.work_us=20000", "params.work_mode=sleep", "progress=false"]  # faults, not CPU
 
 
 @pytest.mark.slow
@@ -1053,7 +1053,7 @@ def test_sigkill_during_a_buffered_sweep_then_resume(tmp_path):
     assert resume.returncode == 0, resume.stderr
     df = pd.read_parquet(tmp_path / "calibration")
     assert len(df) == 800 and df.task_id.is_unique  # nothing lost, nothing duplicated
-    assert set(df.task_id) == _expected_ids(800, {"work_us": 20000.0})
+    assert set(df.task_id) == _expected_ids(800, {"work_us": 20000.0, "work_mode": "sleep"})
     _kill_group(proc.pid)
 
 

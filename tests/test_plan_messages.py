@@ -125,7 +125,8 @@ def test_an_interrupted_sweep_records_and_says_how_many_tasks_it_kept(tmp_path):
     folder = tmp_path / "calibration"
     driver = subprocess.Popen(
         [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
-         "grid.x={range:[0,200]}", "params.work_us=100000", f"results_dir={tmp_path}", *FAST],
+         "grid.x={range:[0,200]}", "params.work_us=100000", "params.work_mode=sleep",
+         f"results_dir={tmp_path}", *FAST],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     err: list[str] = []
     reader = threading.Thread(target=lambda: err.extend(driver.stderr), daemon=True)

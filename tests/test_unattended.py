@@ -610,9 +610,10 @@ def test_bad_task_timeout_and_watchdog_keys_exit_2(tmp_path):
 @pytest.mark.timeout(300)
 def test_status_of_a_running_sweep_then_sigterm_sighup_and_resume(tmp_path):
     folder = tmp_path / "calibration"
-    # 24 s of work on 2 threads: the status and the SIGTERM must come while it runs (with
+    # 24 s of sleeps on 2 threads: the status and the SIGTERM must come while it runs (with
     # half of it, a slow status call under load once let the sweep end first: exit -15)
     args = ["experiment=calibration", "grid.x={range:[0,1600]}", "params.work_us=30000",
+            "params.work_mode=sleep",
             "batch_size=5", "flush_rows=20", "cluster.n_workers=2", f"results_dir={tmp_path}",
             *FAST]  # small flushes: parts appear while it runs
     driver = cli(*args)
@@ -1693,8 +1694,8 @@ def test_a_signal_to_the_process_group_keeps_the_batches_in_flight_without_trace
     resource_tracker KeyErrors) over the driver's 'interrupted' message, and on SIGHUP or
     SIGTERM the driver kept none of the points its batches in flight had run. Workers now
     leave the shutdown to the driver, which keeps those points, then closes them."""
-    proc = cli("experiment=calibration", "params.work_us=20000", "grid.x={range:[0,3000]}",
-               "cluster.n_workers=2", f"results_dir={tmp_path}", "flush_seconds=1", *FAST,
+    proc = cli("experiment=calibration", "params.work_us=20000", "params.work_mode=sleep",
+               "grid.x={range:[0,3000]}", "cluster.n_workers=2", f"results_dir={tmp_path}", "flush_seconds=1", *FAST,
                start_new_session=True)
     try:
         wait_for(lambda: parts(tmp_path / "calibration"), 120, "a first part file", proc)

@@ -158,8 +158,8 @@ def test_a_worker_that_joins_after_an_edit_has_its_points_failed_not_stamped(
     results = tmp_path / "r"
     n = 600
     driver = _sweep(code_copy, env, address, results, "experiment=calibration",
-                    f"grid.x={{range:[0,{n}]}}", "params.work_us=40000", "batch_size=4",
-                    "flush_rows=20", wait=False)
+                    f"grid.x={{range:[0,{n}]}}", "params.work_us=40000",
+                    "params.work_mode=sleep", "batch_size=4", "flush_rows=20", wait=False)
     folder = results / "calibration"
     _wait(lambda: list(folder.glob("part-*.parquet")), "the first part file")
     _edit(code_copy / "pipeline" / "experiments" / "calibration.py")
@@ -190,7 +190,7 @@ def test_a_worker_that_joins_after_an_edit_has_its_points_failed_not_stamped(
     _wait(lambda: set(_workers(address)) == {"late"}, "the first worker to leave")
     code, _, err = _sweep(code_copy, env, address, results, "experiment=calibration",
                           f"grid.x={{range:[0,{n}]}}", "params.work_us=40000",
-                          "retry_failed=true")
+                          "params.work_mode=sleep", "retry_failed=true")
     assert code == 0, err
     final = pipeline.load(results, "calibration")
     assert len(final) == n and set(final["status"]) == {"ok"}
