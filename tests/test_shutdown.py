@@ -637,3 +637,41 @@ def test_a_report_interrupted_mid_build_says_so_and_leaves_no_staging_folder(tmp
     assert "interrupted: the report was not written" in err and "Traceback" not in err, err
     assert not list(folder.glob("._report*")), list(folder.iterdir())
     assert (previous / "index.md").read_text() == "the previous report"
+
+
+SIGNAL_BEFORE_A_SYNC_CALL = """
+import os, signal, sys, threading, time
+sys.path.insert(0, ROOT)
+from distributed import Client, LocalCluster
+
+if __name__ == "__main__":
+    if sys.argv[1] == "filtered":
+        from pipeline.engine.cluster import quiet_signals_before_sync_calls
+        quiet_signals_before_sync_calls()
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \\
+            Client(cluster) as client:
+        client.loop.add_callback(time.sleep, 1.0)  # the event loop busy, as under load
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:  # the signal lands before the loop has started this call
+            client.sync(client.scheduler.ncores, callback_timeout=10)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        time.sleep(2)  # the loop runs sync()'s cancel meanwhile
+"""
+
+
+def test_a_signal_before_a_client_call_started_prints_no_traceback(tmp_path):
+    """SIGTERM to a sweep on a loaded CI machine printed tornado's "Exception in callback
+    functools.partial(<function sync.<locals>.cancel ...>)" and a NameError traceback: the
+    signal came while a Client call waited for the event loop to start it. Reproduced with the
+    loop held busy: without the driver's filter the traceback appears, with it, not."""
+    script = tmp_path / "signal_before_sync.py"
+    script.write_text(SIGNAL_BEFORE_A_SYNC_CALL.replace("ROOT", repr(str(ROOT)), 1))
+    runs = {how: subprocess.run([PY, str(script), how], capture_output=True, text=True,
+                                timeout=60, cwd=tmp_path) for how in ("bare", "filtered")}
+    for how, proc in runs.items():
+        assert proc.returncode == 0 and "interrupted" in proc.stdout, (how, proc.stderr)
+    assert "sync.<locals>.cancel" in runs["bare"].stderr, runs["bare"].stderr
+    assert "NameError" in runs["bare"].stderr and "Traceback" in runs["bare"].stderr
+    assert "Traceback" not in runs["filtered"].stderr, runs["filtered"].stderr
+    assert "sync.<locals>.cancel" not in runs["filtered"].stderr, runs["filtered"].stderr

@@ -165,6 +165,26 @@ def _broadcast_failures_as_warnings() -> None:
         scheduler_log.addFilter(_BroadcastFailureIsAWarning())
 
 
+class _SignalBeforeASyncCallStarted(logging.Filter):
+    """A Ctrl-C or SIGTERM that lands while a blocking Client call waits for the event loop to
+    start it: distributed's ``sync()`` (2026.8) then schedules a ``cancel`` that reads its
+    future before it is assigned, and tornado logs the NameError with a traceback. Seen once on
+    the terminal of a sweep that stopped as it should (a loaded CI machine). The call had not
+    started; it runs, and its answer is dropped: nothing for the user to see."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, NameError) and isinstance(record.args, tuple)
+                    and record.args and "sync.<locals>.cancel" in repr(record.args[0]))
+
+
+def quiet_signals_before_sync_calls() -> None:
+    """Install :class:`_SignalBeforeASyncCallStarted` (idempotent)."""
+    loop_log = logging.getLogger("tornado.application")
+    if not any(isinstance(f, _SignalBeforeASyncCallStarted) for f in loop_log.filters):
+        loop_log.addFilter(_SignalBeforeASyncCallStarted())
+
+
 LOGIN_NODE_WORKERS = 4  # cluster=local's default on a batch system's login node
 BATCH_JOB_VARIABLES = tuple(v for system in BATCH_SYSTEMS.values() for v in system.job_variables)
 
@@ -238,6 +258,7 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
     from distributed import Client
 
     validate(cfg)
+    quiet_signals_before_sync_calls()
     kind = setting(cfg, "kind", "local")
     if kind == "address":
         address, timeout = str(cfg["address"]), str(setting(cfg, "timeout", "30s"))
