@@ -571,6 +571,15 @@ if __name__ == "__main__":
 """
 
 
+def _run_script_each_way(tmp_path, text: str, ways) -> dict:
+    """Run the script ``text`` (its ``ROOT`` replaced by the repository) once per argument in
+    ``ways``; {way: completed process}."""
+    script = tmp_path / "script.py"
+    script.write_text(text.replace("ROOT", repr(str(ROOT)), 1))
+    return {how: subprocess.run([PY, str(script), how], capture_output=True, text=True,
+                                timeout=120, cwd=tmp_path) for how in ways}
+
+
 def test_local_workers_show_no_heartbeat_traceback_when_the_driver_closes_their_scheduler(
         tmp_path):
     """A LocalCluster worker whose heartbeat meets its scheduler closed (the driver closing the
@@ -578,10 +587,7 @@ def test_local_workers_show_no_heartbeat_traceback_when_the_driver_closes_their_
     with scheduler during heartbeat" and a traceback on the sweep's terminal. The real
     heartbeat is made to fail in a real worker; without the preload the line appears (the
     test can see it), with it, not."""
-    script = tmp_path / "heartbeat.py"
-    script.write_text(HEARTBEAT_FAILS.replace("ROOT", repr(str(ROOT)), 1))
-    runs = {how: subprocess.run([PY, str(script), how], capture_output=True, text=True,
-                                timeout=120, cwd=tmp_path) for how in ("bare", "preload")}
+    runs = _run_script_each_way(tmp_path, HEARTBEAT_FAILS, ("bare", "preload"))
     for how, proc in runs.items():
         assert proc.returncode == 0 and "heartbeat done" in proc.stdout, (how, proc.stderr)
     assert "Failed to communicate with scheduler during heartbeat" in runs["bare"].stderr
@@ -665,10 +671,7 @@ def test_a_signal_before_a_client_call_started_prints_no_traceback(tmp_path):
     functools.partial(<function sync.<locals>.cancel ...>)" and a NameError traceback: the
     signal came while a Client call waited for the event loop to start it. Reproduced with the
     loop held busy: without the driver's filter the traceback appears, with it, not."""
-    script = tmp_path / "signal_before_sync.py"
-    script.write_text(SIGNAL_BEFORE_A_SYNC_CALL.replace("ROOT", repr(str(ROOT)), 1))
-    runs = {how: subprocess.run([PY, str(script), how], capture_output=True, text=True,
-                                timeout=60, cwd=tmp_path) for how in ("bare", "filtered")}
+    runs = _run_script_each_way(tmp_path, SIGNAL_BEFORE_A_SYNC_CALL, ("bare", "filtered"))
     for how, proc in runs.items():
         assert proc.returncode == 0 and "interrupted" in proc.stdout, (how, proc.stderr)
     assert "sync.<locals>.cancel" in runs["bare"].stderr, runs["bare"].stderr
