@@ -332,7 +332,7 @@ def test_ctrl_c_while_waiting_for_batch_workers_records_interrupted(tmp_path):
     assert "interrupted" in err
     assert _manifest_status(results)[0] == "interrupted"
     # no batch can be running: it did not wait 10 s for them to return their points
-    assert "no worker has joined yet, so none of the 3 batches has started" in err, err
+    assert "no worker is connected, so none of the 3 batches is running" in err, err
     assert "waiting at most" not in err, err
 
 

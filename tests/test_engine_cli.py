@@ -265,8 +265,8 @@ def test_external_scheduler_and_a_worker_killed_mid_run(tmp_path, external_clust
     address, workers = external_cluster
     args = [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
             f"results_dir={tmp_path}", "cluster=address", f"cluster.address={address}",
-            "grid.x={range:[0,400]}", "params.work_us=20000", "params.work_mode=sleep",
-            "batch_size=10", "flush_rows=10", "progress=false"]
+            "grid.x={range:[0,400]}", "params.work_us=40000", "params.work_mode=sleep",
+            "batch_size=10", "flush_rows=10", "progress=false"]  # 8 s of sleeps on 2 threads
     driver = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     deadline = time.time() + 120

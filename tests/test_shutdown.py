@@ -674,7 +674,9 @@ def test_a_signal_before_a_client_call_started_prints_no_traceback(tmp_path):
     runs = _run_script_each_way(tmp_path, SIGNAL_BEFORE_A_SYNC_CALL, ("bare", "filtered"))
     for how, proc in runs.items():
         assert proc.returncode == 0 and "interrupted" in proc.stdout, (how, proc.stderr)
-    assert "sync.<locals>.cancel" in runs["bare"].stderr, runs["bare"].stderr
-    assert "NameError" in runs["bare"].stderr and "Traceback" in runs["bare"].stderr
     assert "Traceback" not in runs["filtered"].stderr, runs["filtered"].stderr
     assert "sync.<locals>.cancel" not in runs["filtered"].stderr, runs["filtered"].stderr
+    if "sync.<locals>.cancel" not in runs["bare"].stderr:  # the filter's cause is gone
+        pytest.skip("this distributed no longer logs the NameError of sync()'s cancel: "
+                    "cluster.quiet_signals_before_sync_calls may go")
+    assert "NameError" in runs["bare"].stderr and "Traceback" in runs["bare"].stderr

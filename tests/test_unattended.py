@@ -1695,8 +1695,8 @@ def test_a_signal_to_the_process_group_keeps_the_batches_in_flight_without_trace
     SIGTERM the driver kept none of the points its batches in flight had run. Workers now
     leave the shutdown to the driver, which keeps those points, then closes them."""
     proc = cli("experiment=calibration", "params.work_us=20000", "params.work_mode=sleep",
-               "grid.x={range:[0,3000]}", "cluster.n_workers=2", f"results_dir={tmp_path}", "flush_seconds=1", *FAST,
-               start_new_session=True)
+               "grid.x={range:[0,3000]}", "cluster.n_workers=2", f"results_dir={tmp_path}",
+               "flush_seconds=1", *FAST, start_new_session=True)
     try:
         wait_for(lambda: parts(tmp_path / "calibration"), 120, "a first part file", proc)
         time.sleep(3)  # the workers are busy with batches

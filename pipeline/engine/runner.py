@@ -324,9 +324,12 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # Best effort: whatever fails here is logged, and the interrupt goes on as it came.
         if not in_flight or shutdown_hurried() or scheduler_silent_for(client) is not None:
             return  # (a scheduler not answering would not return them either)
-        if connected_threads(client) == 0:  # batch jobs still queued: it waited for nothing
-            log.info("interrupted: no worker has joined yet, so none of the %d batches has "
-                     "started; a rerun runs their points", len(in_flight))
+        connected = connected_threads(client)  # bounded
+        if connected is None and scheduler_silent_for(client) is not None:
+            return  # it stopped answering just now
+        if connected == 0:  # batch jobs still queued (or all gone): it waited for nothing
+            log.info("interrupted: no worker is connected, so none of the %d batches is "
+                     "running; a rerun runs their points", len(in_flight))
             return
         n_batches, n_stored, kept = len(in_flight), stats.ran, 0
         log.info("interrupted: %d batches in flight asked to stop after their current point; "
