@@ -259,8 +259,7 @@ def fake_batch_commands(bindir: Path, sbatch_body: str) -> None:
     as a controller that is down would (each call is bounded and its answer optional): the
     real ones, where SLURM was installed but not running, took these tests from 8 to 52 s."""
     bindir.mkdir()
-    down = ('echo "slurm_load_partitions: Unable to contact slurm controller (connect failure)"'
-            ' >&2\nexit 1')
+    down = 'echo "Unable to contact slurm controller (connect failure)" >&2\nexit 1'
     for name, body in (("sbatch", sbatch_body), ("scancel", "exit 0"), ("sinfo", down),
                        ("squeue", down)):
         (bindir / name).write_text(f"#!/bin/sh\n{body}\n")

@@ -159,10 +159,14 @@ def _quiet_resource_tracker() -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
+def _add_filter_once(logger_name: str, kind: type[logging.Filter]) -> None:
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, kind) for f in logger.filters):
+        logger.addFilter(kind())
+
+
 def _broadcast_failures_as_warnings() -> None:
-    scheduler_log = logging.getLogger("distributed.scheduler")
-    if not any(isinstance(f, _BroadcastFailureIsAWarning) for f in scheduler_log.filters):
-        scheduler_log.addFilter(_BroadcastFailureIsAWarning())
+    _add_filter_once("distributed.scheduler", _BroadcastFailureIsAWarning)
 
 
 class _SignalBeforeASyncCallStarted(logging.Filter):
@@ -180,9 +184,7 @@ class _SignalBeforeASyncCallStarted(logging.Filter):
 
 def quiet_signals_before_sync_calls() -> None:
     """Install :class:`_SignalBeforeASyncCallStarted` (idempotent)."""
-    loop_log = logging.getLogger("tornado.application")
-    if not any(isinstance(f, _SignalBeforeASyncCallStarted) for f in loop_log.filters):
-        loop_log.addFilter(_SignalBeforeASyncCallStarted())
+    _add_filter_once("tornado.application", _SignalBeforeASyncCallStarted)
 
 
 LOGIN_NODE_WORKERS = 4  # cluster=local's default on a batch system's login node
