@@ -1,5 +1,5 @@
 """What a finished batch costs to send and to store (issue 14): a worker sends a ``PointsRun``
-(what varies per point) and the driver builds the typed table (``batch.points_table``).
+(what varies per point) and the driver builds the typed table (``batch_table.points_table``).
 
 Printed, in the same run, for a batch of 1,100 calibration points (one row each):
   - bytes on the wire a row: the ``PointsRun`` against the Arrow table the worker used to send
@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from distributed.protocol import serialize  # noqa: E402
 
 import pipeline.engine.batch as batch  # noqa: E402
+import pipeline.engine.batch_table as batch_table  # noqa: E402
 from pipeline.engine.grid import Grid  # noqa: E402
 from pipeline.experiments.base import get_experiment  # noqa: E402
 
@@ -55,7 +56,7 @@ def main() -> None:
                 {"work_us": 0.0, "work_mode": "sleep"})
     indices = range(100_000, 100_000 + POINTS)
     run = batch.run_points(grid, indices)
-    table = batch.points_table(grid, indices, run)
+    table = batch_table.points_table(grid, indices, run)
     assert table.num_rows == POINTS
 
     sent, old_sent = wire_bytes(run), wire_bytes(table)
@@ -63,12 +64,12 @@ def main() -> None:
     print(f"  on the wire: PointsRun {sent / POINTS:6.1f} B/row   Arrow table (before) "
           f"{old_sent / POINTS:6.1f} B/row   ratio {sent / old_sent:.2f}")
 
-    now = best_us(lambda: batch.points_table(grid, indices, run), repeat, number)
+    now = best_us(lambda: batch_table.points_table(grid, indices, run), repeat, number)
     values = grid.batch_values
     try:  # the columns the table was built from before: batch_canonical's lists
         grid.batch_values = lambda idx: grid.batch_canonical(idx)[0]
-        before = best_us(lambda: batch.points_table(grid, indices, run), repeat, number)
-        old = batch.points_table(grid, indices, run)
+        before = best_us(lambda: batch_table.points_table(grid, indices, run), repeat, number)
+        old = batch_table.points_table(grid, indices, run)
     finally:
         grid.batch_values = values
     assert old.equals(table)  # the same table either way

@@ -24,7 +24,8 @@ def result_frame():
     """Build a result DataFrame the way a sweep stores it: each point run through the engine's
     own batch function (typed columns, task ids, seeds from the ids), plus ``failed`` failed
     rows. ``experiment`` is a name or an Experiment."""
-    from pipeline.engine.batch import failed_batch_table, run_batch
+    from pipeline.engine.batch import run_batch
+    from pipeline.engine.batch_table import failed_batch_table
     from pipeline.engine.grid import Grid
     from pipeline.experiments.base import get_experiment
 

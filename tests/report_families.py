@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.engine.batch import failed_batch_table, run_batch
+from pipeline.engine.batch import run_batch
+from pipeline.engine.batch_table import failed_batch_table
 from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
 from pipeline.report.build import build_report

@@ -333,7 +333,7 @@ def test_digest_gives_the_task_id_and_seed():
     """The worker hashes each point once, to a digest, and sends its first TASK_ID_BYTES: the
     ids the driver writes in one Arrow call and the seeds it cuts from them (and the seeds the
     worker cuts from the whole digest) are task_id_of and seed_of of the canonical string."""
-    from pipeline.engine.batch import task_id_array
+    from pipeline.engine.batch_table import task_id_array
     from pipeline.engine.grid import TASK_ID_BYTES, digests_of, seeds_of_digests, seeds_of_ids
 
     g = Grid(toy(), {"eps": [0.1, 0.2, 0.3], "k": [1, 2]}, {})

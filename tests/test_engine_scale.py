@@ -963,7 +963,7 @@ def test_batches_wait_in_one_queue_in_the_order_they_are_cut():
     client.map with fewer than 2 x threads batches in flight sent them straight to workers."""
     from distributed import Client, LocalCluster
 
-    from pipeline.engine.batch import points_table
+    from pipeline.engine.batch_table import points_table
     from pipeline.engine.submission import map_batches, queue_for_long_batches
 
     grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 1000]}},

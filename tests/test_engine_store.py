@@ -6,7 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import fill_disk
-from pipeline.engine.batch import failed_batch_table, result_schema, run_batch
+from pipeline.engine.batch import run_batch
+from pipeline.engine.batch_table import failed_batch_table, result_schema
 from pipeline.engine.grid import Grid
 from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment

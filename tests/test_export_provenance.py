@@ -411,7 +411,7 @@ def test_a_point_stored_failed_is_not_missing_from_an_ok_selection(tmp_path):
     """load(grid=..., status="ok") returns the ok rows; its coverage must not call the grid's
     failed points missing ("no stored row (run the sweep to fill them in)"): they are
     stored, and a rerun skips them unless retry_failed=true. It did."""
-    from pipeline.engine.batch import failed_batch_table
+    from pipeline.engine.batch_table import failed_batch_table
 
     exp = get_experiment("independent_sets")
     grid = Grid(exp, {"m": [1, 2, 3]}, IS_PARAMS)

@@ -165,7 +165,7 @@ def test_integer_columns_print_whole_when_some_task_failed(tmp_path):
     as one task of the sweep had failed."""
     import pyarrow as pa
 
-    from pipeline.engine.batch import failed_batch_table
+    from pipeline.engine.batch_table import failed_batch_table
 
     exp = get_experiment("lattice")
     fixed = {"base": "square", "insertions": 0, "boundary": "torus"}
@@ -346,7 +346,7 @@ def test_markdown_tables_escape_pipes_and_newlines(tmp_path):
 def test_index_quotes_a_multiline_first_error_on_its_line(tmp_path):
     """index.md quotes the first error as inline code in a list item: an error of two lines
     (or holding a backtick) ended the item and the code span mid-message."""
-    from pipeline.engine.batch import failed_batch_table
+    from pipeline.engine.batch_table import failed_batch_table
 
     grid = Grid(get_experiment("calibration"), {"x": [0, 1]}, {"work_us": 0.0})
     table, _ = run_batch(grid, [0])

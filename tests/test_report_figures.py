@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.engine.batch import failed_batch_table, run_batch
+from pipeline.engine.batch import run_batch
+from pipeline.engine.batch_table import failed_batch_table
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, provenance_stamp
 from pipeline.experiments.base import get_experiment

@@ -11,7 +11,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.engine.batch import failed_batch_table, run_batch
+from pipeline.engine.batch import run_batch
+from pipeline.engine.batch_table import failed_batch_table
 from pipeline.engine.grid import Grid
 from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment

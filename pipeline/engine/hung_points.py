@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline.engine.batch import failed_batch_table
+from pipeline.engine.batch_table import failed_batch_table
 from pipeline.engine.chunks import as_indices, holds
 from pipeline.engine.worker_calls import points_running_longer_than
 

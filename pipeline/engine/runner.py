@@ -21,8 +21,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow.compute as pc
 
-from pipeline.engine.batch import (TIMEOUT_TOPIC, PointsRun, failed_batch_table,
-                                   points_table)
+from pipeline.engine.batch import TIMEOUT_TOPIC, PointsRun
+from pipeline.engine.batch_table import failed_batch_table, points_table
 from pipeline.engine.grid import Grid
 from pipeline.engine.other_code import OtherCodeWorkers
 from pipeline.engine.provenance import code_id
