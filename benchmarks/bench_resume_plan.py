@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pipeline.engine.planning import PLAN_CHUNK, PendingPlan  # noqa: E402
+from pipeline.engine.pending_plan import PLAN_CHUNK, PendingPlan  # noqa: E402
 from pipeline.engine.point_ids import point_prefixes  # noqa: E402
 import pipeline.store.parquet  # noqa: E402,F401  (the plan's id lookup: imported, not timed)
 from bench_coverage import calibration_grid  # noqa: E402  (the same grid)

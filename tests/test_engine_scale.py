@@ -22,7 +22,8 @@ import pytest
 from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.cost_model import CostModel, InFlightWork
-from pipeline.engine.planning import MAX_PROBES, BatchSizer, PendingPlan, TokenBucket, probe_block
+from pipeline.engine.pending_plan import PendingPlan, probe_block
+from pipeline.engine.planning import MAX_PROBES, BatchSizer, TokenBucket
 from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
 from pipeline.store.parquet import PartWriter

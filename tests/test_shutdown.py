@@ -127,7 +127,7 @@ def test_a_signal_while_results_are_stored_loses_none_of_them(tmp_path, monkeypa
     from distributed import Client, LocalCluster
 
     from pipeline.engine import runner
-    from pipeline.engine.planning import PendingPlan
+    from pipeline.engine.pending_plan import PendingPlan
 
     real, seen = runner.points_table, []
 

@@ -1453,7 +1453,7 @@ def _sweep_in_process(out, grid, workers=2, **options):
     """run_sweep on a LocalCluster of worker processes, writing to ``out``."""
     from distributed import Client, LocalCluster
 
-    from pipeline.engine.planning import PendingPlan
+    from pipeline.engine.pending_plan import PendingPlan
     from pipeline.engine.runner import run_sweep
     from pipeline.store.parquet import PartWriter
 
@@ -1522,7 +1522,7 @@ def test_a_hung_batch_lost_with_its_worker_is_stored_as_timed_out(tmp_path, monk
     from distributed import Client, LocalCluster
 
     from pipeline.engine import runner
-    from pipeline.engine.planning import PendingPlan
+    from pipeline.engine.pending_plan import PendingPlan
     from pipeline.store.parquet import PartWriter
 
     monkeypatch.setattr(runner, "WAKE_SECONDS", 5.0)
@@ -1577,7 +1577,7 @@ def test_a_result_lost_with_its_worker_is_awaited_without_spinning(tmp_path):
     from distributed import Client, LocalCluster
 
     from pipeline.engine import runner
-    from pipeline.engine.planning import PendingPlan
+    from pipeline.engine.pending_plan import PendingPlan
     from pipeline.store.parquet import PartWriter
 
     real_gather = Client._gather

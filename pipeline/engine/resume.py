@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from pipeline.engine.grid import Grid, _fragment
-from pipeline.engine.planning import PendingPlan
+from pipeline.engine.pending_plan import PendingPlan
 from pipeline.store.parquet import stored_ids
 
 

@@ -29,7 +29,8 @@ from pipeline.engine.provenance import code_id
 from pipeline.engine.chunks import as_indices
 from pipeline.engine.hung_points import HungPoints
 from pipeline.engine.cost_model import InFlightWork
-from pipeline.engine.planning import BatchSizer, PendingPlan
+from pipeline.engine.pending_plan import PendingPlan
+from pipeline.engine.planning import BatchSizer
 from pipeline.engine.submission import map_batches, queue_for_long_batches, scheduler_in_process
 from pipeline.engine.progress import Progress, runlog
 from pipeline.engine.watchdog import (SweepAborted, shutdown_hurried, shutdown_started,
