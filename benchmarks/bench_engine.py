@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.engine.batch import run_batch  # noqa: E402
-from pipeline.engine.grid import Grid, seed_of  # noqa: E402
+from pipeline.engine.grid import Grid
+from pipeline.engine.task_ids import seed_of  # noqa: E402
 from pipeline.engine.runner import run_sweep  # noqa: E402
 from pipeline.experiments.base import get_experiment  # noqa: E402
 from pipeline.store.parquet import PartWriter  # noqa: E402
@@ -77,7 +78,8 @@ def unbatched(client, grid: Grid, n: int) -> float:
 
 HYDRA_APP = textwrap.dedent("""
     import hydra
-    from pipeline.engine.grid import Grid, seed_of
+    from pipeline.engine.grid import Grid
+    from pipeline.engine.task_ids import seed_of
     from pipeline.experiments.base import get_experiment
 
     @hydra.main(config_path=None, config_name=None, version_base="1.3")

@@ -248,7 +248,7 @@ def test_a_removal_in_a_multirun_needs_its_key_in_one_job_only(tmp_path, monkeyp
 
 
 def test_a_float_axis_may_take_half_the_memory_available():
-    from pipeline.engine.grid import float_axis_limit, memory_available
+    from pipeline.engine.axis_values import float_axis_limit, memory_available
 
     assert float_axis_limit(52 * 10**9) == 10**9  # 26 GB of values in 52 GB available
     assert float_axis_limit(10**6) == 10**7  # always 260 MB

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from pipeline.overrides import apply_node_overrides, split_node_overrides
 from pipeline.validation import ConfigError
-from pipeline.engine.grid import LAZY_AXIS, Grid, expand_value, seed_of, task_id_of
+from pipeline.engine.axis_values import expand_value
+from pipeline.engine.grid import LAZY_AXIS, Grid
+from pipeline.engine.task_ids import seed_of, task_id_of
 from pipeline.experiments.base import (Choice, Experiment, Interval, Param, ParamError,
                                        PointCheck, REQUIRED)
 
@@ -334,7 +336,7 @@ def test_digest_gives_the_task_id_and_seed():
     ids the driver writes in one Arrow call and the seeds it cuts from them (and the seeds the
     worker cuts from the whole digest) are task_id_of and seed_of of the canonical string."""
     from pipeline.engine.batch_table import task_id_array
-    from pipeline.engine.grid import TASK_ID_BYTES, digests_of, seeds_of_digests, seeds_of_ids
+    from pipeline.engine.task_ids import TASK_ID_BYTES, digests_of, seeds_of_digests, seeds_of_ids
 
     g = Grid(toy(), {"eps": [0.1, 0.2, 0.3], "k": [1, 2]}, {})
     texts = [g.canonical(i) for i in range(g.total)]

@@ -599,7 +599,7 @@ def test_batches_stopped_mid_sweep_lose_and_duplicate_nothing(tmp_path, monkeypa
 
     from pipeline.engine import runner
     from pipeline.engine.batch import request_stop
-    from pipeline.engine.grid import seed_of
+    from pipeline.engine.task_ids import seed_of
 
     given_back = []
     original = BatchSizer.give_back

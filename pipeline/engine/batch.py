@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.engine.batch_table import points_table
-from pipeline.engine.grid import (TASK_ID_BYTES, Grid, digests_of, seeds_of_digests,
-                                  task_id_of_digest)
+from pipeline.engine.grid import Grid
+from pipeline.engine.task_ids import TASK_ID_BYTES, digests_of, seeds_of_digests, task_id_of_digest
 from pipeline.engine.provenance import loaded_code_id
 from pipeline.engine.run_returns import RunReturnError, as_rows
 

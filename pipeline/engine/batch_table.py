@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pyarrow as pa
 
-from pipeline.engine.grid import TASK_ID_BYTES, Grid, seed_of, seeds_of_ids
+from pipeline.engine.grid import Grid
+from pipeline.engine.task_ids import TASK_ID_BYTES, seed_of, seeds_of_ids
 from pipeline.engine.schema import BOOKKEEPING, SEED_COLUMN, field_metadata
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.engine.grid import digests_of
+from pipeline.engine.task_ids import digests_of
 
 PREFIX_CHUNK = 65_536  # points whose canonical strings are held at once
 
