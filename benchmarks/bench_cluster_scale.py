@@ -7,14 +7,16 @@ store, manifest). Each case is compared, in the same run, with bare Dask doing t
 in perfectly sized chunks (``client.map``, one chunk per thread, no results kept): the best any
 engine could do on this machine. Printed per case: wall time against the ideal (tasks x cost /
 threads), against bare Dask, Dask tasks per second, part files, driver CPU seconds, and
-pass/fail against the issue's targets.
+pass/fail against the issue's targets. A case with a reference sweep (the tight cap's: the
+same sweep under the default cap) runs it too, alternately, and is judged against it.
 
     python benchmarks/bench_cluster_scale.py           # full: the issue's cases (~10 min)
     python benchmarks/bench_cluster_scale.py --quick   # small versions of the same cases (~2 min)
     python benchmarks/bench_cluster_scale.py --only "64 thr x 1 ms" --repeat 3  # medians
 
-``--repeat N`` runs the pipeline and bare Dask alternately N times per case and judges the
-median of each (single runs of the 1 ms case vary by about 10% on this machine).
+``--repeat N`` runs the pipeline, bare Dask (and the reference sweep) alternately N times per
+case and judges the median of each (single runs of the 1 ms case vary by about 10% on this
+machine).
 """
 
 from __future__ import annotations
@@ -163,8 +165,9 @@ def cases(quick: bool) -> list[Case]:
         # it also carried the 1 ms case's per-point cost, which varies with the machine.
         Case("cap 25/s, 64 thr, 1 ms sleeps", 4, 16, 640_000 // k, 1_000.0, [
             "grid.x={range:[0,%d]}" % (640_000 // k), "max_tasks_per_second=25"],
-             "<= 1.10x the default cap's sweep (a tight cap costs the tail little)",
-             lambda ri, rb, p, rr: rr <= 1.10,
+             "<= 1.15x the default cap's sweep (a tight cap costs the tail little)",
+             # single runs of one sweep differ by up to 1.11x; the failure was 1.23-1.85x
+             lambda ri, rb, p, rr: rr <= 1.15,
              reference=["grid.x={range:[0,%d]}" % (640_000 // k)]),
         Case("uneven 1024 thr, 1 ms..1 s", 4, 256, uneven_n, None, [
             "~grid.x", "+grid.zip=[{x:{range:[0,%d]},work_us:{logspace:[3,6,%d]}}]"
@@ -186,7 +189,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", help="run the cases whose name contains this")
     ap.add_argument("--repeat", type=int, default=1,
-                    help="runs of each case and of its bare Dask baseline, alternated; medians")
+                    help="runs of each case, of its bare Dask baseline and of its reference "
+                         "sweep if it has one, alternated; medians")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as d:
@@ -211,26 +215,28 @@ def main() -> None:
                       f"{', '.join(f'{b:.2f}' for b in bares)} s", flush=True)
             ratio_ideal = got["wall"] / ideal if ideal > 0 else float("nan")
             ratio_bare = got["wall"] / bare if case.bare else float("nan")
-            ratio_reference = (got["wall"] / float(np.median(references)) if references
-                               else float("nan"))
+            # the middle run, as for the case itself (the upper middle one of an even count)
+            ratio_reference = (got["wall"] / sorted(references)[len(references) // 2]
+                               if references else float("nan"))
             ok = case.check(ratio_ideal, ratio_bare, got["parts"], ratio_reference)
-            rows.append((case, ideal, got, bare, ratio_ideal, ratio_bare, ok))
+            rows.append((case, ideal, got, bare, ratio_ideal, ratio_bare, ratio_reference, ok))
             print(f"  {case.name}: wall {got['wall']:.1f} s, ideal {ideal:.1f} s, bare Dask "
                   f"{bare:.1f} s, {got['parts']} part(s)", flush=True)
             if references:
                 print(f"  {case.name}: the reference sweep (default cap) "
                       f"{', '.join(f'{w:.2f}' for w in references)} s; this one "
-                      f"{ratio_reference:.3f}x its median", flush=True)
+                      f"{ratio_reference:.3f}x its middle run", flush=True)
     print(f"\nquick={args.quick}; repeat={args.repeat} (medians); {WORKERS} worker processes; "
           "calibration work_mode=sleep; "
           "wall = the sweep's elapsed_s (cluster start-up and worker warm-up excluded, for bare Dask too)")
     head = ("case", "threads", "tasks", "ideal s", "wall s", "wall/ideal", "bare Dask s",
-            "vs bare", "Dask tasks/s", "parts", "driver CPU s", "target", "pass")
+            "vs bare", "vs reference", "Dask tasks/s", "parts", "driver CPU s", "target", "pass")
     table = [head]
-    for case, ideal, got, bare, ri, rb, ok in rows:
+    for case, ideal, got, bare, ri, rb, rr, ok in rows:
         table.append((case.name, f"{case.threads:,}", f"{case.tasks:,}", f"{ideal:.1f}",
                       f"{got['wall']:.1f}", f"{ri:.3f}" if ideal else "-",
                       f"{bare:.1f}" if case.bare else "-", f"{rb:.3f}" if case.bare else "-",
+                      f"{rr:.3f}" if case.reference is not None else "-",
                       f"{got['batches'] / got['wall']:.1f}", str(got["parts"]),
                       f"{got['cpu']:.1f}", case.target, "PASS" if ok else "FAIL"))
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]

@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.engine.batch import run_batch  # noqa: E402
-from pipeline.engine.grid import Grid
+from pipeline.engine.grid import Grid  # noqa: E402
 from pipeline.engine.task_ids import seed_of  # noqa: E402
 from pipeline.engine.runner import run_sweep  # noqa: E402
 from pipeline.experiments.base import get_experiment  # noqa: E402
-from pipeline.store.parquet import PartWriter  # noqa: E402
+from pipeline.store.part_writer import PartWriter  # noqa: E402
 
 WORKERS = 2
 

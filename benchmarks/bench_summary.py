@@ -29,7 +29,7 @@ from pipeline.engine.batch import run_batch  # noqa: E402
 from pipeline.engine.grid import Grid  # noqa: E402
 from pipeline.experiments.base import get_experiment  # noqa: E402
 from pipeline.report.summary import summary_table  # noqa: E402
-from pipeline.store.parquet import PartWriter  # noqa: E402
+from pipeline.store.part_writer import PartWriter  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_report import best_of  # noqa: E402  (min time of repeats, and the last result)

@@ -43,7 +43,8 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     from pipeline.engine.worker_calls import connected_threads
     from pipeline.store.manifest import (FolderMoved, StoreLocked, SweepLock, mark_dead_runs,
                                          update_manifest, why_not_locked)
-    from pipeline.store.parquet import PartWriter, clean_temp_files, experiment_dir, new_run_id
+    from pipeline.store.parquet import clean_temp_files, experiment_dir, new_run_id
+    from pipeline.store.part_writer import PartWriter
 
     path = experiment_dir(options["results_dir"], grid.name)
     run_id = new_run_id()

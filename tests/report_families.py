@@ -13,7 +13,7 @@ from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
 from pipeline.report.build import build_report
 from pipeline.store.manifest import update_manifest
-from pipeline.store.parquet import PartWriter
+from pipeline.store.part_writer import PartWriter
 
 # experiment -> (grid, params): a few points each, enough for every table and figure
 SMALL_GRIDS = {

@@ -26,7 +26,7 @@ from pipeline.engine.pending_plan import PendingPlan, probe_block
 from pipeline.engine.planning import MAX_PROBES, BatchSizer, TokenBucket
 from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
-from pipeline.store.parquet import PartWriter
+from pipeline.store.part_writer import PartWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -415,7 +415,7 @@ def test_a_batch_lost_with_its_worker_comes_back_under_the_cap(tmp_path, monkeyp
     from distributed import Client, LocalCluster
 
     from pipeline.engine import runner
-    from pipeline.store.parquet import PartWriter
+    from pipeline.store.part_writer import PartWriter
 
     submitted = []
     real = runner.map_batches
@@ -946,7 +946,7 @@ def test_a_small_buffer_is_not_written_ahead_of_the_tail(tmp_path):
 
 
 def test_buffered_writer_reports_a_failing_disk(tmp_path):
-    from pipeline.store.parquet import WriterFailed
+    from pipeline.store.part_writer import WriterFailed
 
     grid = Grid(get_experiment("calibration"), {"x": [1]}, {"work_us": 0.0})
     blocker = tmp_path / "not_a_dir"

@@ -12,7 +12,8 @@ from pipeline.engine.grid import Grid
 from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
 from pipeline.store.manifest import StoreLocked, SweepLock, read_manifest, update_manifest
-from pipeline.store.parquet import PartWriter, clean_temp_files, deduplicate, load, stored_ids
+from pipeline.store.parquet import clean_temp_files, deduplicate, load, stored_ids
+from pipeline.store.part_writer import PartWriter
 
 
 @pytest.fixture
@@ -472,7 +473,7 @@ def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(small_disk):
 def test_a_buffered_writer_on_a_full_disk_counts_the_rows_it_could_not_write(small_disk):
     """The sweep reports what a full disk cost (``PartWriter.unwritten_rows``): rows of the
     buffer the background writer failed on, and those given to it after (refused)."""
-    from pipeline.store.parquet import WriterFailed
+    from pipeline.store.part_writer import WriterFailed
 
     grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 300]}}, {"work_us": 0.0})
     writer = PartWriter(small_disk / "calibration", "run1", flush_rows=100)

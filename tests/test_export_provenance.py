@@ -30,7 +30,8 @@ from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, code_modules, provenance_stamp
 from pipeline.experiments.base import get_experiment
 from pipeline.store.manifest import update_manifest
-from pipeline.store.parquet import PartWriter, experiment_dir, write_part_file
+from pipeline.store.parquet import experiment_dir, write_part_file
+from pipeline.store.part_writer import PartWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["cluster.dashboard_address=:0", "progress=false", "cluster.n_workers=1"]

@@ -16,8 +16,8 @@ from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
 from pipeline.report.build import build_report
-from pipeline.report.core import ReportWriter, _latex_escape
-from pipeline.store.parquet import PartWriter
+from pipeline.report.core import ReportWriter, latex_escape
+from pipeline.store.part_writer import PartWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,7 +111,7 @@ def test_report_without_results_exits_2(tmp_path):
 
 
 def test_writer_formats():
-    assert _latex_escape(r"a_b\c {x} 50%") == r"a\_b\textbackslash{}c \{x\} 50\%"
+    assert latex_escape(r"a_b\c {x} 50%") == r"a\_b\textbackslash{}c \{x\} 50\%"
 
 
 def test_the_csv_keeps_every_digit_of_a_float(tmp_path):
@@ -127,7 +127,7 @@ def test_a_character_without_a_pdflatex_glyph_is_reported(tmp_path, caplog):
     """'?' in a LaTeX table used to appear silently; the other formats keep the character."""
     import logging
 
-    from pipeline.report.latex import _warn_no_glyph
+    from pipeline.report.latex_text import _warn_no_glyph
 
     _warn_no_glyph.cache_clear()  # once per character and process
     out = ReportWriter(tmp_path)

@@ -19,7 +19,8 @@ from pipeline.experiments.base import get_experiment
 from pipeline.report.build import build_report
 from pipeline.report.core import ReportWriter, reports
 from pipeline.report.selection import Selection
-from pipeline.store.parquet import PartWriter, experiment_dir
+from pipeline.store.parquet import experiment_dir
+from pipeline.store.part_writer import PartWriter
 
 from report_families import store_small
 

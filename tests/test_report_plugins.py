@@ -21,7 +21,7 @@ from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
 from pipeline.report import core
 from pipeline.report.build import build_report
-from pipeline.store.parquet import PartWriter
+from pipeline.store.part_writer import PartWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 MISSING = "nonexistent_module_xyz"

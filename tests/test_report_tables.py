@@ -21,8 +21,8 @@ from test_report_print import _compile, _header_cells, _overfull, require  # noq
 from pipeline.report.columns import column_meta  # noqa: E402
 from pipeline.report.core import ReportWriter, format_number  # noqa: E402
 from pipeline.report.html import html_table  # noqa: E402
-from pipeline.report.latex import (FLOAT_HEIGHT_PT, PAGE_HEIGHT_PT, latex_table,  # noqa: E402
-                                   wrap_words)
+from pipeline.report.latex import FLOAT_HEIGHT_PT, PAGE_HEIGHT_PT, latex_table  # noqa: E402
+from pipeline.report.latex_text import wrap_words  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -278,13 +278,13 @@ def test_missing_values_and_flags_read_the_same_in_every_format(tmp_path):
 def test_maths_characters_become_one_group_and_script_runs_one_script():
     """Each maths character was its own $...$: "α²" gave $\\alpha$$^2$, whose $$ opens display
     maths, and a power of ten with superscript digits (10⁻⁶) would be a double superscript."""
-    from pipeline.report.latex import _latex_escape
+    from pipeline.report.latex_text import latex_escape
 
-    assert _latex_escape("10⁻⁶") == "10$^{-6}$"
-    assert _latex_escape("2.5×10⁻⁷") == "2.5$\\times$10$^{-7}$"
-    assert _latex_escape("α²") == "$\\alpha ^{2}$"
-    assert _latex_escape("x₁₂ ≤ ∞") == "x$_{12}$ $\\le$ $\\infty$"
-    assert "$$" not in _latex_escape("αβ≤²³₁")
+    assert latex_escape("10⁻⁶") == "10$^{-6}$"
+    assert latex_escape("2.5×10⁻⁷") == "2.5$\\times$10$^{-7}$"
+    assert latex_escape("α²") == "$\\alpha ^{2}$"
+    assert latex_escape("x₁₂ ≤ ∞") == "x$_{12}$ $\\le$ $\\infty$"
+    assert "$$" not in latex_escape("αβ≤²³₁")
 
 
 @pytest.mark.latex
@@ -356,34 +356,34 @@ def test_every_script_character_the_reports_write_becomes_a_latex_script():
     """ⁿ and ⁱ (tr(T_mⁿ), x⁽ⁱ⁾) were written '?' in the LaTeX tables: the map of super- and
     subscripts knew digits, signs and ᵏ only. Every such character in the report modules and
     the experiments' descriptions (which become headers and notes) must be in it."""
-    from pipeline.report.latex import _SUBSCRIPTS, _SUPERSCRIPTS, _latex_escape
+    from pipeline.report.latex_text import SUBSCRIPTS, SUPERSCRIPTS, latex_escape
     from pipeline.report.style import SUPERSCRIPT_DIGITS
 
     root = Path(__file__).resolve().parents[1] / "pipeline"
     used = set()
     for folder in ("report", "experiments"):
         for file in sorted((root / folder).glob("*.py")):
-            if file.name != "latex.py":
+            if file.name != "latex_text.py":  # where the maps are
                 used |= _script_characters(file.read_text())
     used |= _script_characters("0123456789-".translate(SUPERSCRIPT_DIGITS))
     used |= {"ⁿ", "ⁱ"}
-    assert used - set(_SUPERSCRIPTS) - set(_SUBSCRIPTS) == set()
+    assert used - set(SUPERSCRIPTS) - set(SUBSCRIPTS) == set()
     for ch in used:
-        latex = _latex_escape(f"x{ch}")
+        latex = latex_escape(f"x{ch}")
         assert "?" not in latex and re.fullmatch(r"x\$[_^]\{.+\}\$", latex), (ch, latex)
-    assert _latex_escape("tr(T_mⁿ), x⁽ⁱ⁾ and y₍ₖ₊₁₎") == \
+    assert latex_escape("tr(T_mⁿ), x⁽ⁱ⁾ and y₍ₖ₊₁₎") == \
         r"tr(T\_m$^{n}$), x$^{(i)}$ and y$_{(k+1)}$"
 
 
 @pytest.mark.latex
 def test_every_super_and_subscript_compiles(tmp_path):
     """Each character of the map, in a caption and in a table cell, compiled by pdflatex."""
-    from pipeline.report.latex import _SUBSCRIPTS, _SUPERSCRIPTS
+    from pipeline.report.latex_text import SUBSCRIPTS, SUPERSCRIPTS
 
     require(shutil.which("pdflatex") is not None, "pdflatex (texlive-latex-base)")
     require(subprocess.run(["kpsewhich", "siunitx.sty"], capture_output=True).returncode == 0,
             "siunitx (texlive-science)")
-    chars = [*_SUPERSCRIPTS, *_SUBSCRIPTS]
+    chars = [*SUPERSCRIPTS, *SUBSCRIPTS]
     df = pd.DataFrame({"label": [f"x{ch} ({ord(ch):04X})" for ch in chars],
                        "value": range(len(chars))})
     tex = latex_table(df, "Scripts: tr(T_mⁿ), x⁽ⁱ⁾, 2(Φε)ᵢ, 10⁻⁶, y₍ₖ₊₁₎", "scripts")

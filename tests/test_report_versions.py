@@ -24,7 +24,8 @@ from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import provenance_stamp
 from pipeline.experiments.base import get_experiment
-from pipeline.store.parquet import PartWriter, experiment_dir
+from pipeline.store.parquet import experiment_dir
+from pipeline.store.part_writer import PartWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 INFERENTIAL = {"graph": ["path", "cycle"], "J": [0.0, 0.25, 0.5, 0.75], "eps": [0.1, 1.0]}

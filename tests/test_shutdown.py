@@ -10,13 +10,13 @@ import time
 import pandas as pd
 import pytest
 
-import pipeline.store.parquet as parquet
+import pipeline.store.part_writer as part_writer
 from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.watchdog import Terminated, termination_signals
 from pipeline.experiments.base import get_experiment
 from pipeline.store.manifest import read_manifest
-from pipeline.store.parquet import PartWriter
+from pipeline.store.part_writer import PartWriter
 from dask_processes import (PY, ROOT, address_args, killed_at_exit, start_scheduler_and_workers,
                             stop_all, wait_for)
 
@@ -27,13 +27,13 @@ def _grid(n):
 
 def _slow_disk(monkeypatch, wait) -> None:
     """Each part file is written after ``wait()`` returns."""
-    real = parquet.write_part_file
+    real = part_writer.write_part_file
 
     def slow_disk(*args, **kwargs):
         wait()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(parquet, "write_part_file", slow_disk)
+    monkeypatch.setattr(part_writer, "write_part_file", slow_disk)  # the name PartWriter calls
 
 
 def _three_parts_under_way(tmp_path, grid) -> PartWriter:
@@ -366,10 +366,10 @@ FULL_DISK_DRIVER = """
 import errno, sys
 sys.path.insert(0, ROOT)  # this checkout's pipeline, as run.py imports it
 import pipeline.store.manifest as manifest
-import pipeline.store.parquet as parquet
+import pipeline.store.part_writer as part_writer
 
 full = [False]
-real_write, real_manifest = parquet.write_part_file, manifest.update_manifest
+real_write, real_manifest = part_writer.write_part_file, manifest.update_manifest
 
 
 def write_part_file(folder, name, table):  # the third part finds the disk full
@@ -386,7 +386,7 @@ def update_manifest(path, run, make_latest=True):  # and so does every later man
 
 
 if __name__ == "__main__":  # not in the worker processes, which import this file again
-    parquet.write_part_file, manifest.update_manifest = write_part_file, update_manifest
+    part_writer.write_part_file, manifest.update_manifest = write_part_file, update_manifest
     from pipeline.cli import main
     sys.exit(main())
 """
@@ -622,7 +622,7 @@ def test_a_report_interrupted_mid_build_says_so_and_leaves_no_staging_folder(tmp
     path: the staging folder is removed, the previous report stays, and it says so."""
     grid = Grid(get_experiment("calibration"), {"x": [0, 1, 2]}, {"work_us": 0.0})
     folder = tmp_path / "calibration"
-    parquet.PartWriter(folder, "run").write(run_batch(grid, range(3))[0])
+    part_writer.PartWriter(folder, "run").write(run_batch(grid, range(3))[0])
     previous = folder / "_report"
     previous.mkdir()
     (previous / "index.md").write_text("the previous report")

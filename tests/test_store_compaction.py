@@ -17,7 +17,8 @@ from pipeline.engine.grid import Grid
 from pipeline.engine.resume import plan_sweep
 from pipeline.experiments.base import get_experiment
 from pipeline.store.compaction import INTENT, compact, files_after_compaction
-from pipeline.store.parquet import PartWriter, load, stored_ids
+from pipeline.store.parquet import load, stored_ids
+from pipeline.store.part_writer import PartWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 3000

@@ -29,7 +29,7 @@ from pipeline.experiments.base import get_experiment
 from pipeline.status import main as status_main
 from pipeline.store.integrity import PART_INDEX
 from pipeline.store.manifest import SweepLock, update_manifest
-from pipeline.store.parquet import PartWriter
+from pipeline.store.part_writer import PartWriter
 from pipeline.verify import main as verify_main
 
 ROOT = Path(__file__).resolve().parents[1]

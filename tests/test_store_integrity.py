@@ -23,7 +23,8 @@ from pipeline.store.integrity import (PART_INDEX, BadPartFile, ForeignPartFile, 
                                       forget_parts, quarantine, read_index, verify_store)
 from pipeline.cli import main as cli_main
 from pipeline.store.manifest import SweepLock, read_manifest
-from pipeline.store.parquet import PartWriter, write_part_file
+from pipeline.store.parquet import write_part_file
+from pipeline.store.part_writer import PartWriter
 from pipeline.verify import main as verify_main
 
 ROOT = Path(__file__).resolve().parents[1]

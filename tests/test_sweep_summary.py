@@ -20,7 +20,7 @@ from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
 from pipeline.report.summary import summary_table
-from pipeline.store.parquet import PartWriter
+from pipeline.store.part_writer import PartWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["cluster.n_workers=1", "cluster.dashboard_address=:0", "progress=false"]

@@ -337,7 +337,7 @@ def test_status_counts_the_current_version_as_a_resume_does(tmp_path):
     from pipeline.engine.batch import run_batch
     from pipeline.engine.grid import Grid
     from pipeline.experiments.base import get_experiment
-    from pipeline.store.parquet import PartWriter
+    from pipeline.store.part_writer import PartWriter
 
     exp = get_experiment("calibration")
     old = dataclasses.replace(exp, version=exp.version - 1)
@@ -1455,7 +1455,7 @@ def _sweep_in_process(out, grid, workers=2, **options):
 
     from pipeline.engine.pending_plan import PendingPlan
     from pipeline.engine.runner import run_sweep
-    from pipeline.store.parquet import PartWriter
+    from pipeline.store.part_writer import PartWriter
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                       dashboard_address=":0", silence_logs=50) as cluster, \
@@ -1523,7 +1523,7 @@ def test_a_hung_batch_lost_with_its_worker_is_stored_as_timed_out(tmp_path, monk
 
     from pipeline.engine import runner
     from pipeline.engine.pending_plan import PendingPlan
-    from pipeline.store.parquet import PartWriter
+    from pipeline.store.part_writer import PartWriter
 
     monkeypatch.setattr(runner, "WAKE_SECONDS", 5.0)
     grid = _calibration_grid({"x": {"range": [0, 4]}}, {"work_us": 0.0, "hang_at": 3})
@@ -1578,7 +1578,7 @@ def test_a_result_lost_with_its_worker_is_awaited_without_spinning(tmp_path):
 
     from pipeline.engine import runner
     from pipeline.engine.pending_plan import PendingPlan
-    from pipeline.store.parquet import PartWriter
+    from pipeline.store.part_writer import PartWriter
 
     real_gather = Client._gather
 

@@ -22,7 +22,8 @@ from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import provenance_stamp
 from pipeline.experiments.base import get_experiment
-from pipeline.store.parquet import PartWriter, experiment_dir
+from pipeline.store.parquet import experiment_dir
+from pipeline.store.part_writer import PartWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["cluster.dashboard_address=:0", "progress=false", "cluster.n_workers=1"]

@@ -43,7 +43,7 @@ def _build_result_schema(grid: Grid) -> pa.Schema:
 
 
 def points_table(grid: Grid, indices: Sequence[int], run: "PointsRun") -> pa.Table:
-    """The typed table of a batch's rows: ``run`` (from :func:`run_points`) with the
+    """The typed table of a batch's rows: ``run`` (from ``batch.run_points``) with the
     parameters of its points and the constant columns. Rows of the first ``run.done`` of
     ``indices``."""
     n = run.done

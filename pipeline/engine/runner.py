@@ -39,7 +39,7 @@ from pipeline.engine.worker_calls import (NOT_YET, ask_scheduler, ask_to_stop, c
                                           connected_threads, fetch_result, gather_finished,
                                           scheduler_silent_for,
                                           thread_counts, total_threads)
-from pipeline.store.parquet import PartWriter
+from pipeline.store.part_writer import PartWriter
 
 log = logging.getLogger("pipeline")
 TARGET_BATCH_SECONDS = 0.2  # the per-task floor: a batch carries at least this much work

@@ -338,5 +338,5 @@ def format_number(value, kind: str, sig_digits: int, exact_format: str = "whole"
 
 
 # The LaTeX writer lives in report/latex.py; these names are its public face here too.
-from pipeline.report.latex import (_latex_escape, _siunitx_format, latex_label,  # noqa: E402,F401
-                                   latex_table)
+from pipeline.report.latex import latex_table  # noqa: E402,F401
+from pipeline.report.latex_text import latex_escape, latex_label  # noqa: E402,F401

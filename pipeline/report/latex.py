@@ -5,7 +5,7 @@ A table must fit :data:`TEXT_WIDTH_PT` (the text width of LaTeX's ``article`` cl
 4.8 in). The writer estimates the width of every column from Computer Modern's (T1) glyph
 widths: an ``S`` column from its ``table-format``, a text column from its widest cell (a text
 column wider than :data:`TEXT_CELL_MAX_PT` wraps, ragged right), a header from its lines
-(headers wrap onto up to :data:`HEADER_MAX_LINES` lines no wider than their column). Then it
+(headers wrap onto up to ``latex_text.HEADER_MAX_LINES`` lines no wider than their column). Then it
 takes the first that fits of
 
 1. the normal size;
@@ -38,17 +38,17 @@ without graphicx it is set at its natural width.
 
 from __future__ import annotations
 
-import functools
-import logging
 import re
 from dataclasses import dataclass
+
+from pipeline.report.latex_text import (GROUP_PT, latex_cell, latex_escape, latex_label,
+                                        latex_wrappable, number_width_pt, siunitx_format,
+                                        text_width_pt, wrap_words)
 
 TEXT_WIDTH_PT = 345.0  # \textwidth of the article class at 10 pt
 FIT = 0.96  # fraction of the text width an estimate may fill (slack for the estimate)
 TEXT_CELL_MAX_PT = 150.0  # a wider text column wraps (ragged right) at this width
 HEADER_MIN_PT = 48.0  # a header wraps to its column's width, but never narrower than this
-HEADER_MAX_LINES = 4
-IDENT_MIN_PT = 64.0  # an identifier in a header wider than this (and its column) breaks at '_'
 KEY_SHARE = 0.8  # key columns repeated in every part take at most this share of the width
 MAX_EXTRA_KEYS = 3  # columns after the parameters that may join the keys to tell rows apart
 # (size switch, width relative to 10 pt, \tabcolsep in pt, baseline skip in pt), tried in order
@@ -59,236 +59,6 @@ FLOAT_HEIGHT_PT = 0.9 * PAGE_HEIGHT_PT  # a float's estimate may fill this (slac
 RULES_PT = 16.0  # booktabs' three rules and their separations, and a strut's depth
 STACK_GAP_PT = 14.0  # \medskip and the line end between parts stacked in one float
 CONTINUED_PT = 20.0  # the "Table N, continued" line over a later float
-
-# Widths (pt) of the printable ASCII glyphs of ecrm1000 (T1 Computer Modern, 10 pt), '!'..'~'
-_ASCII_PT = [2.78, 5.0, 8.33, 5.0, 8.33, 7.78, 2.78, 3.89, 3.89, 5.0, 7.78, 2.78, 3.33, 2.78, 5.0,
-             5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 2.78, 2.78, 7.78, 7.78, 7.78, 4.72,
-             7.78, 7.5, 7.08, 7.22, 7.64, 6.8, 6.53, 7.85, 7.5, 3.61, 5.14, 7.78, 6.25, 9.16, 7.5,
-             7.78, 6.8, 7.78, 7.36, 5.55, 7.22, 7.5, 7.5, 10.28, 7.5, 7.5, 6.11, 2.78, 5.0, 2.78,
-             6.11, 7.78, 2.78, 5.0, 5.55, 4.44, 5.55, 4.44, 3.05, 5.0, 5.55, 2.78, 3.05, 5.28,
-             2.78, 8.33, 5.55, 5.0, 5.55, 5.28, 3.92, 3.94, 3.89, 5.55, 5.28, 7.22, 5.28, 5.28,
-             4.44, 5.0, 2.78, 5.0, 6.11]
-_CHAR_PT = {chr(33 + i): w for i, w in enumerate(_ASCII_PT)}
-_CHAR_PT[" "] = 3.33
-_CHAR_PT["\u2014"] = 10.0  # an em dash (the null mark)
-_OTHER_PT = 7.0  # a Greek letter or maths symbol set in math mode, a dash: at most this
-
-
-def text_width_pt(text: str) -> float:
-    """Estimated width (pt, 10 pt Computer Modern) of ``text`` as :func:`_latex_escape` sets it
-    (an upper bound: superscripts are counted at full size)."""
-    return sum(_CHAR_PT.get(ch, _OTHER_PT) for ch in str(text))
-
-
-_GROUP_PT = 1.67  # siunitx's thin space between groups of three digits
-
-
-def _separators(digits: int) -> int:
-    """Thin spaces siunitx puts into a run of ``digits`` digits (groups of three from five)."""
-    return (digits - 1) // 3 if digits >= 5 else 0
-
-
-def number_width_pt(spec: str) -> float:
-    """Width (pt) siunitx reserves for an ``S[table-format=spec]`` column: sign, digits, decimal
-    marker, and ``\\times 10^{n}`` for an exponent."""
-    m = re.fullmatch(r"(-)?(\d+)(?:\.(\d+))?(?:e(-)?(\d+))?", spec)
-    if not m:
-        return 30.0
-    sign, whole, decimals, exp_sign, exp_digits = m.groups()
-    width = 5.0 * int(whole) + (7.78 if sign else 0.0) + _GROUP_PT * _separators(int(whole))
-    if decimals:
-        width += 2.78 + 5.0 * int(decimals) + _GROUP_PT * _separators(int(decimals))
-    if exp_digits:  # x 10^{-12}: binary-operator spaces, the cross, "10", script digits
-        width += 2 * 2.22 + 7.78 + 10.0 + 4.1 * int(exp_digits) + (6.3 if exp_sign else 0.0)
-    return width
-
-
-# --------------------------------------------------------------------------- escaping
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#",
-                  "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}", "<": r"$<$", ">": r"$>$", "|": r"$|$"}
-# symbols that pdflatex cannot take as UTF-8 text: typeset in math mode
-_LATEX_UNICODE = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "Γ": r"\Gamma", "δ": r"\delta",
-                  "Δ": r"\Delta", "ε": r"\varepsilon", "ζ": r"\zeta", "η": r"\eta",
-                  "θ": r"\theta", "Θ": r"\Theta", "ι": r"\iota", "κ": r"\kappa", "λ": r"\lambda",
-                  "Λ": r"\Lambda", "μ": r"\mu", "ν": r"\nu", "ξ": r"\xi", "Ξ": r"\Xi",
-                  "π": r"\pi", "Π": r"\Pi", "ρ": r"\rho", "σ": r"\sigma", "Σ": r"\Sigma",
-                  "τ": r"\tau", "υ": r"\upsilon", "φ": r"\varphi", "Φ": r"\Phi", "χ": r"\chi",
-                  "ψ": r"\psi", "Ψ": r"\Psi", "ω": r"\omega", "Ω": r"\Omega", "≤": r"\le",
-                  "≥": r"\ge", "≈": r"\approx", "≠": r"\ne", "×": r"\times", "·": r"\cdot",
-                  "−": "-", "→": r"\to", "⇒": r"\Rightarrow", "⇔": r"\Leftrightarrow",
-                  "∞": r"\infty", "√": r"\surd", "±": r"\pm", "½": r"\frac12", "¹": "^1",
-                  "²": "^2", "³": "^3", "⁴": "^4", "ᵏ": "^k", "′": "'", "∑": r"\sum",
-                  "∏": r"\prod", "∈": r"\in", "⌊": r"\lfloor", "⌋": r"\rfloor",
-                  "∂": r"\partial", "∇": r"\nabla", "∘": r"\circ", "∗": "*", "∼": r"\sim",
-                  "≡": r"\equiv", "⊂": r"\subset", "∪": r"\cup", "∩": r"\cap",
-                  **{chr(0x2080 + d): f"_{d}" for d in range(10)},  # subscript digits
-                  "ᵢ": "_i", "ⱼ": "_j", "ₖ": "_k", "ₙ": "_n", "ₘ": "_m"}
-_LATEX_TEXT_UNICODE = {"—": "---", "–": "--", "…": r"\dots{}", "‘": "`", "’": "'", "“": "``",
-                       "”": "''", "\u00a0": "~"}
-
-
-@functools.lru_cache(maxsize=None)
-def _warn_no_glyph(ch: str) -> None:
-    """Once per character: a '?' in a paper's table must not go unnoticed."""
-    logging.getLogger("pipeline").warning(
-        "LaTeX tables: %r (U+%04X) has no pdflatex glyph and is written as '?' (the Markdown, "
-        "HTML and CSV tables keep it)", ch, ord(ch))
-
-
-def _latex_escape(text: str) -> str:
-    """Escape LaTeX specials in one pass (so an inserted brace is never escaped again); Greek
-    letters and maths symbols become math (pdflatex has no glyphs for them as text); a caret
-    exponent as in ``C^k(H)`` or ``10^{-3}`` becomes a superscript."""
-    parts = re.split(r"\^(\{[^{}]*\}|[A-Za-z0-9+-]+)", text)
-    if len(parts) > 1:  # odd items are exponents
-        return "".join(_latex_escape_plain(p) if i % 2 == 0 else
-                       r"\textsuperscript{" + _latex_escape_plain(p.strip("{}")) + "}"
-                       for i, p in enumerate(parts))
-    return _latex_escape_plain(text)
-
-
-# Unicode super- and subscripts, each as what it raises or lowers (in one ^{...} or _{...} per
-# run); a character missing here was written '?' (ⁿ and ⁱ were)
-_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺⁼⁽⁾ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻᵀ",
-                         "0123456789-+=()abcdefghijklmnoprstuvwxyzT"))
-_SUBSCRIPTS = {**{chr(0x2080 + d): str(d) for d in range(10)},
-               **dict(zip("₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", "+-=()aehijklmnoprstuvx"))}
-_SCRIPT_RUN = re.compile(f"[{''.join(_SUPERSCRIPTS)}]+|[{''.join(_SUBSCRIPTS)}]+")
-
-
-def _latex_escape_plain(text: str) -> str:
-    """Characters to LaTeX; maths symbols in one ``$...$`` per run ("α²" is ``$\\alpha^{2}$``:
-    one group a character gave ``$\\alpha$$^2$``, and ``$$`` opens display maths), a run of
-    super- or subscript characters as one script ("10⁻⁶" is ``10$^{-6}$``: ``^-^6`` is a
-    double superscript)."""
-    text = text.replace("<=", "≤").replace(">=", "≥").replace("!=", "≠")  # as a reader writes
-    out: list[tuple[bool, str]] = []  # (is maths, LaTeX)
-    at = 0
-    while at < len(text):
-        run = _SCRIPT_RUN.match(text, at)
-        if run:
-            chars = run.group()
-            script = "^" if chars[0] in _SUPERSCRIPTS else "_"
-            table = _SUPERSCRIPTS if script == "^" else _SUBSCRIPTS
-            out.append((True, script + "{" + "".join(table[c] for c in chars) + "}"))
-            at = run.end()
-            continue
-        ch = text[at]
-        at += 1
-        if ch in _LATEX_SPECIAL:
-            out.append((False, _LATEX_SPECIAL[ch]))
-        elif ch in _LATEX_UNICODE:
-            latex = _LATEX_UNICODE[ch]
-            out.append((True, latex + (" " if latex[-1].isalpha() else "")))
-        elif ch in _LATEX_TEXT_UNICODE:
-            out.append((False, _LATEX_TEXT_UNICODE[ch]))
-        elif ord(ch) > 0x24F:  # beyond Latin-1/Latin Extended: no pdflatex glyph
-            _warn_no_glyph(ch)
-            out.append((False, "?"))
-        else:
-            out.append((False, ch))
-    pieces, maths = [], []
-    for is_maths, latex in out + [(False, "")]:
-        if is_maths:
-            maths.append(latex)
-            continue
-        if maths:
-            pieces.append("$" + "".join(maths).rstrip() + "$")
-            maths = []
-        pieces.append(latex)
-    return "".join(pieces)
-
-
-def _latex_wrappable(text: str) -> str:
-    """``text`` escaped, with break points after ``/ _ . , : =`` inside long words (paths,
-    identifiers, error messages), and every 12 characters of a run without them, for a cell
-    that wraps."""
-    words = re.split(r"(\s+)", text)
-    out = []
-    for word in words:
-        if len(word) > 16:
-            pieces = [chunk for piece in re.split(r"(?<=[/_.,:=])", word) if piece
-                      for chunk in _slices(piece, 12)]  # unbroken runs: every 12 characters
-            out.append(r"\allowbreak{}".join(_latex_escape(p) for p in pieces))
-        else:
-            out.append(_latex_escape(word))
-    return "".join(out)
-
-
-def _slices(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)] or [text]
-
-
-def latex_label(name: str) -> str:
-    """A valid, unescaped ``\\label`` key: letters, digits and ``:._-`` kept, others ``-``."""
-    return "tab:" + re.sub(r"[^A-Za-z0-9:._-]", "-", name)
-
-
-# --------------------------------------------------------------------------- columns
-def _siunitx_format(cells: list[str]) -> str:
-    """``table-format`` of an S column wide enough for every cell (sign, integer digits,
-    decimals, exponent), so the column aligns on the decimal marker."""
-    sign = exp_sign = False
-    whole = decimals = exp_digits = 0
-    for cell in cells:
-        m = re.fullmatch(r"(-)?([0-9]+)(?:\.([0-9]+))?(?:e([+-])?([0-9]+))?", cell)
-        if not m:
-            continue
-        sign |= bool(m.group(1))
-        whole = max(whole, len(m.group(2)))
-        decimals = max(decimals, len(m.group(3) or ""))
-        if m.group(5):
-            exp_sign |= m.group(4) == "-"
-            exp_digits = max(exp_digits, len(m.group(5).lstrip("0") or "0"))
-    spec = ("-" if sign else "") + str(max(whole, 1))
-    if decimals:
-        spec += f".{decimals}"
-    if exp_digits:
-        spec += "e" + ("-" if exp_sign else "") + str(exp_digits)
-    return spec
-
-
-def _latex_cell(text: str, numeric: bool) -> str:
-    from pipeline.report.core import NULL_MARK
-
-    if text == NULL_MARK:  # no value: an em dash (braced: text in an S column)
-        return "{---}" if numeric else "---"
-    if not numeric:
-        return _latex_escape(text)
-    if text in ("inf", "-inf"):  # braces: text in an S column
-        return "{$" + ("-" if text[0] == "-" else "") + r"\infty$}"
-    return text
-
-
-def wrap_words(text: str, width_pt: float, max_lines: int = HEADER_MAX_LINES) -> list[str]:
-    """``text`` broken at spaces into lines no wider than ``width_pt`` where possible, widening
-    the measure until it takes at most ``max_lines``. A word wider than the measure that is an
-    identifier (``median_ratio_to_optimal``) breaks after its underscores; another stays
-    whole."""
-    words = text.split()
-    if not words:
-        return [""]
-    while True:
-        tokens = []  # (piece, glue before it)
-        for word in words:
-            pieces = [word]
-            if text_width_pt(word) > max(width_pt, IDENT_MIN_PT) and "_" in word.strip("_"):
-                pieces = [p for p in re.split(r"(?<=_)(?=[^_])", word) if p]
-            tokens += [(p, "" if i else " ") for i, p in enumerate(pieces)]
-        lines, line = [], ""
-        for piece, glue in tokens:
-            candidate = f"{line}{glue}{piece}" if line else piece
-            if line and text_width_pt(candidate) > width_pt:
-                lines.append(line)
-                line = piece
-            else:
-                line = candidate
-        lines.append(line)
-        if len(lines) <= max_lines:
-            return lines
-        width_pt *= 1.2
-
 
 @dataclass
 class _Column:
@@ -324,17 +94,17 @@ class _Column:
         """LaTeX of the header cell: one line, or a stack of lines."""
         lines = self._lines()
         if len(lines) == 1:
-            head = _latex_escape(lines[0])
+            head = latex_escape(lines[0])
         else:
             align = "c" if self.numeric else "l"
             head = (rf"\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}"
-                    + r"\\".join(_latex_escape(line) for line in lines) + r"\end{tabular}")
+                    + r"\\".join(latex_escape(line) for line in lines) + r"\end{tabular}")
         return "{" + head + "}" if self.numeric else head  # braces: text in an S column
 
 
 def _text_lines(text: str, width_pt: float) -> int:
     """Lines a ragged-right cell of ``text`` takes in a ``width_pt`` box (an upper bound: the
-    box breaks inside long words too, see :func:`_latex_wrappable`)."""
+    box breaks inside long words too, see :func:`latex_wrappable`)."""
     lines, line = 1, 0.0
     for word in re.split(r"(?<=[\s/_.,:=])", text):
         w = text_width_pt(word)
@@ -357,22 +127,22 @@ def _column(values, meta, sig_digits: int, key_candidate: bool, name: str = "") 
     numeric = kind != "text"
     lines = [1] * len(cells)
     if numeric:
-        fmt = _siunitx_format(cells)
+        fmt = siunitx_format(cells)
         spec = f"S[table-format={fmt}]"
         content = max(number_width_pt(fmt),
                       max((10.0 for c in cells if c in ("inf", "-inf", NULL_MARK)), default=0.0))
-        latex_cells = [_latex_cell(c, True) for c in cells]
+        latex_cells = [latex_cell(c, True) for c in cells]
     else:
         spec = "l"
         content = max((text_width_pt(c) for c in cells), default=0.0)
         if content > TEXT_CELL_MAX_PT:  # a long text wraps, ragged right, in a fixed width
             content = TEXT_CELL_MAX_PT
             latex_cells = [rf"\parbox[t]{{{TEXT_CELL_MAX_PT:g}pt}}{{\raggedright "
-                           + _latex_wrappable(c) + r"\strut}" if c and c != NULL_MARK
-                           else _latex_cell(c, False) for c in cells]
+                           + latex_wrappable(c) + r"\strut}" if c and c != NULL_MARK
+                           else latex_cell(c, False) for c in cells]
             lines = [_text_lines(c, TEXT_CELL_MAX_PT * 0.9) for c in cells]
         else:
-            latex_cells = [_latex_cell(c, False) for c in cells]
+            latex_cells = [latex_cell(c, False) for c in cells]
     integer = kind in ("int", "exact") and all(re.fullmatch(r"-?[0-9]*", c) or c == NULL_MARK
                                                for c in cells)
     return _Column(spec, latex_cells, content, meta.header, numeric, key=key_candidate,
@@ -432,11 +202,11 @@ def _wrap_digits(col: _Column, width_pt: float, scale: float) -> None:
 
     box_pt = int(width_pt * scale)  # a \parbox width is absolute, not scaled by \small
     col.spec = "r"
-    per_line = max(1, int((width_pt + _GROUP_PT) // (15.0 + _GROUP_PT)))  # digit groups a line
+    per_line = max(1, int((width_pt + GROUP_PT) // (15.0 + GROUP_PT)))  # digit groups a line
     col.lines = [-(-((len(c.lstrip("-")) + 2) // 3) // per_line)
                  if re.fullmatch(r"-?[0-9]+", c) else 1 for c in col.raw]
     col.cells = [rf"\parbox[t]{{{box_pt}pt}}{{\raggedleft " + grouped(c) + r"\strut}"
-                 if re.fullmatch(r"-?[0-9]+", c) else _latex_cell(c, False) for c in col.raw]
+                 if re.fullmatch(r"-?[0-9]+", c) else latex_cell(c, False) for c in col.raw]
     col.content_pt = box_pt / scale
 
 
@@ -549,7 +319,7 @@ def latex_table(df, caption: str, name: str, sig_digits: int = 6,
     label = latex_label(name)
     switch, scale, sep, _ = size
     caption_pt = _caption_height_pt(caption) if caption else 0.0
-    notes_text = _latex_escape("; ".join(notes) + ".") if notes else ""
+    notes_text = latex_escape("; ".join(notes) + ".") if notes else ""
     notes_pt = _notes_height_pt("; ".join(notes) + ".") if notes else 0.0
     floats = _floats(parts, n_rows, size, caption_pt, notes_pt)
     row_split = len({rows for rows, _ in floats}) > 1
@@ -566,7 +336,7 @@ def latex_table(df, caption: str, name: str, sig_digits: int = 6,
         lines += [r"\begin{table}[htbp]", r"\centering"]
         if f == 0:
             if caption:  # above the table, as IEEE and ACM ask
-                lines.append(rf"\caption{{{_latex_escape(caption)}}}")
+                lines.append(rf"\caption{{{latex_escape(caption)}}}")
             lines.append(rf"\label{{{label}}}")
         else:
             shown = (f"; rows {rows.start + 1}--{rows.stop} of {n_rows}" if row_split else "")
