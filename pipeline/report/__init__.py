@@ -18,8 +18,8 @@ from pathlib import Path
 
 _discovered = False
 # the report machinery itself; every other module of the package is a family's plug-in
-_NOT_PLUGINS = ("core", "build", "summary", "style", "columns", "html", "latex", "options",
-                "selection", "export", "swap")
+_NOT_PLUGINS = ("core", "build", "summary", "style", "columns", "html", "latex", "latex_text",
+                "options", "selection", "export", "swap")
 BROKEN: dict[str, str] = {}  # plug-in module name -> its import error
 _BROKEN_FILES: dict[str, str] = {}  # plug-in module name -> its file
 

@@ -103,9 +103,9 @@ def latex_escape(text: str) -> str:
 # Unicode super- and subscripts, each as what it raises or lowers (in one ^{...} or _{...} per
 # run); a character missing here was written '?' (ⁿ and ⁱ were)
 SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺⁼⁽⁾ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻᵀ",
-                         "0123456789-+=()abcdefghijklmnoprstuvwxyzT"))
+                        "0123456789-+=()abcdefghijklmnoprstuvwxyzT"))
 SUBSCRIPTS = {**{chr(0x2080 + d): str(d) for d in range(10)},
-               **dict(zip("₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", "+-=()aehijklmnoprstuvx"))}
+              **dict(zip("₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", "+-=()aehijklmnoprstuvx"))}
 _SCRIPT_RUN = re.compile(f"[{''.join(SUPERSCRIPTS)}]+|[{''.join(SUBSCRIPTS)}]+")
 
 
