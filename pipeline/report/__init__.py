@@ -19,7 +19,7 @@ from pathlib import Path
 _discovered = False
 # the report machinery itself; every other module of the package is a family's plug-in
 _NOT_PLUGINS = ("core", "build", "summary", "style", "columns", "html", "latex", "latex_text",
-                "options", "selection", "export", "swap")
+                "options", "selection", "export", "swap", "versions")
 BROKEN: dict[str, str] = {}  # plug-in module name -> its import error
 _BROKEN_FILES: dict[str, str] = {}  # plug-in module name -> its file
 
