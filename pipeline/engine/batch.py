@@ -32,9 +32,10 @@ import pyarrow as pa
 
 from pipeline.engine.batch_table import points_table
 from pipeline.engine.grid import Grid
-from pipeline.engine.task_ids import TASK_ID_BYTES, digests_of, seeds_of_digests, task_id_of_digest
+from pipeline.engine.log_filters import add_filter_once
 from pipeline.engine.provenance import loaded_code_id
 from pipeline.engine.run_returns import RunReturnError, as_rows
+from pipeline.engine.task_ids import TASK_ID_BYTES, digests_of, seeds_of_digests, task_id_of_digest
 
 
 STRIP = 32  # points whose bookkeeping is done in one block (see run_batch)
@@ -189,9 +190,7 @@ class _RequesterGoneFilter(logging.Filter):
 
 
 def _quiet_requester_gone() -> None:
-    worker_log = logging.getLogger("distributed.worker")
-    if not any(isinstance(f, _RequesterGoneFilter) for f in worker_log.filters):
-        worker_log.addFilter(_RequesterGoneFilter())
+    add_filter_once("distributed.worker", _RequesterGoneFilter)
 
 
 _SETTLED = [False]

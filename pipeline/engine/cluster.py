@@ -23,6 +23,7 @@ from pipeline.engine.batch_cluster import (batch_commands, cancel_command, make_
                                            remove_tls_folder)
 from pipeline.engine.cluster_config import (BATCH_SYSTEMS, LOCAL_DASHBOARD, ClusterConfigError,
                                             setting, validate)
+from pipeline.engine.log_filters import add_filter_once
 from pipeline.store.redact import redact
 
 log = logging.getLogger("pipeline")
@@ -159,14 +160,8 @@ def _quiet_resource_tracker() -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-def _add_filter_once(logger_name: str, kind: type[logging.Filter]) -> None:
-    logger = logging.getLogger(logger_name)
-    if not any(isinstance(f, kind) for f in logger.filters):
-        logger.addFilter(kind())
-
-
 def _broadcast_failures_as_warnings() -> None:
-    _add_filter_once("distributed.scheduler", _BroadcastFailureIsAWarning)
+    add_filter_once("distributed.scheduler", _BroadcastFailureIsAWarning)
 
 
 class _SignalBeforeASyncCallStarted(logging.Filter):
@@ -184,7 +179,7 @@ class _SignalBeforeASyncCallStarted(logging.Filter):
 
 def quiet_signals_before_sync_calls() -> None:
     """Install :class:`_SignalBeforeASyncCallStarted` (idempotent)."""
-    _add_filter_once("tornado.application", _SignalBeforeASyncCallStarted)
+    add_filter_once("tornado.application", _SignalBeforeASyncCallStarted)
 
 
 LOGIN_NODE_WORKERS = 4  # cluster=local's default on a batch system's login node

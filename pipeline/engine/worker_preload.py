@@ -29,6 +29,8 @@ import os
 import signal
 import threading
 
+from pipeline.engine.log_filters import add_filter_once
+
 HEARTBEAT_FAILURE = "Failed to communicate with scheduler during heartbeat"
 DRIVER_GRACE_S = 30.0  # > the driver's wait for its batches in flight (INTERRUPT_KEEP_SECONDS)
 
@@ -62,9 +64,7 @@ def dask_setup(worker) -> None:  # noqa: ARG001  (Dask's preload hook)
         for signum in (signal.SIGHUP, signal.SIGTERM):
             if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP stays ignored
                 signal.signal(signum, _end_unless_the_driver_closes_us)
-    quiet = logging.getLogger("distributed.worker")
-    if not any(isinstance(f, _NoHeartbeatFailure) for f in quiet.filters):
-        quiet.addFilter(_NoHeartbeatFailure())
+    add_filter_once("distributed.worker", _NoHeartbeatFailure)
 
 
 def _end_unless_the_driver_closes_us(signum, _frame) -> None:
