@@ -323,11 +323,14 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # current point, a batch returns the points it ran, stored like any result. Bounded;
         # a repeated signal cuts the wait short. Batches not back by then are recomputed.
         # Best effort: whatever fails here is logged, and the interrupt goes on as it came.
-        if not in_flight or shutdown_hurried() or scheduler_silent_for(client) is not None:
-            return  # (a scheduler not answering would not return them either)
-        connected = connected_threads(client)  # bounded
+        if not in_flight or shutdown_hurried():
+            return
+        connected = connected_threads(client)  # bounded; at once if the scheduler is silent
         if connected is None and scheduler_silent_for(client) is not None:
-            return  # it stopped answering just now
+            log.info("interrupted: the scheduler does not answer, so the %d batches in flight "
+                     "cannot be asked for the points they ran; a rerun runs their points",
+                     len(in_flight))
+            return
         if connected == 0:  # batch jobs still queued (or all gone): it waited for nothing
             log.info("interrupted: no worker is connected, so none of the %d batches is "
                      "running; a rerun runs their points", len(in_flight))
