@@ -82,41 +82,66 @@ def small_disk(tmpfs):
     return tmpfs("size=4m", "small")
 
 
-def _semaphores_in_use() -> set[str]:
-    """Names of the POSIX semaphores (``/dev/shm/sem.*``) some readable process maps."""
-    in_use = set()
+def _mapped_files() -> set[tuple[int, int]]:
+    """(device, inode) of every file some readable process maps. A semaphore's creator maps
+    it under a temporary name (glibc creates ``sem.XXXXXX``, maps it, then links it to
+    ``sem.mp-...`` and unlinks the temporary): only its inode, not its name, shows that it
+    is in use. Matched by name, every semaphore no child had opened yet looked unused."""
+    mapped = set()
     for maps in Path("/proc").glob("[0-9]*/maps"):
         try:
             text = maps.read_text()
         except OSError:  # the process ended, or is another user's
             continue
-        in_use.update(line.rsplit("/", 1)[1] for line in text.splitlines()
-                      if "/dev/shm/sem." in line)
-    return in_use
+        for line in text.splitlines():
+            if "/dev/shm/" not in line:
+                continue
+            fields = line.split()
+            major, minor = (int(part, 16) for part in fields[3].split(":"))
+            mapped.add((os.makedev(major, minor), int(fields[4])))
+    return mapped
 
 
-def _own_semaphores() -> set[str]:
-    """Names of this user's multiprocessing semaphores in /dev/shm."""
-    names = set()
+def _own_semaphores() -> dict[str, tuple[int, int]]:
+    """This user's multiprocessing semaphores in /dev/shm: name -> (device, inode)."""
+    found = {}
     for sem in Path("/dev/shm").glob("sem.mp-*"):
         with contextlib.suppress(OSError):  # unlinked meanwhile
-            if sem.stat().st_uid == os.getuid():
-                names.add(sem.name)
-    return names
+            st = sem.stat()
+            if st.st_uid == os.getuid():
+                found[sem.name] = (st.st_dev, st.st_ino)
+    return found
 
 
-@pytest.fixture(autouse=True, scope="session")
-def no_semaphores_left_behind():
+_SEMAPHORES_BEFORE: dict[str, tuple[int, int]] = {}
+
+
+def _runs_the_whole_session(config) -> bool:
+    """Not a pytest-xdist worker: the controller (or a run without xdist) ends last."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session):
+    if _runs_the_whole_session(session.config):
+        _SEMAPHORES_BEFORE.update(_own_semaphores())
+
+
+def pytest_sessionfinish(session, exitstatus):
     """Remove the semaphores that processes killed by the tests left in /dev/shm.
 
     Dask's nanny makes its worker queues with multiprocessing's spawn context, whose named
     semaphores only multiprocessing's resource tracker unlinks; the tests that kill -9 a whole
-    process group kill the tracker too. Removed at the end: those created during the session
-    that no live process maps (another run's, or a live process's, are left alone)."""
-    before = _own_semaphores()
-    yield
-    left = _own_semaphores() - before
+    process group kill the tracker too. Removed once every test has run (in the xdist
+    controller: a worker that finished first removed its sibling's live semaphores, and a
+    worker process then failed to start, "SemLock FileNotFoundError"): those created during
+    the session that no live process maps (another run's, or a live process's, are left)."""
+    if not _runs_the_whole_session(session.config):
+        return
+    left = {name: key for name, key in _own_semaphores().items()
+            if name not in _SEMAPHORES_BEFORE}
     if left:
-        for name in left - _semaphores_in_use():
-            with contextlib.suppress(OSError):
-                os.unlink(f"/dev/shm/{name}")
+        mapped = _mapped_files()
+        for name, key in left.items():
+            if key not in mapped:
+                with contextlib.suppress(OSError):
+                    os.unlink(f"/dev/shm/{name}")
