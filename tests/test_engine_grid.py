@@ -331,6 +331,28 @@ def test_run_batch_rows_are_the_grids_points_ids_and_seeds():
     assert (df.finished_at >= df.started_at).all() and (df.elapsed_s >= 0).all()
 
 
+def test_a_point_that_returns_after_task_timeout_is_failed_with_its_time():
+    """task_timeout fails every point whose own measured time is over the limit, not only
+    those the worker's watcher catches still running (it polls every 0.1 s, then waits a
+    second before ending the process): a sweep of 0.2 s points at a 0.1 s limit kept 17 of
+    20 as ok. A point that raised keeps its own error; points under the limit are ok."""
+    from pipeline.engine.batch import run_batch
+    from pipeline.experiments.base import get_experiment
+    g = Grid(get_experiment("calibration"),
+             {"x": [0, 1, 2, 4], "work_us": [1000.0, 120_000.0]},
+             {"work_mode": "sleep", "fail_every": 3})
+    df = run_batch(g, list(range(g.total)), task_timeout=0.06)[0].to_pandas()
+    slow, fast = df[df.work_us > 1000], df[df.work_us == 1000]
+    assert (slow.elapsed_s > 0.06).all() and (fast.elapsed_s < 0.06).all()
+    assert (df.status == "failed").sum() == 4 + 1  # the slow ones, and the fast x=0 (raised)
+    assert slow[slow.x != 0].error.str.fullmatch(
+        r"TaskTimeout: point ran longer than task_timeout=0\.06 s \(it returned after "
+        r"0\.1\d+ s; its result is not kept\)").all(), slow.error.tolist()
+    assert slow[slow.x == 0].error.str.startswith("ValueError").all()  # raised: its own error
+    assert (fast[fast.x != 0].status == "ok").all() and fast[fast.x != 0].value.notna().all()
+    assert df[df.status == "failed"].value.isna().all()
+
+
 def test_digest_gives_the_task_id_and_seed():
     """The worker hashes each point once, to a digest, and sends its first TASK_ID_BYTES: the
     ids the driver writes in one Arrow call and the seeds it cuts from them (and the seeds the

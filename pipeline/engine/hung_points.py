@@ -59,10 +59,11 @@ class HungPoints:
             if index in self.pending or index in self.stored or key in self.cancelled_keys:
                 continue  # already acted on (a cancelled batch Dask had started again)
             if key in handled_keys:
-                # its batch came back first: the point finished, over the limit, and its
-                # row is stored; the worker ends all the same and its nanny starts another
-                log.warning("task %s (grid index %d) ran over task_timeout=%g s but finished "
-                            "before its worker was recycled; its result is kept",
+                # its batch came back first: the point returned over the limit, and the
+                # batch stored it failed (batch._fail_points_over); the worker ends all the
+                # same and its nanny starts another
+                log.warning("task %s (grid index %d) ran over task_timeout=%g s and returned "
+                            "before its worker was recycled; stored as failed",
                             event.get("task_id"), index, event["timeout_s"])
                 continue
             log.warning("task %s (grid index %d) timed out after %g s; stored as failed",
