@@ -201,15 +201,44 @@ def default_local_workers(cores: int, environ: Mapping[str, str] | None = None,
     return (LOGIN_NODE_WORKERS, found) if found else (cores, [])
 
 
+def _loop_deaf_to_sigint():
+    """A started Dask event loop thread for a LocalCluster, with SIGINT blocked in it, so in
+    the threads it starts and in the worker processes they spawn (a signal mask is inherited
+    by a new thread and across exec). Ctrl-C in a terminal reaches the whole process group: a
+    worker ignores SIGINT once its preload runs (worker_preload.py), but one still importing
+    Dask died of it with a KeyboardInterrupt traceback on the terminal (2 of 6 Ctrl-Cs 1.8 s
+    into a sweep). The driver's main thread still takes every Ctrl-C: it only held one
+    pending for the instant the thread took to start."""
+    from distributed.utils import LoopRunner
+
+    runner = LoopRunner()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        runner.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    return runner
+
+
+def stop_loop(cluster) -> None:
+    """Stop the event loop thread of a cluster started by :func:`_start_local_cluster`, after
+    the cluster and its clients are closed (bounded)."""
+    runner = getattr(cluster, "pipeline_loop_runner", None)
+    if runner is not None:
+        _bounded("loop.stop", runner.stop, 15)
+
+
 def _start_local_cluster(cfg: Mapping[str, Any], n_workers: int, profile: bool,
                          log: logging.Logger):
-    """A started ``LocalCluster``, tried :data:`LOCAL_START_ATTEMPTS` times."""
+    """A started ``LocalCluster``, tried :data:`LOCAL_START_ATTEMPTS` times; its event loop
+    (:func:`_loop_deaf_to_sigint`) is stopped by :func:`stop_loop`."""
     from distributed import LocalCluster
 
     from pipeline.engine.watchdog import shutdown_called_off, signals_held
 
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         outcome: dict = {}
+        runner = None
         try:
             # A first Ctrl-C waits the few seconds until the workers are up (then the cluster
             # closes as usual): cut short, a worker's spawn could be left half-written at exit
@@ -217,7 +246,9 @@ def _start_local_cluster(cfg: Mapping[str, Any], n_workers: int, profile: bool,
             with dask.config.set({**SCHEDULER_CONFIG,
                                   "distributed.worker.profile.enabled": profile}), \
                     _closed_if_half_built(outcome), signals_held():
-                return LocalCluster(
+                runner = _loop_deaf_to_sigint()
+                cluster = LocalCluster(
+                    loop=runner.loop,
                     n_workers=n_workers,
                     threads_per_worker=int(setting(cfg, "threads_per_worker", 1)),
                     processes=True,
@@ -233,7 +264,13 @@ def _start_local_cluster(cfg: Mapping[str, Any], n_workers: int, profile: bool,
                     # shutdown to the driver instead of dying with tracebacks on the terminal
                     preload=["pipeline.engine.worker_preload"],
                 )
-        except Exception as exc:  # (closed by _closed_if_half_built)
+                cluster.pipeline_loop_runner = runner
+                return cluster
+        except BaseException as exc:  # (closed by _closed_if_half_built)
+            if runner is not None and outcome.get("closed", True):
+                _bounded("loop.stop", runner.stop, 15)
+            if not isinstance(exc, Exception):
+                raise
             # not over a cluster whose close did not finish: its workers may still run
             if attempt == LOCAL_START_ATTEMPTS or not outcome.get("closed", True):
                 raise
@@ -309,6 +346,7 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
             shutdown_started()  # a repeated signal waits for the close (see _closed_if_half_built)
             _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
                      CLOSE_TIMEOUT_S + 5)
+            stop_loop(cluster)
             remove_tls_folder(cluster)
             raise
         log.info("%s cluster up; dashboard: %s", kind, client.dashboard_link)
@@ -318,6 +356,8 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
             _bounded("client.close", lambda: client.close(timeout=10), 15)
             closed = _bounded("cluster.close", lambda: cluster.close(timeout=CLOSE_TIMEOUT_S),
                               CLOSE_TIMEOUT_S + 5)
+            if closed:  # (a loop whose cluster did not close is left to the process's exit)
+                stop_loop(cluster)
             remove_tls_folder(cluster)  # workers read them only as they start
             watch = getattr(cluster, "pipeline_watch", None)
             if watch is not None and watch.job_ids and not closed:
