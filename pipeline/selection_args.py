@@ -115,4 +115,36 @@ def load_selected(results_dir, name: str, *, status=None, version=None, words=No
     selection.run_ids += as_tuple(run_id)
     selection.code_ids += as_tuple(code_id)
     selection.versions += versions_of(version)
-    return select(results_dir, name, selection, status=status, on_error=on_error)
+    df = select(results_dir, name, selection, status=status, on_error=on_error)
+    if selection.run_ids and df.empty:
+        _refuse_unknown_runs(results_dir, name, selection.run_ids)
+    return df
+
+
+def _refuse_unknown_runs(results_dir, name: str, run_ids) -> None:
+    """A run_id that is no run of the folder (a typo) selected nothing, silently, where an
+    unknown version raised and report/export said so (exit 2)."""
+    from pipeline.store.integrity import read_parts
+    from pipeline.store.manifest import read_manifest
+    from pipeline.store.parquet import experiment_dir, part_files
+
+    path = experiment_dir(results_dir, name)
+    runs = [r.get("run_id") for r in read_manifest(path).get("runs", []) if r.get("run_id")]
+    unknown = [r for r in run_ids if r not in runs]
+    if unknown:  # rows may carry runs the manifest does not list (parts copied in)
+        try:
+            in_rows = set(read_parts(part_files(path), columns=["run_id"])["run_id"]
+                          .unique().to_pylist())
+        except Exception:  # (a part without the column): nothing to say either way
+            return
+        unknown = [r for r in unknown if r not in in_rows]
+        runs += sorted(str(r) for r in in_rows if r and r not in runs)
+    if unknown:
+        close = [m for r in unknown for m in difflib.get_close_matches(str(r), runs, n=1)]
+        raise SelectionError(
+            f"run_id {', '.join(map(repr, unknown))}: no run of '{name}' has "
+            f"{'this id' if len(unknown) == 1 else 'these ids'}"
+            + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+            + f"; its runs: {', '.join(runs[-5:]) or 'none'}"
+            + (" (the last 5)" if len(runs) > 5 else "")
+            + "; python -m pipeline status lists them")

@@ -316,6 +316,8 @@ def test_code_ids_of_different_versions_are_not_called_the_same_version(tmp_path
 
 def test_load_with_a_selection(mixed_store):
     """pipeline.load(...) with every kind of selection, and the warnings of its coverage."""
+    from pipeline.report.selection import SelectionError
+
     here = code_id(get_experiment("independent_sets"))
     load = lambda **kw: pipeline.load(mixed_store, "independent_sets", **kw)  # noqa: E731
     everything = load()
@@ -359,6 +361,14 @@ def test_load_with_a_selection(mixed_store):
     assert sorted(load(select=words).m) == [1, 2, 4]
     assert sorted(load(select=words, run_id="a").m) == [1, 2]
     assert load(select=words, code_id="0000000000000000").empty
+    # a run_id that is no run of the folder (a typo) is an error, as an unknown version is;
+    # a known one whose rows the other filters leave out is an empty selection
+    with pytest.raises(SelectionError, match=r"run_id 'nosuch': no run of 'independent_sets' "
+                                             r"has this id; its runs: .*python -m pipeline status"):
+        load(run_id="nosuch")
+    with pytest.raises(SelectionError, match=r"run_id 'v00': .*\(did you mean 'v0'\?\)"):
+        load(run_id=["a", "v00"], code_id="0000000000000000")
+    assert load(run_id="a", code_id="0000000000000000").empty  # "a": in the rows only
 
 
 def test_an_empty_filter_is_refused_not_read_as_no_filter(mixed_store, tmp_path):
