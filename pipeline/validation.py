@@ -50,6 +50,9 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
     for key in ("dry_run", "retry_failed", "progress", "report", "rerun_changed"):
         if not isinstance(conf.get(key, False), bool):
             raise ConfigError(f"{key} must be true or false, got {conf.get(key)!r}")
+    if conf.get("dry_run") and conf.get("report"):  # the report was written, silently
+        raise ConfigError("dry_run=true and report=true: a dry run runs and writes nothing, "
+                          "report=true writes the report; give one of the two")
     batch_size = conf.get("batch_size", "auto")
     if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
                                      and batch_size >= 1):

@@ -132,6 +132,9 @@ BAD_INPUTS = [
     (["experiment=calibration", "params.rows=5000"], "parameter 'rows'"),
     (["experiment=calibration", "cluster=address"], "cluster.address=tcp://HOST:PORT"),
     (["experiment=calibration", "batch_size=-3"], "batch_size must be 'auto'"),
+    # the report was written, with no word that the dry run was ignored
+    (["experiment=calibration", "dry_run=true", "report=true"],
+     "dry_run=true and report=true: a dry run runs and writes nothing"),
     (["experiment=calibration", "max_tasks_per_second=0"],
      "max_tasks_per_second (cap on Dask tasks per second for the whole cluster) must be a number > 0"),
     (["experiment=calibration", "flush_rows=2.5"], "flush_rows (buffered result rows that trigger"),
