@@ -186,12 +186,14 @@ def describe(path: Path) -> tuple[list[str], bool]:
         if origin is not None and (path / "_logs" / log.name).is_file():
             log = path / "_logs" / log.name  # the copy's own log, not the original folder's
         lines.append(f"  log: {log}")
-    if origin is not None:
+    steps = next_step(run, failed_stored)
+    if origin is not None:  # (a finished run has no command below: none was promised)
         lines.append(f"  note: this run wrote to {origin}; this folder is a copy of it or was "
-                     f"moved: the command below writes to {origin}; to resume this folder, give "
+                     "moved: " + (f"the command below writes to {origin}; to resume " if steps
+                                  else "to sweep ") + f"this folder, give "
                      f"results_dir={path.parent} instead")
     lines += earlier_runs(runs[:-1])
-    lines += next_step(run, failed_stored)
+    lines += steps
     if state != "running":  # compaction takes the folder's lock: not during a sweep
         lines += compaction_hint(path)
     return lines, damaged

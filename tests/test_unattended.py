@@ -1742,6 +1742,14 @@ def test_status_of_a_copied_folder_points_at_the_copy(tmp_path):
     original = status(tmp_path / "orig").stdout  # the original folder: no note
     assert "note:" not in original
     assert f"  log: {tmp_path / 'orig' / 'calibration' / '_logs' / run_id}.log\n" in original
+    # a clean finish has no 'next:' command: the note promised one "below" all the same
+    clean_args = [a for a in args if a != "params.fail_every=5" and "results_dir" not in a]
+    assert run_cli(*clean_args, f"results_dir={tmp_path / 'orig2'}").returncode == 0
+    subprocess.run(["cp", "-r", str(tmp_path / "orig2"), str(tmp_path / "clean")], check=True)
+    text = status(tmp_path / "clean").stdout
+    assert "next:" not in text and "the command below" not in text, text
+    assert (f"this folder is a copy of it or was moved: to sweep this folder, give "
+            f"results_dir={tmp_path / 'clean'} instead\n") in text, text
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM])
