@@ -348,12 +348,26 @@ def _summarise(grid, path, plan, stats) -> int:
         print(ran_line(stats))
     if failed_now or plan.done_failed:
         first = (stats.first_errors[0] if stats and stats.first_errors else
-                 "see the error column of the failed rows")
+                 _first_stored_error(path, grid) or "see the error column of the failed rows")
         print(f"FAILED: {failed_now} of {ran} task(s) failed this run"
               f"{f', {plan.done_failed} earlier failure(s) skipped (retry_failed=true re-runs them)' if plan.done_failed else ''}"
               f"; first error: {first}", file=sys.stderr)
         return EXIT_FAILED_TASKS
     return EXIT_OK
+
+
+def _first_stored_error(path, grid) -> str | None:
+    """The error of the first failed row stored for this grid's points (a rerun that skipped
+    them ran none itself), or None if it cannot be read."""
+    from pipeline.report.selection import Selection, select
+
+    try:
+        failed = select(path.parent, grid.name, Selection(grid=grid), status="failed")
+        order = [c for c in ("started_at", "task_id") if c in failed.columns]
+        errors = failed.sort_values(order)["error"].dropna()  # the earliest, as a run says
+    except Exception:  # the summary never ends a sweep
+        return None
+    return str(errors.iloc[0]) if len(errors) else None
 
 
 # --------------------------------------------------------------------------- provenance
