@@ -178,8 +178,13 @@ def describe(path: Path) -> tuple[list[str], bool]:
         lines.append(f"  error: {run['error']}")
     counts = run.get("counts") or {}
     if state != "running" and "ran" in counts:
+        # a run stopped by a full disk ran tasks it could not store (status showed "ran 3,000
+        # task(s): 3,000 ok" beside "0 ok stored")
+        unwritten = (run.get("progress") or {}).get("unwritten_rows") or 0
         lines.append(f"  ran {counts['ran']:,} task(s): {counts.get('ok', 0):,} ok, "
-                     f"{counts.get('failed', 0):,} failed in {counts.get('elapsed_s', 0):.1f} s")
+                     f"{counts.get('failed', 0):,} failed in {counts.get('elapsed_s', 0):.1f} s"
+                     + (f"; {unwritten:,} of their rows could not be written (a rerun runs "
+                        "those tasks again)" if unwritten else ""))
     origin = _written_from(path, run)
     if run.get("log"):
         log = Path(run["log"])

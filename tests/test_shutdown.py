@@ -414,6 +414,49 @@ def test_a_full_disk_mid_sweep_exits_3_with_a_message(tmp_path):
     assert len(list(folder.glob("part-*.parquet"))) == 2  # the parts written are kept
 
 
+PARTS_REFUSED_DRIVER = """
+import errno, sys
+sys.path.insert(0, ROOT)  # this checkout's pipeline, as run.py imports it
+import pipeline.store.part_writer as part_writer
+
+
+def write_part_file(folder, name, table):  # no part fits on the disk; the manifest does
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+if __name__ == "__main__":  # not in the worker processes, which import this file again
+    part_writer.write_part_file = write_part_file
+    from pipeline.cli import main
+    sys.exit(main())
+"""
+
+
+@pytest.mark.timeout(180)
+def test_status_of_a_run_that_could_not_write_its_rows_says_so(tmp_path):
+    """A disk with room for the manifest but not for a part (a 300 KB tmpfs, in a
+    walk-through): status said "0 ok stored" beside "ran 3,000 task(s): 3,000 ok, 0 failed in
+    0.0 s". The writer's failure, raised again by its close, skipped the run's elapsed time;
+    the rows not written went unsaid."""
+    import re
+
+    script = tmp_path / "parts_refused_driver.py"
+    script.write_text(PARTS_REFUSED_DRIVER.replace("ROOT", repr(str(ROOT)), 1))
+    proc = subprocess.run(
+        [PY, str(script), "experiment=calibration", "grid.x={range:[0,400]}",
+         "params.work_us=2000", "flush_rows=100", "cluster.n_workers=1",
+         "cluster.dashboard_address=:0", f"results_dir={tmp_path}", "progress=false"],
+        cwd=ROOT, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 3 and "No space left on device" in proc.stderr, proc.stderr
+    out = subprocess.run([PY, "-m", "pipeline", "status", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "calibration: 0 ok, 0 failed stored" in out and ": crashed" in out, out
+    ran = re.search(r"ran ([\d,]+) task\(s\): ([\d,]+) ok, 0 failed in ([\d.]+) s; ([\d,]+) of "
+                    r"their rows could not be written \(a rerun runs those tasks again\)", out)
+    assert ran, out
+    assert int(ran.group(1)) >= 100 and ran.group(1) == ran.group(2) == ran.group(4), out
+    assert float(ran.group(3)) > 0, out
+
+
 # --------------------------------------------------------------------------- progress
 def test_progress_shows_the_rate_of_slow_points():
     """Points of seconds (lattice enumeration on a few workers) run under 1 task/s. The

@@ -131,9 +131,11 @@ def run_sweep(grid: Grid, client, writer: PartWriter, pending, *,
         shutdown_started()  # (a signal during a crash's flush or cluster close took it for
         raise  # an interrupt: cut short, reported as 'interrupted', a Dask traceback at exit)
     finally:
-        writer.close()  # whatever happened, every finished result is on disk before we leave
-        stats.parts = writer.seq
-        stats.elapsed_s = time.perf_counter() - t_start
+        try:
+            writer.close()  # whatever happened, every finished result is on disk before we leave
+        finally:  # (a full disk raises here too: the run's record still needs its counts)
+            stats.parts = writer.seq
+            stats.elapsed_s = time.perf_counter() - t_start
     bar.update(stats, force=True)
     return stats
 
@@ -217,7 +219,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         submit_all(sizer.next_batches(threads(), len(in_flight)))
 
     def store(table, n_tasks: int) -> None:
-        writer.write(table)
+        # counted first: a table the writer refuses (the disk full) still ran, and is among
+        # the rows it reports unwritten (the run's record: "ran N ... N could not be written")
         n_failed = 0
         if table["status"].null_count < table.num_rows and pc.any(
                 pc.equal(table["status"], "failed")).as_py():
@@ -230,6 +233,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         stats.ok += n_tasks - n_failed
         stats.rows += table.num_rows
         stats.batches += 1
+        writer.write(table)
 
     def requeue(key) -> None:
         # a batch holding a hung point: cancelled, its chunk queued again (less that point)
