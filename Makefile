@@ -7,8 +7,8 @@ STAMP  := $(VENV)/.installed-stamp
 ARGS   ?=
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist): one per core, at most 4. Most tests drive real sweeps in
-# subprocesses and wait on them, so 2 cores carry 2 tests at once (53 -> 30 min here; a third
-# process gained nothing). TEST_JOBS=0 runs them in this process, one after another.
+# subprocesses and wait on them, so 2 cores carry 2 tests at once (serially twice as long;
+# a third process gained nothing). TEST_JOBS=0 runs them in this process, one after another.
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 4 ? 4 : n )))
 
 .PHONY: install run test test-deps test-slurm bench report clean

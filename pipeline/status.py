@@ -301,7 +301,9 @@ def main(argv: list[str]) -> int:
         return 2
     results = Path(argv[0] if argv else "results")
     if not results.is_dir():
-        print(f"error: no results directory {redact(str(results))}", file=sys.stderr)
+        what = "is a file, not a results directory" if results.exists() else "no such directory"
+        print(f"error: {redact(str(results))}: {what} (usage: python -m pipeline status "
+              "[RESULTS_DIR [NAME]])", file=sys.stderr)
         return 2
     if len(argv) == 2:
         folders = [results / argv[1]]

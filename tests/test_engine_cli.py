@@ -1,6 +1,7 @@
 """End to end through ``run.py``: real Dask clusters, kill and resume, bad input, determinism."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -428,3 +429,20 @@ def test_a_sweep_and_a_small_resume_write_one_part_file_each(tmp_path):
         assert read_manifest(tmp_path / "calibration")["runs"][-1]["counts"]["parts"] == 1
     assert len(list((tmp_path / "calibration").glob("part-*.parquet"))) == 2
     assert len(pd.read_parquet(tmp_path / "calibration")) == 3300
+
+
+def test_a_dashboard_port_in_use_is_one_line_with_the_port_taken_instead(tmp_path):
+    """Another sweep (or user) on the dashboard's port: Dask's raw UserWarning, with its
+    source line, went to the terminal before the engine's own line gave the port used."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_cli("experiment=calibration", "grid.x=[1,2]", "params.work_us=0",
+                       "cluster.n_workers=1", f"cluster.dashboard_address=127.0.0.1:{port}",
+                       "progress=false", f"results_dir={tmp_path}", check_code=0)
+    assert "already in use" not in proc.stderr and "UserWarning" not in proc.stderr, proc.stderr
+    used = re.search(r"local cluster up; dashboard: http://127\.0\.0\.1:(\d+)/status", proc.stderr)
+    assert used and int(used.group(1)) != port, proc.stderr

@@ -101,6 +101,14 @@ def test_status_refuses_selection_words_in_one_line(tmp_path):
     assert good.returncode == 0 and good.stdout.startswith("calibration: 4 ok, 0 failed")
 
 
+def test_status_of_a_file_or_a_missing_directory_says_which(tmp_path):
+    (tmp_path / "afile").write_text("not a folder")  # it said "no results directory" of it
+    line = one_error_line(pipeline_cli("status", tmp_path / "afile"))
+    assert line.startswith(f"error: {tmp_path / 'afile'}: is a file, not a results directory")
+    line = one_error_line(pipeline_cli("status", tmp_path / "nowhere"))
+    assert line.startswith(f"error: {tmp_path / 'nowhere'}: no such directory (usage: ")
+
+
 def test_other_commands_name_what_was_wrong(tmp_path):
     results = _results(tmp_path)
     folder = results / "calibration"

@@ -13,6 +13,7 @@ import shutil
 import signal
 import sys
 import threading
+import warnings
 from typing import Any, Callable, Iterator, Mapping
 
 import dask
@@ -245,7 +246,11 @@ def _start_local_cluster(cfg: Mapping[str, Any], n_workers: int, profile: bool,
             # (an EOFError traceback from the child). A second one is raised at once.
             with dask.config.set({**SCHEDULER_CONFIG,
                                   "distributed.worker.profile.enabled": profile}), \
-                    _closed_if_half_built(outcome), signals_held():
+                    _closed_if_half_built(outcome), signals_held(), warnings.catch_warnings():
+                # another sweep (or user) on the default port: Dask's raw warning, with its
+                # source line, said what "local cluster up; dashboard: URL" says next
+                warnings.filterwarnings("ignore", message=r"Port \d+ is already in use",
+                                        category=UserWarning)
                 runner = _loop_deaf_to_sigint()
                 cluster = LocalCluster(
                     loop=runner.loop,
