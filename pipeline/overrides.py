@@ -216,6 +216,12 @@ def check_top_level_overrides(args: list[str]) -> None:
                 raise ConfigError(f"unknown key 'watchdog.{sub}'"
                                   + (f" (did you mean 'watchdog.{close[0]}'?)" if close else "")
                                   + "; allowed: " + ", ".join(WATCHDOG_KEYS))
+        value = arg.partition("=")[2].strip()
+        if key in ("grid", "params") and not value.startswith("{") and value not in ("", "null"):
+            # Hydra's "Cannot merge DictConfig with ListConfig", with no word of what to write
+            raise ConfigError(f"'{arg}': {key} is a mapping of parameter names to values; set "
+                              f"each with {key}.PARAM=" + ("[a,b,c] (an axis)" if key == "grid"
+                                                             else "VALUE"))
         if head not in allowed and head not in ("experiment", "hydra"):
             close = difflib.get_close_matches(head, sorted(allowed | {"experiment"}), n=1)
             raise ConfigError(f"unknown top-level key '{head}'"
