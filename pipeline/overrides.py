@@ -41,7 +41,8 @@ def split_node_overrides(args: list[str]) -> tuple[list[str], list[tuple[str, st
             raise ConfigError(f"cannot parse '{arg}': {exc}") from None
         if override.is_sweep_override():
             raise ConfigError(f"'{arg}': write grid axes as a list, grid.{key}=[a,b,c], or a "
-                              "range helper such as '{range:[0,10]}' (a,b,c is Hydra multirun)"
+                              "range helper such as '{range:[0,10]}' (a,b,c is Hydra's multirun "
+                              "syntax, which grid. and params. do not take, with -m or without)"
                               + ("; params.X fixes one value" if node == "params" else ""))
         actions.append(("set", f"{node}.{key}", override.value()))
     return rest, actions
@@ -219,9 +220,10 @@ def check_top_level_overrides(args: list[str]) -> None:
         value = arg.partition("=")[2].strip()
         if key in ("grid", "params") and not value.startswith("{") and value not in ("", "null"):
             # Hydra's "Cannot merge DictConfig with ListConfig", with no word of what to write
-            raise ConfigError(f"'{arg}': {key} is a mapping of parameter names to values; set "
-                              f"each with {key}.PARAM=" + ("[a,b,c] (an axis)" if key == "grid"
-                                                             else "VALUE"))
+            raise ConfigError(f"{key} must be a mapping of parameter names to values, got "
+                              f"{value!r} (set " + ("an axis with grid.NAME=[a,b,c])"
+                                                    if key == "grid" else
+                                                    "one value with params.NAME=VALUE)"))
         if head not in allowed and head not in ("experiment", "hydra"):
             close = difflib.get_close_matches(head, sorted(allowed | {"experiment"}), n=1)
             raise ConfigError(f"unknown top-level key '{head}'"

@@ -143,8 +143,8 @@ BAD_INPUTS = [
     (["experiment=calibration", "cluster=address"], "cluster.address=tcp://HOST:PORT"),
     (["experiment=calibration", "batch_size=-3"], "batch_size must be 'auto'"),
     # Hydra's raw "Cannot merge DictConfig with ListConfig", no "error:", no advice
-    (["experiment=calibration", "grid=[1]"], "error: 'grid=[1]': grid is a mapping of "
-     "parameter names to values; set each with grid.PARAM=[a,b,c] (an axis)"),
+    (["experiment=calibration", "grid=[1]"], "error: grid must be a mapping of parameter "
+     "names to values, got '[1]' (set an axis with grid.NAME=[a,b,c])"),
     # the report was written, with no word that the dry run was ignored
     (["experiment=calibration", "dry_run=true", "report=true"],
      "dry_run=true and report=true: a dry run runs and writes nothing"),
