@@ -218,7 +218,9 @@ def check_top_level_overrides(args: list[str]) -> None:
                                   + (f" (did you mean 'watchdog.{close[0]}'?)" if close else "")
                                   + "; allowed: " + ", ".join(WATCHDOG_KEYS))
         value = arg.partition("=")[2].strip()
-        if key in ("grid", "params") and not value.startswith("{") and value not in ("", "null"):
+        if key in ("grid", "params") and (value.startswith("[") or (
+                not value.startswith(("{", "$")) and "," not in value  # (a dict, ${...}, -m a,b)
+                and value.lower() not in ("", "null"))):
             # Hydra's "Cannot merge DictConfig with ListConfig", with no word of what to write
             raise ConfigError(f"{key} must be a mapping of parameter names to values, got "
                               f"{value!r} (set " + ("an axis with grid.NAME=[a,b,c])"

@@ -115,10 +115,9 @@ def load_selected(results_dir, name: str, *, status=None, version=None, words=No
     selection.run_ids += as_tuple(run_id)
     selection.code_ids += as_tuple(code_id)
     selection.versions += versions_of(version)
-    df = select(results_dir, name, selection, status=status, on_error=on_error)
-    if selection.run_ids and df.empty:
+    if selection.run_ids:  # (the manifest first: its rows are read only for an id it lacks)
         _refuse_unknown_runs(results_dir, name, selection.run_ids)
-    return df
+    return select(results_dir, name, selection, status=status, on_error=on_error)
 
 
 def _refuse_unknown_runs(results_dir, name: str, run_ids) -> None:
@@ -129,6 +128,8 @@ def _refuse_unknown_runs(results_dir, name: str, run_ids) -> None:
     from pipeline.store.parquet import experiment_dir, part_files
 
     path = experiment_dir(results_dir, name)
+    if not path.is_dir():
+        return  # select() says that nothing is stored
     runs = [r.get("run_id") for r in read_manifest(path).get("runs", []) if r.get("run_id")]
     unknown = [r for r in run_ids if r not in runs]
     if unknown:  # rows may carry runs the manifest does not list (parts copied in)

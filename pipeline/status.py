@@ -194,8 +194,9 @@ def describe(path: Path) -> tuple[list[str], bool]:
     steps = next_step(run, failed_stored)
     if origin is not None:  # (a finished run has no command below: none was promised)
         lines.append(f"  note: this run wrote to {origin}; this folder is a copy of it or was "
-                     "moved: " + (f"the command below writes to {origin}; to resume " if steps
-                                  else "to sweep ") + f"this folder, give "
+                     "moved: " + (f"the command below writes to {origin}; to resume "
+                                  if steps and state != "running" else "to sweep ")
+                     + "this folder, give "
                      f"results_dir={path.parent} instead")
     lines += earlier_runs(runs[:-1])
     lines += steps

@@ -357,14 +357,21 @@ def _summarise(grid, path, plan, stats) -> int:
 
 
 def _first_stored_error(path, grid) -> str | None:
-    """The error of the first failed row stored for this grid's points (a rerun that skipped
-    them ran none itself), or None if it cannot be read."""
-    from pipeline.report.selection import Selection, select
+    """The earliest error among this grid's tasks stored only as failed (those a rerun
+    skips; it ran none itself), or None if it cannot be read. The stored rows are matched
+    to the grid by their parameters, as the resume counts them: linear in the store, no
+    hashing of the grid (a select() hashed every point: minutes for 10^8)."""
+    from pipeline.engine.resume import grid_rows
 
     try:
-        failed = select(path.parent, grid.name, Selection(grid=grid), status="failed")
-        order = [c for c in ("started_at", "task_id") if c in failed.columns]
-        errors = failed.sort_values(order)["error"].dropna()  # the earliest, as a run says
+        rows = grid_rows(grid, path, extra=("error", "started_at"))
+        if rows is None or "error" not in rows:
+            return None
+        done = set(rows.loc[rows["status"] == "ok", "task_id"])
+        failed = rows[(rows["status"] == "failed") & ~rows["task_id"].isin(done)]
+        if "started_at" in failed:
+            failed = failed.sort_values("started_at", kind="stable")
+        errors = failed["error"].dropna()
     except Exception:  # the summary never ends a sweep
         return None
     return str(errors.iloc[0]) if len(errors) else None

@@ -367,7 +367,7 @@ def test_load_with_a_selection(mixed_store):
                                              r"has this id; its runs: .*python -m pipeline status"):
         load(run_id="nosuch")
     with pytest.raises(SelectionError, match=r"run_id 'v00': .*\(did you mean 'v0'\?\)"):
-        load(run_id=["a", "v00"], code_id="0000000000000000")
+        load(run_id=["a", "v00"])  # beside a good one too
     assert load(run_id="a", code_id="0000000000000000").empty  # "a": in the rows only
 
 

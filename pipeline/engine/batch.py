@@ -337,8 +337,10 @@ def run_points(grid: Grid, indices: Sequence[int], task_timeout: float | None = 
                 except Exception as exc:
                     results[i] = _PointFailed(_error_text(exc))
                 finally:  # also on SystemExit: an armed clock would end the process later
-                    finished[i] = clock_t()
+                    # disarmed first: a point the watcher reports is then one whose finish,
+                    # stamped after, is past its deadline, and so failed below, never kept
                     clock.disarm()
+                    finished[i] = clock_t()
                 if stop_generation[0] != seen_generation:
                     seen_generation = stop_generation[0]
                     if stop_name in _STOP_REQUESTED:

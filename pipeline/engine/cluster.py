@@ -213,11 +213,15 @@ def _loop_deaf_to_sigint():
     from distributed.utils import LoopRunner
 
     runner = LoopRunner()
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        runner.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            runner.start()
+        finally:  # (a Ctrl-C held meanwhile is raised here, with the thread up)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    except BaseException:
+        _bounded("loop.stop", runner.stop, 15)
+        raise
     return runner
 
 

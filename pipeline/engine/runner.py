@@ -276,7 +276,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                 if error is None:
                     sizer.resubmit([chunk])
                     fut.release()
-                    return False
+                    handled_key_set.discard(fut.key)  # nothing stored: a late timeout
+                    return False  # report is not of a stored point (hung_points)
                 table = failed_batch_table(grid, chunk, error, worker=result.worker)
                 sizer.abandon(chunk)
             else:
@@ -339,7 +340,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             log.info("interrupted: no worker is connected, so none of the %d batches is "
                      "running; a rerun runs their points", len(in_flight))
             return
-        n_batches, n_stored, kept = len(in_flight), stats.ran, 0
+        n_batches, kept, kept_points = len(in_flight), 0, 0
         log.info("interrupted: %d batches in flight asked to stop after their current point; "
                  "keeping the points they ran (waiting at most %g s; interrupt again to skip)",
                  n_batches, INTERRUPT_KEEP_SECONDS)
@@ -365,13 +366,16 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                                         timeout=max(0.5, deadline - time.monotonic()))
                 for fut, result in zip(ok, results):
                     if isinstance(result, PointsRun):
-                        kept += handle(fut, result) is not False  # (False: not stored)
+                        before = stats.ran
+                        stored = handle(fut, result) is not False  # (False: not stored)
+                        # counted once stored: a batch the writer refused (a full disk) raises
+                        kept, kept_points = kept + stored, kept_points + stats.ran - before
                     else:  # left to the rerun, and not fetched again until the deadline
                         in_flight.pop(fut.key, None)
         except Exception as exc:  # the store failing, a fetch cut short: the rerun runs them
             log.warning("stopped keeping the points of the batches in flight: %s: %s",
                         type(exc).__name__, exc)
-        log.info("kept %d points that %d stopped batches ran%s", stats.ran - n_stored, kept,
+        log.info("kept %d points that %d stopped batches ran%s", kept_points, kept,
                  f"; {n_batches - kept} batches not kept: a rerun runs their points"
                  if kept < n_batches else "")
 
