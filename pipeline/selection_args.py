@@ -115,14 +115,16 @@ def load_selected(results_dir, name: str, *, status=None, version=None, words=No
     selection.run_ids += as_tuple(run_id)
     selection.code_ids += as_tuple(code_id)
     selection.versions += versions_of(version)
-    if selection.run_ids:  # (the manifest first: its rows are read only for an id it lacks)
-        _refuse_unknown_runs(results_dir, name, selection.run_ids)
+    for key, wanted in (("run_id", selection.run_ids), ("code_id", selection.code_ids)):
+        if wanted:  # (the manifest first: the rows are read only for an id it lacks)
+            _refuse_unknown_ids(results_dir, name, key, wanted)
     return select(results_dir, name, selection, status=status, on_error=on_error)
 
 
-def _refuse_unknown_runs(results_dir, name: str, run_ids) -> None:
-    """A run_id that is no run of the folder (a typo) selected nothing, silently, where an
-    unknown version raised and report/export said so (exit 2)."""
+def _refuse_unknown_ids(results_dir, name: str, key: str, wanted) -> None:
+    """A ``run_id`` or ``code_id`` that no run of the folder has and no row carries (a typo)
+    selected nothing, silently, where an unknown version raised and report/export said so
+    (exit 2)."""
     from pipeline.store.integrity import read_parts
     from pipeline.store.manifest import read_manifest
     from pipeline.store.parquet import experiment_dir, part_files
@@ -130,22 +132,25 @@ def _refuse_unknown_runs(results_dir, name: str, run_ids) -> None:
     path = experiment_dir(results_dir, name)
     if not path.is_dir():
         return  # select() says that nothing is stored
-    runs = [r.get("run_id") for r in read_manifest(path).get("runs", []) if r.get("run_id")]
-    unknown = [r for r in run_ids if r not in runs]
-    if unknown:  # rows may carry runs the manifest does not list (parts copied in)
+    known = list(dict.fromkeys(r.get(key) for r in read_manifest(path).get("runs", [])
+                               if r.get(key)))
+    unknown = [v for v in wanted if v not in known]
+    if unknown:  # rows may carry ids the manifest does not list (parts copied in)
         try:
-            in_rows = set(read_parts(part_files(path), columns=["run_id"])["run_id"]
-                          .unique().to_pylist())
+            in_rows = set(read_parts(part_files(path), columns=[key])[key].unique().to_pylist())
         except Exception:  # (a part without the column): nothing to say either way
             return
-        unknown = [r for r in unknown if r not in in_rows]
-        runs += sorted(str(r) for r in in_rows if r and r not in runs)
+        unknown = [v for v in unknown if v not in in_rows]
+        known += sorted(str(v) for v in in_rows if v and v not in known)
     if unknown:
-        close = [m for r in unknown for m in difflib.get_close_matches(str(r), runs, n=1)]
+        close = [m for v in unknown for m in difflib.get_close_matches(str(v), known, n=1)]
+        what = "runs" if key == "run_id" else "code_ids"
         raise SelectionError(
-            f"run_id {', '.join(map(repr, unknown))}: no run of '{name}' has "
-            f"{'this id' if len(unknown) == 1 else 'these ids'}"
+            f"{key} {', '.join(map(repr, unknown))}: "
+            + (f"no run of '{name}' has {'this id' if len(unknown) == 1 else 'these ids'}"
+               if key == "run_id" else f"no row of '{name}' was computed by "
+               + ("this code" if len(unknown) == 1 else "these codes"))
             + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
-            + f"; its runs: {', '.join(runs[-5:]) or 'none'}"
-            + (" (the last 5)" if len(runs) > 5 else "")
-            + "; python -m pipeline status lists them")
+            + f"; its {what}: {', '.join(known[-5:]) or 'none'}"
+            + (" (the last 5)" if len(known) > 5 else "")
+            + "; python -m pipeline status lists the runs")

@@ -360,7 +360,11 @@ def test_load_with_a_selection(mixed_store):
              "grid.boundary=[free]"]
     assert sorted(load(select=words).m) == [1, 2, 4]
     assert sorted(load(select=words, run_id="a").m) == [1, 2]
-    assert load(select=words, code_id="0000000000000000").empty
+    with pytest.raises(SelectionError, match=r"code_id '0000000000000000': no row of "
+                                             r"'independent_sets' was computed by this code; "
+                                             r"its code_ids: "):
+        load(select=words, code_id="0000000000000000")  # a typo: it selected nothing, silently
+    assert sorted(load(select=words, code_id=OTHER_CODE).m) == [4]  # a known code
     # a run_id that is no run of the folder (a typo) is an error, as an unknown version is;
     # a known one whose rows the other filters leave out is an empty selection
     with pytest.raises(SelectionError, match=r"run_id 'nosuch': no run of 'independent_sets' "
@@ -368,7 +372,7 @@ def test_load_with_a_selection(mixed_store):
         load(run_id="nosuch")
     with pytest.raises(SelectionError, match=r"run_id 'v00': .*\(did you mean 'v0'\?\)"):
         load(run_id=["a", "v00"])  # beside a good one too
-    assert load(run_id="a", code_id="0000000000000000").empty  # "a": in the rows only
+    assert load(run_id="a", code_id=OTHER_CODE).empty  # "a": in the rows only
 
 
 def test_an_empty_filter_is_refused_not_read_as_no_filter(mixed_store, tmp_path):
