@@ -69,6 +69,23 @@ def test_local_dashboard_listens_on_loopback_only_by_default():
                 socket.create_connection((other, port), timeout=5).close()
 
 
+@pytest.mark.timeout(120)
+def test_the_local_clusters_own_event_loop_ends_with_it():
+    """connect() runs the LocalCluster on an event loop thread of its own, started with SIGINT
+    blocked (cluster._loop_deaf_to_sigint: its workers inherit the mask). Closed with the
+    cluster, or each job of a multirun, in one process, left one thread more."""
+    def loops():
+        return [t for t in threading.enumerate() if t.name == "IO loop" and t.is_alive()]
+
+    before = len(loops())
+    with connect({"kind": "local", "n_workers": 1, "dashboard_address": ":0"},
+                 logging.getLogger("test")) as client:
+        assert client.loop is client.cluster.pipeline_loop_runner.loop
+        assert len(loops()) == before + 1
+        assert client.submit(lambda x: x * 3, 7).result(timeout=30) == 21
+    assert len(loops()) == before
+
+
 ANOTHER_USER = """
 import sys
 from distributed import Client

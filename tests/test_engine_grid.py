@@ -342,15 +342,15 @@ def test_a_point_that_returns_after_task_timeout_is_failed_with_its_time():
              {"x": [0, 1, 2, 4], "work_us": [1000.0, 120_000.0]},
              {"work_mode": "sleep", "fail_every": 3})
     df = run_batch(g, list(range(g.total)), task_timeout=0.06)[0].to_pandas()
-    slow, fast = df[df.work_us > 1000], df[df.work_us == 1000]
-    assert (slow.elapsed_s > 0.06).all() and (fast.elapsed_s < 0.06).all()
-    assert (df.status == "failed").sum() == 4 + 1  # the slow ones, and the fast x=0 (raised)
-    assert slow[slow.x != 0].error.str.fullmatch(
-        r"TaskTimeout: point ran longer than task_timeout=0\.06 s \(it returned after "
-        r"0\.1\d+ s; its result is not kept\)").all(), slow.error.tolist()
-    assert slow[slow.x == 0].error.str.startswith("ValueError").all()  # raised: its own error
-    assert (fast[fast.x != 0].status == "ok").all() and fast[fast.x != 0].value.notna().all()
-    assert df[df.status == "failed"].value.isna().all()
+    assert (df[df.work_us > 1000].elapsed_s > 0.06).all()  # a sleep never returns early
+    over = df.elapsed_s > 0.06  # (a 1 ms point too, on a machine that stalled it that long)
+    raised = df.x == 0
+    assert (df.status == np.where(over | raised, "failed", "ok")).all(), df[["x", "status"]]
+    assert df[raised].error.str.startswith("ValueError").all()  # raised: its own error
+    for row in df[over & ~raised].itertuples():
+        assert row.error == (f"TaskTimeout: point ran longer than task_timeout=0.06 s (it "
+                             f"returned after {row.elapsed_s:.3g} s; its result is not kept)")
+    assert df[df.status == "ok"].value.notna().all() and df[df.status == "failed"].value.isna().all()
 
 
 def test_digest_gives_the_task_id_and_seed():

@@ -220,17 +220,20 @@ def _loop_deaf_to_sigint():
         finally:  # (a Ctrl-C held meanwhile is raised here, with the thread up)
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
     except BaseException:
-        _bounded("loop.stop", runner.stop, 15)
+        _stop_runner(runner)
         raise
     return runner
+
+
+def _stop_runner(runner) -> None:
+    if runner is not None:
+        _bounded("loop.stop", runner.stop, 15)
 
 
 def stop_loop(cluster) -> None:
     """Stop the event loop thread of a cluster started by :func:`_start_local_cluster`, after
     the cluster and its clients are closed (bounded)."""
-    runner = getattr(cluster, "pipeline_loop_runner", None)
-    if runner is not None:
-        _bounded("loop.stop", runner.stop, 15)
+    _stop_runner(getattr(cluster, "pipeline_loop_runner", None))
 
 
 def _start_local_cluster(cfg: Mapping[str, Any], n_workers: int, profile: bool,
@@ -276,8 +279,8 @@ def _start_local_cluster(cfg: Mapping[str, Any], n_workers: int, profile: bool,
                 cluster.pipeline_loop_runner = runner
                 return cluster
         except BaseException as exc:  # (closed by _closed_if_half_built)
-            if runner is not None and outcome.get("closed", True):
-                _bounded("loop.stop", runner.stop, 15)
+            if outcome.get("closed", True):
+                _stop_runner(runner)
             if not isinstance(exc, Exception):
                 raise
             # not over a cluster whose close did not finish: its workers may still run
