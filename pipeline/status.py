@@ -191,7 +191,7 @@ def describe(path: Path) -> tuple[list[str], bool]:
         if origin is not None and (path / "_logs" / log.name).is_file():
             log = path / "_logs" / log.name  # the copy's own log, not the original folder's
         lines.append(f"  log: {log}")
-    steps = next_step(run, failed_stored)
+    steps = next_step(run, failed_stored, path)
     if origin is not None:  # (a finished run has no command below: none was promised)
         lines.append(f"  note: this run wrote to {origin}; this folder is a copy of it or was "
                      "moved: " + (f"the command below writes to {origin}; to resume "
@@ -264,7 +264,7 @@ def earlier_runs(runs: list[dict]) -> list[str]:
     return lines
 
 
-def next_step(run: dict, failed_stored: int = 0) -> list[str]:
+def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> list[str]:
     """What to do about the last run, in the morning: the line read after "killed" or
     "crashed" (the state alone left the reader to guess that a rerun resumes)."""
     import shlex
@@ -287,9 +287,27 @@ def next_step(run: dict, failed_stored: int = 0) -> list[str]:
     if state == "crashed":
         return [f"  next: fix the cause (the error above, the log), then {rerun}"]
     if state == "finished" and failed_stored:
-        retry = f"{command} retry_failed=true" if argv else "the same command with retry_failed=true"
-        return [f"  next: {failed_stored:,} task(s) stored as failed (their rows carry the error); "
-                f"to run them again: {retry}"]
+        # The folder's failures may be another setting's: the last run's command retries
+        # only those of its own grid (its failures plus the stored ones it skipped).
+        counts = run.get("counts") or {}
+        in_grid = min(failed_stored, int(counts.get("failed") or 0)
+                      + int(counts.get("already_failed_skipped") or 0))
+        steps = []
+        if in_grid:
+            kept = [a for a in argv if not a.startswith(("retry_failed=", "+retry_failed="))]
+            retry = (f"python run.py {shlex.join(kept + ['retry_failed=true'])}" if argv
+                     else "the same command with retry_failed=true")
+            steps.append(f"  next: {in_grid:,} task(s) of the last run's grid stored as failed "
+                         f"(their rows carry the error); to run them again: {retry}")
+        others = failed_stored - in_grid
+        if others:
+            where = (f"{str(path.parent)!r}, {path.name!r}" if path is not None
+                     else "RESULTS_DIR, NAME")
+            steps.append(f"  {'also' if in_grid else 'next'}: {others:,}{' other' * bool(in_grid)} "
+                         "task(s) stored as failed, of parameter settings outside the last run's "
+                         f"grid: pipeline.load({where}, status='failed') lists them with their "
+                         "errors; their own sweep's command with retry_failed=true runs them again")
+        return steps
     return []
 
 

@@ -259,10 +259,26 @@ def test_status_says_what_to_do_next(tmp_path):
             *FAST]
     assert run_cli(*args).returncode == 1
     text = status(tmp_path / "real").stdout
-    assert ("  next: 4 task(s) stored as failed (their rows carry the error); to run them again: "
-            "python run.py experiment=calibration params.work_us=0 params.fail_every=5 "
-            "'grid.x={range:[0,20]}' cluster.n_workers=1 "
-            f"results_dir={tmp_path / 'real'} {' '.join(FAST)} retry_failed=true") in text, text
+    command = ("python run.py experiment=calibration params.work_us=0 params.fail_every=5 "
+               "'grid.x={range:[0,20]}' cluster.n_workers=1 "
+               f"results_dir={tmp_path / 'real'} {' '.join(FAST)} retry_failed=true")
+    assert ("  next: 4 task(s) of the last run's grid stored as failed (their rows carry the "
+            f"error); to run them again: {command}\n") in text, text
+    # run that way, they fail again: the command is the same, not one retry_failed=true more
+    assert run_cli(*args, "retry_failed=true").returncode == 1
+    text = status(tmp_path / "real").stdout
+    assert f"to run them again: {command}\n" in text, text
+
+    # The folder's failures belong to another setting than the last run's: its command
+    # would retry none of them (it said "to run them again: <its command> retry_failed=true").
+    other = [a.replace("params.fail_every=5", "params.scale=2.0") for a in args]
+    assert run_cli(*other).returncode == 0
+    text = status(tmp_path / "real").stdout
+    assert "to run them again" not in text, text
+    where = f"{str(tmp_path / 'real')!r}, 'calibration'"
+    assert ("  next: 4 task(s) stored as failed, of parameter settings outside the last run's "
+            f"grid: pipeline.load({where}, status='failed') lists them with their errors; "
+            "their own sweep's command with retry_failed=true runs them again\n") in text, text
 
 
 def test_status_suggests_compacting_many_small_part_files(tmp_path):
