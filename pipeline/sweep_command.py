@@ -349,9 +349,11 @@ def _summarise(grid, path, plan, stats) -> int:
     if failed_now or plan.done_failed:
         first = (stats.first_errors[0] if stats and stats.first_errors else
                  _first_stored_error(path, grid) or "see the error column of the failed rows")
-        print(f"FAILED: {failed_now} of {ran} task(s) failed this run"
-              f"{f', {plan.done_failed} earlier failure(s) skipped (retry_failed=true re-runs them)' if plan.done_failed else ''}"
-              f"; first error: {first}", file=sys.stderr)
+        # a rerun that ran nothing said "FAILED: 0 of 0 task(s) failed this run, 4 earlier..."
+        this_run = [f"{failed_now} of {ran} task(s) failed this run"] if ran else []
+        earlier = ([f"{plan.done_failed} earlier failure(s) of this grid skipped "
+                    "(retry_failed=true re-runs them)"] if plan.done_failed else [])
+        print(f"FAILED: {', '.join(this_run + earlier)}; first error: {first}", file=sys.stderr)
         return EXIT_FAILED_TASKS
     return EXIT_OK
 

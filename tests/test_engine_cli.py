@@ -114,13 +114,13 @@ def test_rerun_computes_only_missing_and_retry_failed(tmp_path):
     proc = run_cli(*common, "grid.x={range:[0,50]}", "dry_run=true", check_code=0)
     assert "already done:  36 ok, 4 failed" in proc.stdout and "to run:        10" in proc.stdout
     proc = run_cli(*common, "grid.x={range:[0,50]}", check_code=1)  # one new failure (x=40)
-    assert ("FAILED: 1 of 10 task(s) failed this run, 4 earlier failure(s) skipped "
+    assert ("FAILED: 1 of 10 task(s) failed this run, 4 earlier failure(s) of this grid skipped "
             "(retry_failed=true re-runs them); first error: ValueError: calibration failure "
             "requested at x=40") in proc.stderr, proc.stderr
     # nothing left to run: the first error is the earliest stored one (it said "see the
-    # error column of the failed rows")
+    # error column of the failed rows"), and no "0 of 0 task(s) failed this run"
     proc = run_cli(*common, "grid.x={range:[0,50]}", check_code=1)
-    assert ("FAILED: 0 of 0 task(s) failed this run, 5 earlier failure(s) skipped "
+    assert ("FAILED: 5 earlier failure(s) of this grid skipped "
             "(retry_failed=true re-runs them); first error: ValueError: calibration failure "
             "requested at x=0 [") in proc.stderr, proc.stderr
     df = pipeline.load(tmp_path, "calibration")
