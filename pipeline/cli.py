@@ -113,8 +113,9 @@ def _main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_CONFIG
     try:
         args, node_actions = split_node_overrides(args)
+        jobs = 1
         if any(a in ("-m", "--multirun") for a in args):
-            validate_multirun(args, node_actions)  # every job, before the first one runs
+            jobs = validate_multirun(args, node_actions)  # every job, before the first runs
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -122,12 +123,22 @@ def _main(argv: list[str] | None = None) -> int:
 
     def job(cfg) -> None:
         codes.append(execute(cfg, node_actions))
+        if codes[-1] in SIGNAL_EXITS:  # (a BaseException: Hydra's launcher catches Exception)
+            raise _StopMultirun(codes[-1])
 
     task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)
     saved = sys.argv
     sys.argv = [saved[0] if saved else "run.py", *args]
     try:
         task()
+    except _StopMultirun as stop:
+        # Ctrl-C, SIGTERM (scancel, the walltime) or SIGHUP ended one job of a multirun, and
+        # the next job started and ran whole: the command is what was asked to stop
+        if jobs > len(codes):
+            print(f"multirun stopped in its job {len(codes)} of {jobs}: the other "
+                  f"{jobs - len(codes)} were not started (the same command runs them; tasks "
+                  "stored are not run again)", file=sys.stderr)
+        return stop.code
     except SystemExit as exc:  # Hydra reports composition errors itself and exits 1
         if not codes:
             return EXIT_BAD_CONFIG if exc.code not in (0, None) else EXIT_OK
@@ -137,10 +148,20 @@ def _main(argv: list[str] | None = None) -> int:
     return max(codes) if codes else EXIT_OK
 
 
-def validate_multirun(args: list[str], node_actions) -> None:
+# A job ended by a signal (Ctrl-C, SIGTERM, SIGHUP): the multirun's later jobs do not start.
+SIGNAL_EXITS = (EXIT_INTERRUPTED, 128 + 15, 128 + 1)
+
+
+class _StopMultirun(BaseException):
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+def validate_multirun(args: list[str], node_actions) -> int:
     """Compose and validate each job of a Hydra multirun (the cartesian product of its sweep
     overrides, as Hydra's basic sweeper forms it) so that a bad job is reported before any
-    job runs or writes."""
+    job runs or writes. Returns the number of jobs."""
     from itertools import product as cartesian
 
     from hydra import compose, initialize_config_dir
@@ -156,10 +177,12 @@ def validate_multirun(args: list[str], node_actions) -> None:
               for o in parsed if o.is_sweep_override()]
     removals = {dotted for action, dotted, _ in node_actions if action == "delete"}
     removed: set[str] = set()
+    jobs = 0
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             for combo in cartesian(*sweeps):
+                jobs += 1
                 job = [*fixed, *combo]
                 try:
                     cfg = compose("config", overrides=job, return_hydra_config=True)
@@ -181,6 +204,7 @@ def validate_multirun(args: list[str], node_actions) -> None:
         GlobalHydra.instance().clear()
     for dotted in sorted(removals - removed):  # in no job: misspelt
         raise ConfigError(f"'~{dotted}': no job of this multirun has {dotted} to remove")
+    return jobs
 
 
 def execute(cfg, node_actions=()) -> int:

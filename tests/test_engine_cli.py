@@ -376,6 +376,37 @@ def test_multirun_over_experiments(tmp_path):
     assert not bad.exists() and list(cwd.iterdir()) == []
 
 
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_stops_the_whole_multirun(tmp_path, sig, code):
+    """Ctrl-C or SIGTERM (scancel, the walltime's signal) in the first job of a multirun ended
+    that job, and the next one started and ran whole; under a batch job the scheduler then
+    killed it outright. The command stops, and says which jobs it did not start."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), "-m", "experiment=calibration",
+         f"results_dir={first},{second}", "params.work_mode=sleep", "params.work_us=20000",
+         "grid.x={range:[0,2000]}", "cluster.n_workers=1", "cluster.threads_per_worker=4",
+         "flush_seconds=0.5", *FAST], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((first / "calibration").glob("part-*.parquet")) and \
+                proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # the first job is under way
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, err
+    assert ("multirun stopped in its job 1 of 2: the other 1 were not started (the same "
+            "command runs them; tasks stored are not run again)") in err, err
+    assert not second.exists()
+    assert 0 < len(pipeline.load(first, "calibration")) < 2000
+
+
 def test_unreachable_scheduler_is_a_crash_not_bad_input(tmp_path):
     proc = run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster=address",
                    "cluster.address=tcp://127.0.0.1:9", "cluster.timeout=2s", "progress=false",
