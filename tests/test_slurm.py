@@ -358,7 +358,7 @@ def test_driver_as_a_batch_job(tmp_path, job_name):
 
 @pytest.mark.timeout(300)
 def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job_name):
-    """SIGTERM to the driver job's shell (what --signal=B:TERM@300 sends before the walltime):
+    """SIGUSR1 to the driver job's shell (what --signal=B:USR1@300 sends before the walltime):
     with PIPELINE_REQUEUE=1 it stops the driver, requeues itself, and the rerun resumes."""
     results = tmp_path / "results"
     out_file = tmp_path / "driver.out"
@@ -400,7 +400,7 @@ def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job
 
     try:
         wait_for(lambda: len(parts(results)) >= 2, 120, "the driver job's first part files")
-        subprocess.run(["scancel", "--signal=TERM", "--batch", job], check=True, timeout=15)
+        subprocess.run(["scancel", "--signal=USR1", "--batch", job], check=True, timeout=15)
         wait_for(requeued_job_finished, 200, "the requeued driver job to finish")
     except AssertionError:
         print(out_file.read_text() if out_file.exists() else "no driver log", state())
@@ -414,6 +414,42 @@ def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job
     assert_complete(results, n, 50000.0)
     assert manifest_runs(results)[-1]["status"] == "finished"
 
+
+
+@pytest.mark.timeout(300)
+def test_scancel_of_a_requeueing_driver_job_stops_it_for_good(tmp_path, job_name):
+    """With PIPELINE_REQUEUE=1, `scancel JOBID` requeued the driver job like the walltime's
+    signal (both were SIGTERM to its shell): the overnight sweep a user cancelled ran on. Now
+    only the walltime's SIGUSR1 requeues; scancel stops the sweep, which keeps what finished."""
+    results = tmp_path / "results"
+    out_file = tmp_path / "driver.out"
+    env = {**os.environ, "PIPELINE_DIR": str(ROOT), "PIPELINE_PYTHON": sys.executable,
+           "PIPELINE_REQUEUE": "1"}
+    submit = subprocess.run(
+        ["sbatch", "--parsable", "--time=00:10:00", f"--job-name={job_name}-driver",
+         f"--output={out_file}", str(ROOT / "scripts" / "driver.sbatch"),
+         "experiment=calibration", f"results_dir={results}", "grid.x={range:[0,600]}",
+         "params.work_us=50000", *JOBS, "cluster.maximum_jobs=2", f"cluster.job_name={job_name}",
+         f"cluster.log_directory={tmp_path / 'jobs'}"],
+        capture_output=True, text=True, timeout=30, env=env, check=True)
+    job = submit.stdout.strip().split(";")[0]
+
+    def queued():
+        return subprocess.run(["squeue", "-h", "-j", job, "-o", "%t"], capture_output=True,
+                              text=True, timeout=15).stdout.split()
+
+    try:
+        wait_for(lambda: len(parts(results)) >= 2, 120, "the driver job's first part files")
+        subprocess.run(["scancel", job], check=True, timeout=15)
+        wait_for(lambda: queued() in ([], ["CG"]), 120, "the cancelled driver job to end")
+        time.sleep(8)  # a requeue follows the driver's exit within a second or two
+        state = queued()
+    finally:
+        subprocess.run(["scancel", job], timeout=15)
+    log = out_file.read_text()
+    assert "requeueing job" not in log and "restart 1" not in log, log
+    assert state in ([], ["CG"]), (state, log)  # gone, or completing: not pending again
+    assert 0 < len(pd.read_parquet(results / "calibration")) < 600
 
 
 def _sweep_edited_mid_run(tmp_path, job_name, n):
