@@ -30,11 +30,12 @@ def load(results_dir, name, status=None, version=None, *, select=None, grid=None
     repair command (``python -m pipeline verify DIR --repair``); ``on_error="skip"`` leaves
     damaged parts out with a warning.
     """
-    from pipeline.report.selection import SelectionError, refuse_empty_filters
+    from pipeline.report.selection import SelectionError, refuse_empty_filters, versions_of
 
     if status not in STATUSES:  # a typo ('okk') selected nothing, silently
         raise SelectionError(f"status={status!r}: allowed None (every row), 'ok' or 'failed'")
     refuse_empty_filters(run_id=run_id, code_id=code_id, version=version)  # no filter, or none?
+    versions_of(version)  # 'lastest', True, '2,3': a raw int() error, or read as version 1
     if select is None and grid is None and params is None and run_id is None and code_id is None:
         from pipeline.store.parquet import load as _load
 

@@ -20,6 +20,19 @@ def _first_line(text: str) -> str:
     return " ".join(ln.strip() for ln in paragraph.splitlines())
 
 
+def _list_line(name: str, doc: str) -> str:
+    """``list``'s description of experiment ``name``: its docstring's first paragraph as plain
+    text: without the double-backtick literal markup, nor a leading "[Experiment] ``name``: "
+    (the listing's first column already names it)."""
+    import re
+
+    line = _first_line(doc)
+    text = re.sub(rf"^(?:Experiment\s+)?``{re.escape(name)}``:\s*", "", line)
+    if text != line:  # what followed the name now starts the sentence
+        text = text[:1].upper() + text[1:]
+    return text.replace("``", "")
+
+
 def describe(name: str) -> str:
     from pipeline.experiments.base import REQUIRED, registry
 
@@ -51,7 +64,7 @@ def _list(argv: list[str]) -> int:
     if argv:
         return _bad("list", f"list takes no arguments (got {' '.join(argv)})")
     experiments = registry()
-    lines = {name: _first_line(exp.doc) for name, exp in experiments.items()}
+    lines = {name: _list_line(name, exp.doc) for name, exp in experiments.items()}
     for name, places in CONFLICTS.items():  # two modules register it: unusable until renamed
         lines[name] = ("CONFLICTING: registered by " + " and by ".join(
             f"{shown_path(f)} (line {line})" for f, line in places)

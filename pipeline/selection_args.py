@@ -12,7 +12,8 @@ from typing import Any, Sequence
 import pandas as pd
 
 from pipeline.report.selection import (Selection, SelectionError, as_tuple,
-                                       refuse_empty_filters, select, versions_of)
+                                       refuse_empty_filters, refuse_unknown_ids, select,
+                                       versions_of)
 
 
 SELECTION_KEYS = ("experiment", "run_id", "code_id", "version")
@@ -46,8 +47,9 @@ def parse_selection_args(name: str, args: Sequence[str]) -> Selection:
                 raise SelectionError(f"experiment={value} does not match the folder's "
                                      f"experiment '{name}'")
             use_grid = True
-        else:
-            keys[key] = [v for v in value.split(",") if v]
+        else:  # a,b or, as run.py report=true takes it, [a,b]
+            listed = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+            keys[key] = [v.strip().strip("'\"") for v in listed.split(",") if v.strip()]
     refuse_empty_filters(**keys)
     grid = compose_grid(name, actions) if use_grid else None
     return Selection(grid=grid, run_ids=tuple(keys.get("run_id", ())),
@@ -62,8 +64,8 @@ def compose_grid(name: str, node_actions) -> Any:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from pipeline.overrides import apply_node_overrides, available_experiments
-    from pipeline.validation import CONF_DIR, ConfigError
+    from pipeline.overrides import apply_node_overrides, available_experiments, params_typed
+    from pipeline.validation import CONF_DIR, ConfigError, refuse_fixed_axes
     from pipeline.engine.grid import Grid
     from pipeline.experiments.base import ParamError, get_experiment
 
@@ -84,6 +86,10 @@ def compose_grid(name: str, node_actions) -> Any:
     for node in ("grid", "params"):
         if conf.get(node) is not None and not isinstance(conf[node], dict):
             raise SelectionError(f"{node} must be a mapping of parameter names to values")
+    try:  # as run.py refuses it (the axis won, and params.x=3 was dropped silently)
+        refuse_fixed_axes(conf.get("grid") or {}, params_typed(node_actions))
+    except ConfigError as exc:
+        raise SelectionError(str(exc)) from None
     try:
         return Grid(get_experiment(name), conf.get("grid") or {}, conf.get("params") or {})
     except (ParamError, ConfigError) as exc:
@@ -115,42 +121,5 @@ def load_selected(results_dir, name: str, *, status=None, version=None, words=No
     selection.run_ids += as_tuple(run_id)
     selection.code_ids += as_tuple(code_id)
     selection.versions += versions_of(version)
-    for key, wanted in (("run_id", selection.run_ids), ("code_id", selection.code_ids)):
-        if wanted:  # (the manifest first: the rows are read only for an id it lacks)
-            _refuse_unknown_ids(results_dir, name, key, wanted)
+    refuse_unknown_ids(results_dir, name, selection)
     return select(results_dir, name, selection, status=status, on_error=on_error)
-
-
-def _refuse_unknown_ids(results_dir, name: str, key: str, wanted) -> None:
-    """A ``run_id`` or ``code_id`` that no run of the folder has and no row carries (a typo)
-    selected nothing, silently, where an unknown version raised and report/export said so
-    (exit 2)."""
-    from pipeline.store.integrity import read_parts
-    from pipeline.store.manifest import read_manifest
-    from pipeline.store.parquet import experiment_dir, part_files
-
-    path = experiment_dir(results_dir, name)
-    if not path.is_dir():
-        return  # select() says that nothing is stored
-    known = list(dict.fromkeys(r.get(key) for r in read_manifest(path).get("runs", [])
-                               if r.get(key)))
-    unknown = [v for v in wanted if v not in known]
-    if unknown:  # rows may carry ids the manifest does not list (parts copied in)
-        try:
-            in_rows = set(read_parts(part_files(path), columns=[key])[key].unique().to_pylist())
-        except Exception:  # (a part without the column): nothing to say either way
-            return
-        unknown = [v for v in unknown if v not in in_rows]
-        known += sorted(str(v) for v in in_rows if v and v not in known)
-    if unknown:
-        close = [m for v in unknown for m in difflib.get_close_matches(str(v), known, n=1)]
-        what = "runs" if key == "run_id" else "code_ids"
-        raise SelectionError(
-            f"{key} {', '.join(map(repr, unknown))}: "
-            + (f"no run of '{name}' has {'this id' if len(unknown) == 1 else 'these ids'}"
-               if key == "run_id" else f"no row of '{name}' was computed by "
-               + ("this code" if len(unknown) == 1 else "these codes"))
-            + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
-            + f"; its {what}: {', '.join(known[-5:]) or 'none'}"
-            + (" (the last 5)" if len(known) > 5 else "")
-            + "; python -m pipeline status lists the runs")

@@ -24,6 +24,20 @@ def top_level_keys() -> set[str]:
             "task_timeout", "watchdog", *ENGINE_KEYS}
 
 
+def refuse_fixed_axes(grid_conf: dict, params_typed: set[str]) -> None:
+    """A parameter fixed on the command line (``params.x=5``) that is also an axis of the grid:
+    the axis won, and the fixed value was ignored silently."""
+    groups = grid_conf.get("zip")  # a list of groups, or one; a malformed one is the Grid's
+    groups = [groups] if isinstance(groups, dict) else groups if isinstance(groups, list) else []
+    axes = {k for k in grid_conf if k != "zip"} | {
+        k for group in groups if isinstance(group, dict) for k in group}
+    for key in sorted(params_typed & axes):
+        raise ConfigError(f"params.{key} is set, but {key} is also a grid axis (grid.{key}, from "
+                          f"the command line or the experiment's config), which would win: to "
+                          f"fix {key}, write grid.{key}=[VALUE], or drop the axis with "
+                          f"'~grid.{key}'")
+
+
 def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tuple[Any, dict]:
     """Every check that can fail before work starts; raises ConfigError with a clear message.
     ``params_typed``: the parameters fixed on the command line (none may be a grid axis)."""
@@ -97,16 +111,8 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
         if conf.get(node) is not None and not isinstance(conf[node], dict):
             raise ConfigError(f"{node} must be a mapping of parameter names to values")
     grid_conf = conf.get("grid") or {}
-    groups = grid_conf.get("zip")  # a list of groups, or one; a malformed one is the Grid's
-    groups = [groups] if isinstance(groups, dict) else groups if isinstance(groups, list) else []
-    axes = {k for k in grid_conf if k != "zip"} | {
-        k for group in groups if isinstance(group, dict) for k in group}
     # before the points are checked: a conflict reported as the grid's value being wrong misled
-    for key in sorted(params_typed & axes):  # the grid's axis won, and params.x=5 was ignored
-        raise ConfigError(f"params.{key} is set, but {key} is also a grid axis (grid.{key}, from "
-                          f"the command line or the experiment's config), which would win: to "
-                          f"fix {key}, write grid.{key}=[VALUE], or drop the axis with "
-                          f"'~grid.{key}'")
+    refuse_fixed_axes(grid_conf, params_typed)
     try:
         grid = Grid(experiment, grid_conf, conf.get("params") or {})
     except ParamError as exc:

@@ -112,7 +112,7 @@ def _verify(argv: list[str]) -> int:
         if bad:
             print(f"\n{bad} bad file(s). Move them to {folder / QUARANTINE}/ with:\n"
                   f"  python -m pipeline verify {folder} --repair\n"
-                  "then rerun the sweep to recompute their tasks.", file=sys.stderr)
+                  + _rerun_advice(report.held_tasks, bad), file=sys.stderr)
         if report.unreadable:
             print("\n" + _unreadable_text(report.unreadable, repair=False), file=sys.stderr)
         return EXIT_BAD_STORE
@@ -129,16 +129,34 @@ def _verify(argv: list[str]) -> int:
               f"command) to recompute their {sum(missing.values()):,} row(s)")
     for name, target in moved:
         print(f"moved {name} -> {target}")
-    parts = [name for name, _ in moved if name != MANIFEST]
+    # only parts that held tasks need a rerun (a stray file or folder held none)
+    held = set(again["report"].held_tasks)
+    parts = [name for name, _ in moved if name in held]
+    others = [name for name, _ in moved if name != MANIFEST and name not in held]
     if parts:
         print(f"{len(parts)} part file(s) quarantined; rerun the sweep (the same command) to "
               "recompute their tasks")
-    if len(parts) < len(moved):
+    if others:
+        print(f"{len(others)} file(s) quarantined that held no tasks of this experiment: "
+              "nothing to recompute")
+    if len(parts) + len(others) < len(moved):
         print("the damaged run manifest was quarantined; the next sweep starts a new one")
     if again["report"].unreadable:  # its permissions, not damage: left as it is
         print(_unreadable_text(again["report"].unreadable, repair=True), file=sys.stderr)
         return EXIT_BAD_STORE
     return EXIT_OK
+
+
+def _rerun_advice(held_tasks: list[str], bad: int) -> str:
+    """What to do after ``--repair`` of ``bad`` files, of which the parts ``held_tasks`` held
+    tasks: a rerun recomputes those; a stray file, a folder or the manifest held none."""
+    if not held_tasks:
+        return "None of them held tasks of this experiment: nothing to recompute."
+    if len(held_tasks) == bad:
+        return "then rerun the sweep to recompute their tasks."
+    names = ", ".join(held_tasks[:3]) + (f" and {len(held_tasks) - 3} more"
+                                         if len(held_tasks) > 3 else "")
+    return f"then rerun the sweep to recompute the tasks of {names}."
 
 
 def _unreadable_text(unreadable: list[tuple[str, str]], repair: bool) -> str:
@@ -198,10 +216,23 @@ def _locked(folder: Path, step, when_busy: str = "repair when it has finished"):
 def render(report, schema_checked: bool = True) -> str:
     from pipeline.store.integrity import MANIFEST
 
-    total = len(report.good) + len(report.unindexed) + len(report.corrupt) + len(
-        [name for name, _ in report.unreadable if name != MANIFEST])
-    lines = [f"verify {report.folder}: {total} part file(s), {report.rows:,} readable rows"
-             + ("" if schema_checked else " (unknown experiment: schema not checked)"),
+    # every part-*.parquet file is counted (a foreign one was left out of the count), and
+    # unless all are good, how many are good, corrupt, foreign, unreadable
+    good = len(report.good) + len(report.unindexed)
+    head = f"verify {report.folder}: {report.part_files} part file(s)"
+    if good == report.part_files:
+        head += f", {report.rows:,} readable rows"
+    else:
+        unreadable = len([name for name, _ in report.unreadable if name != MANIFEST])
+        head += ": " + ", ".join(
+            [f"{good} good ({report.rows:,} readable rows)"]
+            + [f"{n} {label}" for label, n in (("corrupt", len(report.corrupt)),
+                                               ("foreign", len(report.foreign_parts)),
+                                               ("unreadable", unreadable)) if n])
+    strays = len(report.foreign) - len(report.foreign_parts)
+    if strays:
+        head += f"; {strays} other file(s) or folder(s), not part files"
+    lines = [head + ("" if schema_checked else " (unknown experiment: schema not checked)"),
              f"  good:    {len(report.good) + len(report.unindexed)}"
              + (f" ({len(report.unindexed)} without a recorded checksum, decoded in full)"
                 if report.unindexed else "")]

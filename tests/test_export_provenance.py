@@ -29,6 +29,7 @@ from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.engine.provenance import code_id, code_modules, provenance_stamp
 from pipeline.experiments.base import get_experiment
+from pipeline.report.selection import SelectionError
 from pipeline.store.manifest import update_manifest
 from pipeline.store.parquet import experiment_dir, write_part_file
 from pipeline.store.part_writer import PartWriter
@@ -237,7 +238,8 @@ def test_export_selection_and_bad_arguments(tmp_path):
     assert cov["grid"]["missing_examples"][0]["m"] == 5 and cov["rows"] == 4
     for bad, message in ((["--format", "xlsx"], "--format must be one of"),
                          (["grid.nope=[1]"], "parameter 'nope'"),
-                         (["run_id=zzz"], "no stored rows"),
+                         (["run_id=zzz"], "run_id 'zzz': no run of 'independent_sets' has "
+                                          "this id; its runs: a, b;"),
                          (["colour=red"], "unknown selection 'colour=red'"),
                          (["versoin=2"], "'versoin=2' (did you mean version=?)")):
         proc = export(folder, tmp_path / "bad", *bad)
@@ -410,6 +412,40 @@ def test_load_refuses_a_status_or_version_that_selects_nothing_by_a_typo(mixed_s
         load(version=[0, 7])
     assert load(status="failed").empty  # valid, and nothing failed
     assert sorted(load(version=0, status="ok").m) == [1, 2]
+    # beside a run_id, version=7 gave an empty table without a word
+    with pytest.raises(SelectionError, match="version=7: no rows of version 7 are stored for "
+                                             r"'independent_sets'; stored: 0, 1 \(or 'latest'\)"):
+        load(version=7, run_id="a")
+    # not a version at all: int('lastest') raised its raw ValueError, and True was version 1
+    for bad in ("lastest", "Latest", "2,3", True, [1, "x"]):
+        with pytest.raises(SelectionError, match="version must be an integer, a list of "
+                                                 "integers or 'latest', got "):
+            load(version=bad)
+
+
+def test_a_selection_loads_the_rows_of_a_folder_whose_manifest_is_damaged(mixed_store):
+    """The rows do not depend on the run manifest (README): a plain load read them, but any
+    selection raised DamagedManifest. It reads them now, saying that the runs' records are
+    unknown."""
+    folder = experiment_dir(mixed_store, "independent_sets")
+    before = pipeline.load(mixed_store, "independent_sets", run_id="a")
+    (folder / "_manifest.json").write_text('{"runs": [{"run_id": "a", "st')  # cut mid-write
+    with pytest.warns(UserWarning, match="the run manifest .*_manifest.json is damaged .*: the "
+                                         "rows are read, but their runs' states and commits "
+                                         "are unknown; python -m pipeline verify"):
+        after = pipeline.load(mixed_store, "independent_sets", run_id="a")
+    pd.testing.assert_frame_equal(after, before)
+    assert sorted(after.m) == [1, 2, 3]
+    with pytest.raises(SelectionError, match="run_id 'nosuch': no run of 'independent_sets'"):
+        pipeline.load(mixed_store, "independent_sets", run_id="nosuch")  # the rows tell it
+
+
+def test_a_selection_refuses_a_fixed_parameter_that_is_also_an_axis(mixed_store):
+    """run.py refuses params.m=3 beside grid.m=[...] (the axis won); load(select=...) and
+    export returned the axis's points and dropped params.m silently."""
+    words = ["experiment=independent_sets", "grid.m=[1,2]", "params.m=3"]
+    with pytest.raises(SelectionError, match=r"params.m is set, but m is also a grid axis "):
+        pipeline.load(mixed_store, "independent_sets", select=words)
 
 
 def test_load_takes_a_list_of_versions_without_other_selection(mixed_store):
@@ -630,8 +666,12 @@ def test_report_and_export_take_run_code_and_version_selections(mixed_store, tmp
     assert proc.returncode == 0, proc.stderr
     assert "warning: the selection mixes 2 code_ids" in proc.stderr
     assert "**warning**: the selection mixes 2 code_ids" in (report / "index.md").read_text()
-    proc = run_cli(*base, "run_id=nosuch")
-    assert proc.returncode == 2 and "no stored rows" in proc.stderr
+    proc = run_cli(*base, "run_id=nosuch")  # named, with the folder's runs, as load() says
+    assert proc.returncode == 2 and ("error: run_id 'nosuch': no run of 'independent_sets' "
+                                     "has this id; its runs: a, b, old, v0;") in proc.stderr
+    proc = run_cli(*base, "version=7")  # nothing of it stored: said, not a traceback
+    assert proc.returncode == 2 and ("error: version=7: no rows of version 7 are stored for "
+                                     "'independent_sets'; stored: 0, 1") in proc.stderr
 
     folder = mixed_store / "independent_sets"
     for words, rows, warning in (
@@ -820,6 +860,39 @@ def test_every_output_column_of_every_experiment_has_a_description_and_unit():
     assert "[nat]" in out and "ln tau(G), tau = number of spanning trees" in out
 
 
+def test_readme_units_legend_covers_the_units_of_the_exported_columns(tmp_path):
+    """calibration's work_us is in microseconds (unit ``us``), but the README's legend was a
+    fixed line of 1, nat, bit and s: it now lists the units the package's columns declare."""
+    from pipeline.report.export import export_package
+
+    store(tmp_path / "r", "calibration", {"x": [1, 2]}, {"work_us": 0.0}, "run1")
+    export_package(tmp_path / "r", "calibration", tmp_path / "pkg", fmt="parquet")
+    readme = (tmp_path / "pkg" / "README.md").read_text()
+    assert "| `work_us` | number (double) | us |" in readme
+    legend = next(line for line in readme.splitlines() if line.startswith("Units:"))
+    assert legend == ("Units: `1` is a dimensionless number, `s` seconds, `us` microseconds; "
+                      "an empty unit is a label or a flag. Exact integers beyond 64 bits are "
+                      "decimal strings, with a float `log_*` column beside them."), legend
+
+
+def test_every_declared_unit_has_its_meaning_in_the_readme_legend():
+    """Every unit any registered experiment (or the engine's bookkeeping) declares is one the
+    README's legend explains, not one it merely repeats."""
+    from pipeline.engine.schema import BOOKKEEPING_DOCS
+    from pipeline.experiments.base import registry
+    from pipeline.report.export import UNIT_MEANINGS, units_legend
+
+    declared = {entry[1] for exp in registry().values() for entry in exp.column_docs.values()}
+    declared |= {unit for _, unit in BOOKKEEPING_DOCS.values()}
+    declared.discard(None)
+    assert "us" in declared and declared <= set(UNIT_MEANINGS), declared - set(UNIT_MEANINGS)
+    legend = units_legend([{"unit": u} for u in sorted(declared)])
+    for unit in declared:
+        assert f"`{unit}` {'is ' if unit == '1' else ''}{UNIT_MEANINGS[unit]}" in legend
+    assert units_legend([{"unit": "kg"}, {}]) == (
+        "Units: `kg` (as declared); an empty unit is a label or a flag.")
+
+
 @pytest.mark.timeout(120)
 def test_every_parameter_of_every_experiment_has_a_description_and_unit():
     """Parameters are columns of every row too: each declares its unit beside its Param.doc
@@ -927,3 +1000,23 @@ def test_report_and_export_during_a_sweep_say_it_is_a_snapshot(tmp_path):
     assert "still writing" not in proc.stderr
     assert "2 of 4 point(s) of the grid have no stored row (run the sweep to fill them in)" \
         in proc.stderr
+
+
+def test_export_names_an_unknown_run_id_and_takes_a_bracketed_list(mixed_store, tmp_path):
+    """export run_id=typo said only "no stored rows match the selection" where load() names the
+    folder's runs and the closest one; version=[0,1] (the form report=true takes) was refused
+    as "got '[0'"; params.m=3 beside grid.m=[..] exported the axis's points and dropped it."""
+    folder = experiment_dir(mixed_store, "independent_sets")
+    proc = export(folder, tmp_path / "typo", "run_id=aa")
+    assert proc.returncode == 2, proc.stderr
+    assert "error: run_id 'aa': no run of 'independent_sets' has this id" in proc.stderr
+    assert not (tmp_path / "typo").exists()
+    proc = export(folder, tmp_path / "fixed", "experiment=independent_sets", "grid.m=[1,2]",
+                  "params.m=3")
+    assert proc.returncode == 2 and "params.m is set, but m is also a grid axis" in proc.stderr
+    assert not (tmp_path / "fixed").exists()
+    proc = export(folder, tmp_path / "both", "--format", "csv", "version=[0,1]", "run_id=[a,v0]")
+    assert proc.returncode == 0, proc.stderr
+    rows = pd.read_csv(tmp_path / "both" / "data" / "independent_sets.csv")
+    assert sorted(zip(rows.experiment_version, rows.m)) == [(0, 1), (0, 2), (1, 1), (1, 2),
+                                                            (1, 3)]

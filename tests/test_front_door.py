@@ -127,3 +127,32 @@ def test_other_commands_name_what_was_wrong(tmp_path):
     assert "run.py word" in one_error_line(pipeline_cli("experiment=calibration"))
     assert snapshot(results) == before
     assert pipeline_cli("verify", folder).returncode == 0
+
+
+def test_list_shows_plain_text_descriptions():
+    """`list` printed the docstrings' reStructuredText: 'calibration  ``calibration``: a
+    synthetic workload ...'. The double backticks are gone, and so is a leading repetition of
+    the experiment's own name."""
+    proc = pipeline_cli("list")
+    assert proc.returncode == 0, proc.stderr
+    assert "``" not in proc.stdout, proc.stdout
+    lines = {line.split()[0]: line.split(None, 1)[1] for line in proc.stdout.splitlines()}
+    assert lines["calibration"] == ("A synthetic workload for measuring and testing the engine "
+                                    "itself.")
+    assert lines["leakage"].startswith("Optimal eps-DP channels on graphs of datasets, their "
+                                       "utility and min-entropy leakage")
+    assert lines["low_influence"].startswith("Influence, DP, VDP and independence of finite "
+                                             "mechanisms")
+    assert lines["composition"].startswith("Optimal k-fold composition of (eps, delta)-DP")
+
+
+def test_list_line_strips_double_backticks_only():
+    from pipeline.__main__ import _list_line
+
+    assert _list_line("calibration", "``calibration``: a synthetic workload.\n\nMore.") == \
+        "A synthetic workload."
+    assert _list_line("leakage", "Experiment ``leakage``: optimal channels\nof ``x``.") == \
+        "Optimal channels of x."
+    # another name, or a name not at the start, is kept (as plain text)
+    assert _list_line("edge_dp", "``edge_test``: exact size, ``k`` of ``edge_dp``.") == \
+        "edge_test: exact size, k of edge_dp."

@@ -84,3 +84,66 @@ def test_clique_graph_checks_compare_exact_counts_exactly(tmp_path):
     assert checks.loc[("complete", 5), "trees_lemma_6_3_1"] == "equal"
     assert checks.loc[("complete", 5), "dimers_vs_lemma_6_3_4"] == "above bound"
     assert checks.loc[("complete", 6), "dimers_vs_lemma_6_3_4"] == "BELOW BOUND"
+
+
+class _LabelsWriter(ReportWriter):
+    """A ReportWriter that keeps each figure's axis labels (the saved files do not show them)."""
+
+    def __init__(self, outdir):
+        super().__init__(outdir)
+        self.labels = {}
+
+    def figure(self, name, fig, caption=""):
+        self.labels[name] = {"y": [ax.get_ylabel() for ax in fig.axes],
+                             "sup_y": fig.get_supylabel(),
+                             "legend": [t.get_text() for leg in fig.legends
+                                        for t in leg.get_texts()]}
+        super().figure(name, fig, caption)
+
+
+def test_lattice_captions_name_the_boundaries_of_the_rows_and_axes_their_unit(tmp_path):
+    """Rows of torus and free boundaries only: the caption said 'for torus, cylinder and free
+    boundaries' whatever the rows held; and the ln tau/N axes had no unit (the tables: nat)."""
+    df = _rows(LATTICE, [dict(base="hexagonal", insertions=1, L1=L, L2=L, boundary=b)
+                         for b in ("free", "torus") for L in (3, 4)])
+    out = _LabelsWriter(tmp_path)
+    for fn in reports("lattice"):
+        fn(df, out)
+    captions = {e["name"]: e["caption"] for e in out.entries}
+    assert captions["convergence_hexagonal_k1"] == (
+        "3-12-12: energy per vertex and spanning-tree entropy against L for torus and free "
+        "boundaries; the dash-dotted line is the infinite-lattice limit.")
+    assert out.labels["convergence_hexagonal_k1"]["y"] == [
+        r"energy per vertex $\mathcal{E}/N$", r"spanning-tree entropy $\ln\tau/N$ (nats)"]
+    assert r"spanning-tree entropy $\ln\tau/N$ (nats)" in out.labels["convergence_errors"][
+        "legend"]
+    assert [t for t in out.labels["convergence_errors"]["legend"] if t in
+            ("torus", "cylinder", "free")] == ["torus", "free"]  # no cylinder drawn, none named
+    assert captions["convergence_errors"] == ("Distance to the infinite-lattice limit against "
+                                              "L (log-log): the free boundary converges like 1/L.")
+
+    # one boundary, and all three (in the order torus, cylinder, free)
+    for boundaries, text in ((("cylinder",), "cylinder boundaries"),
+                             (("free", "cylinder", "torus"), "torus, cylinder and free boundaries")):
+        sub = tmp_path / "_".join(boundaries)
+        out = ReportWriter(sub)
+        rows = _rows(LATTICE, [dict(base="hexagonal", insertions=1, L1=L, L2=L, boundary=b)
+                               for b in boundaries for L in (3, 4)])
+        for fn in reports("lattice"):
+            fn(rows, out)
+        captions = {e["name"]: e["caption"] for e in out.entries}
+        caption = captions["convergence_hexagonal_k1"]
+        assert f"against L for {text};" in caption, caption
+        assert captions["convergence_errors"].endswith(
+            "the cylinder boundary converges like 1/L." if len(boundaries) == 1 else
+            "the cylinder and free boundaries converge like 1/L.")
+
+
+def test_lattice_limit_axis_gives_the_unit_of_the_entropy(tmp_path):
+    df = _rows(LATTICE_LIMIT, [dict(base="hexagonal", insertions=k) for k in (0, 1)])
+    out = _LabelsWriter(tmp_path)
+    for fn in reports("lattice_limit"):
+        fn(df, out)
+    assert out.labels["limits_vs_insertions"]["y"] == [
+        r"energy per vertex $\mathcal{E}/N$ (limit)",
+        r"spanning-tree entropy $\ln\tau/N$ (limit, nats)"]

@@ -637,3 +637,19 @@ def test_the_selection_text_leaves_out_a_fixed_value_an_axis_overrides():
     assert grid_spec(grid) == {"grid": {"x": [1, 2], "scale": [1.0, 2.0]},
                                "params": {"work_us": 0.0}}
     assert "3.0" not in Selection(grid=grid).describe()
+
+
+def test_the_generic_summary_writes_its_count_of_values_as_an_integer(tmp_path):
+    """summary.csv wrote the count column ``values`` as a float (17.0): it is a count."""
+    import csv
+
+    store(tmp_path, "calibration", {"x": {"range": [0, 20]}}, {"work_us": 0.0, "fail_every": 7})
+    assert build_report(tmp_path, "calibration") == 0
+    outdir = tmp_path / "calibration" / "_report"
+    with open(outdir / "summary.csv", newline="") as fh:
+        rows = {r["column"]: r for r in csv.DictReader(fh)}
+    assert rows["value"]["values"] == "17" and rows["x"]["values"] == "17"  # ok rows: 20 - 3
+    summary = pd.read_csv(outdir / "summary.csv")
+    assert summary["values"].dtype == np.dtype("int64")
+    assert summary["mean"].dtype == np.dtype("float64")  # the statistics stay floats
+    assert "| x | | 17 |" in (outdir / "summary.md").read_text().replace("  ", " ")

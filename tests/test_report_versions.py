@@ -259,3 +259,37 @@ def test_each_versions_part_is_that_versions_own_report(tmp_path, name):
                 alone[version][table], obj=f"{table} of version {version}")
     assert sorted(p.stem for p in out.glob("*.png")) == sorted(
         f"{f}_v{v}" for f in figures for v in versions)
+
+
+def test_captions_of_two_versions_read_as_separate_sentences(tmp_path):
+    """A table whose caption differs by version (a failed-point note on one of them) was
+    captioned 'Experiment version 2: Summary ... unit of its column Experiment version 3:
+    Summary ...': each version's caption now ends with a full stop before the next."""
+    import pandas as pd
+
+    from pipeline.report.core import ReportWriter
+    from pipeline.report.versions import per_version
+
+    # version 2 all ok, version 3 with one failed point: only 3's caption gets the note
+    df = pd.DataFrame({"experiment_version": [2, 2, 3, 3], "task_id": ["a", "b", "c", "d"],
+                       "status": ["ok", "ok", "ok", "failed"], "x": [1.0, 2.0, 3.0, None]})
+    caption = "Summary statistics of the numeric columns (ok rows), each in the unit of its column"
+
+    def summary(part, out):
+        out.table("summary", part[part["status"] == "ok"][["x"]], caption=caption)
+        out.table("units", part[["x"]], caption=f"Values of x (nat, {len(part)} rows)")
+
+    out = ReportWriter(tmp_path)
+    per_version(summary, df, out)
+    captions = {e["name"]: e["caption"] for e in out.entries}
+    apart = ("Experiment versions 2, 3 are kept apart (column experiment_version): no row, "
+             "count or statistic pools versions.")
+    assert captions["summary"] == (
+        f"Experiment version 2: {caption}. Experiment version 3: {caption}. 1 failed point(s) "
+        f"not shown (see failed_tasks). {apart}")
+    # a caption ending in a parenthesis is no sentence's end either
+    assert captions["units"] == (
+        "Experiment version 2: Values of x (nat, 2 rows). Experiment version 3: Values of x "
+        f"(nat, 2 rows). 1 failed point(s) not shown (see failed_tasks). {apart}")
+    tex = (tmp_path / "summary.tex").read_text()
+    assert "unit of its column. Experiment version 3:" in tex, tex

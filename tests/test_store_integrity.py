@@ -654,3 +654,83 @@ def test_a_part_or_manifest_this_user_may_not_read_is_reported_and_never_moved(t
     assert manifest.exists() and not (folder / "_quarantine").exists()
     manifest.chmod(0o644)
     assert manifest.read_text() == '{"runs": []}'
+
+
+def test_verify_counts_every_part_file_and_says_how_many_are_good(tmp_path, capsys):
+    """Five part-*.parquet files, one of another schema: verify said '4 part file(s), 24
+    readable rows', as if the folder held four. It counts the five, and says which are good."""
+    folder = tmp_path / "calibration"
+    writer = PartWriter(folder, "run1")
+    for start in range(0, 24, 6):
+        writer.write(calibration_table(range(start, start + 6)))
+    write_part_file(folder, "part-other.parquet",
+                    calibration_table(range(30, 33)).drop_columns(["value"]))
+    assert verify_main([str(folder)]) == 4
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"verify {folder}: 5 part file(s): 4 good (24 readable rows), " \
+        "1 foreign", out
+    # files that are no part files are not counted among them, but said apart
+    (folder / "notes.csv").write_text("a,b\n")
+    (folder / "subdir").mkdir()
+    assert verify_main([str(folder)]) == 4
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"verify {folder}: 5 part file(s): 4 good (24 readable rows), 1 foreign; 2 other "
+        "file(s) or folder(s), not part files")
+    # every part good: as before
+    assert verify_main([str(folder), "--repair"]) == 0
+    capsys.readouterr()
+    assert verify_main([str(folder)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == \
+        f"verify {folder}: 4 part file(s), 24 readable rows"
+
+
+@pytest.mark.parametrize("problem", ["stray file", "empty directory", "damaged manifest",
+                                     "parquet of no tasks"])
+def test_verify_advises_a_rerun_only_when_part_files_held_tasks(tmp_path, capsys, problem):
+    """A stray file, an empty directory or a damaged manifest holds no tasks, but verify
+    said 'then rerun the sweep to recompute their tasks' (and --repair '1 part file(s)
+    quarantined; rerun the sweep ...' of notes.csv). Said now only of part files that held
+    tasks."""
+    folder, parts = _store_of_two_parts(tmp_path)
+    if problem == "stray file":
+        (folder / "notes.csv").write_text("a,b\n")
+    elif problem == "empty directory":
+        (folder / "plots").mkdir()
+    elif problem == "damaged manifest":
+        (folder / "_manifest.json").write_text('{"runs": [')
+    else:
+        pq.write_table(pa.table({"a": [1]}), folder / "part-stray.parquet")
+    assert verify_main([str(folder)]) == 4
+    err = capsys.readouterr().err
+    assert "1 bad file(s)" in err and f"verify {folder} --repair" in err, err
+    assert "rerun the sweep" not in err, err
+    assert "None of them held tasks of this experiment: nothing to recompute." in err, err
+    assert verify_main([str(folder), "--repair"]) == 0
+    out = capsys.readouterr().out
+    assert "rerun the sweep" not in out and "part file(s) quarantined" not in out, out
+    if problem != "damaged manifest":
+        assert "1 file(s) quarantined that held no tasks of this experiment: nothing to " \
+            "recompute" in out, out
+
+
+def test_verify_advises_a_rerun_of_the_part_files_that_held_tasks(tmp_path, capsys):
+    """A damaged part and a foreign part of this experiment's rows held tasks; a stray file
+    did not: the advice names the parts only."""
+    folder, parts = _store_of_two_parts(tmp_path)
+    with open(parts[1], "r+b") as fh:
+        fh.truncate(parts[1].stat().st_size // 2)
+    (folder / "notes.csv").write_text("a,b\n")
+    assert verify_main([str(folder)]) == 4
+    err = capsys.readouterr().err
+    assert f"then rerun the sweep to recompute the tasks of {parts[1].name}." in err, err
+    assert verify_main([str(folder), "--repair"]) == 0
+    out = capsys.readouterr().out
+    assert ("1 part file(s) quarantined; rerun the sweep (the same command) to recompute their "
+            "tasks") in out, out
+    assert "1 file(s) quarantined that held no tasks of this experiment" in out, out
+
+    # every bad file a part that held tasks: the advice as it was
+    write_part_file(folder, "part-other.parquet",
+                    calibration_table(range(30, 33)).drop_columns(["value"]))
+    assert verify_main([str(folder)]) == 4
+    assert "then rerun the sweep to recompute their tasks." in capsys.readouterr().err

@@ -39,7 +39,7 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
     commits, code_ids, missing grid points) goes into index.md and index.html, warnings also
     to stderr.
     """
-    from pipeline.report.selection import Selection, select
+    from pipeline.report.selection import Selection, SelectionError, refuse_unknown_ids, select
 
     stream = stream or sys.stdout
     path = experiment_dir(results_dir, name)
@@ -49,11 +49,15 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
         selection.versions = ("latest",)
     try:
         everything = load(results_dir, name)
+        refuse_unknown_ids(results_dir, name, selection)  # a typo: named, as load() names it
         df = select(results_dir, name, selection)
     except FileNotFoundError as exc:
         print(f"error: {exc}; run the sweep first (python run.py experiment={name})",
               file=sys.stderr)
         return EXIT_NO_RESULTS
+    except SelectionError as exc:  # a run_id typo, a version of which nothing is stored
+        print(f"error: {exc}; nothing was written", file=sys.stderr)
+        return EXIT_NO_RESULTS  # (2: bad input)
     # first: for an empty selection they say why (points stored under another version)
     for warning in df.attrs.get("coverage", {}).get("warnings", []):
         print(f"warning: {warning}", file=sys.stderr)
@@ -265,7 +269,9 @@ def _generic_summary(df: pd.DataFrame, out: ReportWriter) -> None:
     docs = {"column": ("column", None), "unit": ("unit of its statistics", None)}
     for stat, (col, text) in _SUMMARY_STATS.items():
         if stat in desc.columns:
-            table[col] = desc[stat].to_numpy()
+            # describe() gives the count as a float (64.0); it is a whole number of rows
+            values = desc[stat].to_numpy()
+            table[col] = values.astype("int64") if stat == "count" else values
             docs[col] = (text, None)
     renamed = {}
     if name:

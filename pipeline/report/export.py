@@ -344,8 +344,7 @@ def _readme(name, experiment, schema, descriptor, cov, docs, resources) -> str:
     for f in schema["fields"]:
         lines.append(f"| `{f['name']}` | {f['type']} ({f['arrowType']}) | {f.get('unit', '')} | "
                      f"{_table_cell(f.get('description', ''))} |")
-    lines += ["", "Units: `1` is a dimensionless number, `nat` a natural logarithm, `bit` base 2, "
-              "`s` seconds; an empty unit is a label or a flag. Exact integers beyond 64 bits "
+    lines += ["", units_legend(schema["fields"]) + " Exact integers beyond 64 bits "
               "are decimal strings, with a float `log_*` column beside them.", "",
               "## How to load it", "", "```python"]
     for fmt_name, file, _ in resources:
@@ -365,6 +364,25 @@ def _readme(name, experiment, schema, descriptor, cov, docs, resources) -> str:
               f"{descriptor['licenses'][0]['title']} ({descriptor['licenses'][0]['name']}). "
               "See CITATION.cff.", ""]
     return "\n".join(lines)
+
+
+# what each unit a column may declare means (document()'s UCUM-style strings, and the
+# bookkeeping columns'), in the legend's order; the legend lists those the columns use
+UNIT_MEANINGS = {"1": "a dimensionless number", "nat": "a natural logarithm", "bit": "base 2",
+                 "s": "seconds", "us": "microseconds"}
+
+
+def units_legend(fields) -> str:
+    """The README's line on the units of ``fields`` (Table Schema fields): each unit they
+    declare, with its meaning (a fixed list of 1, nat, bit and s left out calibration's
+    ``us``)."""
+    used = {f["unit"] for f in fields if f.get("unit")}
+    units = [u for u in UNIT_MEANINGS if u in used] + sorted(used - set(UNIT_MEANINGS))
+    parts = [f"`{u}` {UNIT_MEANINGS.get(u, '(as declared)')}" for u in units]
+    if parts and units[0] == "1":
+        parts[0] = f"`1` is {UNIT_MEANINGS['1']}"
+    return "Units: " + (", ".join(parts) + "; an empty" if parts else "an empty") + \
+        " unit is a label or a flag."
 
 
 def _yaml_str(text: str) -> str:

@@ -120,7 +120,7 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
                 (axes[0], "energy_per_vertex", "energy_per_vertex_limit",
                  "energy per vertex $\\mathcal{E}/N$"),
                 (axes[1], "spanning_tree_entropy", "spanning_tree_entropy_limit",
-                 "spanning-tree entropy $\\ln\\tau/N$")):
+                 "spanning-tree entropy $\\ln\\tau/N$ (nats)")):  # unit: nat, as the tables
             for i, boundary in enumerate(BOUNDARIES):
                 b = sub[(sub["boundary"] == boundary) & sub[key].notna()].sort_values("L")
                 if not b.empty:
@@ -136,8 +136,8 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
         legend_outside(fig)
         out.figure(f"convergence_{base}_k{k}", fig,
                    caption=f"{_lattice_label(base, k)}: energy per vertex and spanning-tree "
-                           "entropy against L for torus, cylinder and free boundaries; the "
-                           "dash-dotted line is the infinite-lattice limit.")
+                           f"entropy against L for {_and(_present(sub['boundary']))} boundaries; "
+                           "the dash-dotted line is the infinite-lattice limit.")
 
     # distance to the limit on log-log axes: 1/L for cylinder/free, faster for the torus.
     # One small multiple per lattice: colour and marker = boundary, line = quantity.
@@ -146,7 +146,7 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
     groups = list(merged.groupby(["base", "insertions"]))
     fig, axes = out.small_multiples(len(groups), sharex=True, sharey=True)
     quantities = (("energy_error", "-", "full", r"energy per vertex $\mathcal{E}/N$"),
-                  ("entropy_error", "--", "none", r"spanning-tree entropy $\ln\tau/N$"))
+                  ("entropy_error", "--", "none", r"spanning-tree entropy $\ln\tau/N$ (nats)"))
     for ax, ((base, k), sub) in zip(axes, groups):
         for key, line, fill, _ in quantities:
             for i, boundary in enumerate(BOUNDARIES):
@@ -163,14 +163,19 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
     for ax in axes[-min(3, len(axes)):]:  # the bottom panel of each column
         ax.set_xlabel(r"linear size $L=\sqrt{L_1 L_2}$ (unit cells)")
     fig.supylabel(r"distance to the limit $|x_L - x_\infty|$")
+    present = _present(merged["boundary"])  # a boundary with no rows is not in the legend
     handles = [Line2D([], [], color=curve_style(i)["color"], marker=curve_style(i)["marker"],
-                      linestyle="", label=boundary) for i, boundary in enumerate(BOUNDARIES)]
+                      linestyle="", label=boundary) for i, boundary in enumerate(BOUNDARIES)
+               if boundary in present]
     handles += [Line2D([], [], color="k", linestyle=line, marker="o", fillstyle=fill, label=text)
                 for _, line, fill, text in quantities]
     legend_outside(fig, handles=handles, ncols=min(len(handles), 3))
+    slow = [b for b in present if b != "torus"]  # the 1/L claim, of the boundaries drawn
+    claim = "" if not slow else (f": the {_and(slow)} boundar"
+                                 + ("ies converge" if len(slow) > 1 else "y converges")
+                                 + " like 1/L")
     out.figure("convergence_errors", fig,
-               caption="Distance to the infinite-lattice limit against L (log-log): the "
-                       "cylinder and free boundaries converge like 1/L.")
+               caption=f"Distance to the infinite-lattice limit against L (log-log){claim}.")
 
 
 @report_for("lattice_limit")
@@ -205,7 +210,7 @@ def limits_table(df: pd.DataFrame, out) -> None:
         axes[1].plot(sub["insertions"], sub["spanning_tree_entropy_limit"], label=base,
                      **curve_style(i))
     axes[0].set_ylabel(r"energy per vertex $\mathcal{E}/N$ (limit)")
-    axes[1].set_ylabel(r"spanning-tree entropy $\ln\tau/N$ (limit)")
+    axes[1].set_ylabel(r"spanning-tree entropy $\ln\tau/N$ (limit, nats)")
     for ax in axes:
         ax.set_xlabel("clique insertions $k$")
         integer_axis(ax, "x")
@@ -213,6 +218,18 @@ def limits_table(df: pd.DataFrame, out) -> None:
     out.figure("limits_vs_insertions", fig,
                caption="Infinite-lattice energy per vertex and spanning-tree entropy of Cᵏ(H) "
                        "against the number of clique insertions k.")
+
+
+def _present(boundaries) -> list[str]:
+    """The boundaries among ``boundaries`` (a column of rows), in the order of BOUNDARIES."""
+    present = set(boundaries)
+    return [b for b in BOUNDARIES if b in present]
+
+
+def _and(words) -> str:
+    """'torus', 'torus and free', 'torus, cylinder and free'."""
+    words = list(words)
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _whole(values) -> bool:

@@ -17,6 +17,7 @@ covers, and warnings when it mixes code_ids or versions or misses points of the 
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -251,6 +252,7 @@ def select(results_dir, name: str, selection: Selection | None = None,
     """The deduplicated rows of experiment ``name`` that ``selection`` picks, with
     ``df.attrs["coverage"]`` (see :func:`coverage`). Raises FileNotFoundError if nothing is
     stored for ``name`` at all."""
+    from pipeline.store.errors import DamagedManifest
     from pipeline.store.manifest import read_manifest
     from pipeline.store.parquet import experiment_dir, id_prefixes, table_to_pandas
 
@@ -259,6 +261,7 @@ def select(results_dir, name: str, selection: Selection | None = None,
     picked = pick(path, selection, on_error=on_error)
     if picked is None:
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
+    refuse_absent_versions(picked.stored, selection.versions, name)
     table = picked.table
     stored = None
     if status is not None:
@@ -267,8 +270,32 @@ def select(results_dir, name: str, selection: Selection | None = None,
         table = table.filter(pc.equal(table["status"], status))
     df = table_to_pandas(table)  # exact integers beside failed rows' nulls
     df.attrs["experiment"] = name
-    df.attrs["coverage"] = coverage(df, selection, read_manifest(path), picked, stored)
+    try:
+        manifest, damaged = read_manifest(path), None
+    except DamagedManifest as exc:  # the rows do not depend on it: only their runs' records
+        manifest, damaged = {"runs": []}, exc
+    df.attrs["coverage"] = coverage(df, selection, manifest, picked, stored)
+    if damaged is not None:
+        import warnings
+
+        text = (f"the run manifest {damaged.path} {damaged.problem} ({damaged.reason}): the rows "
+                "are read, but their runs' states and commits are unknown; python -m pipeline "
+                f"verify {path} --repair moves it aside")
+        df.attrs["coverage"]["warnings"].append(text)
+        warnings.warn(text, stacklevel=3)
     return df
+
+
+def refuse_absent_versions(stored: pa.Table, wanted, name: str) -> None:
+    """``version=N`` of which no row is stored selected nothing, silently, beside a run_id (on
+    its own it raised, as a plain load does)."""
+    absent = sorted({int(v) for v in wanted if v != "latest"}
+                    - set(pc.unique(stored["experiment_version"]).to_pylist()))
+    if absent:
+        have = sorted(pc.unique(stored["experiment_version"]).to_pylist())
+        raise SelectionError(f"version={', '.join(map(str, absent))}: no rows of version "
+                             f"{', '.join(map(str, absent))} are stored for '{name}'; stored: "
+                             f"{', '.join(map(str, have))} (or 'latest')")
 
 
 def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
@@ -461,3 +488,51 @@ def coverage_lines(cov: dict) -> list[str]:
                                               cov["code_ids"].items()) or "none recorded"))
     lines += [f"- **warning**: {w}" for w in cov["warnings"]]
     return lines
+
+
+def refuse_unknown_ids(results_dir, name: str, selection: Selection) -> None:
+    """A ``run_id`` or ``code_id`` of the selection that no run of the folder has and no row
+    carries (a typo): SelectionError naming the folder's ids and the closest one. The
+    manifest first: the rows are read only for an id it lacks."""
+    for key, wanted in (("run_id", selection.run_ids), ("code_id", selection.code_ids)):
+        if wanted:
+            _refuse_unknown_ids(results_dir, name, key, wanted)
+
+
+def _refuse_unknown_ids(results_dir, name: str, key: str, wanted) -> None:
+    """A ``run_id`` or ``code_id`` that no run of the folder has and no row carries (a typo)
+    selected nothing, silently, where an unknown version raised and report/export said so
+    (exit 2)."""
+    from pipeline.store.errors import DamagedManifest
+    from pipeline.store.integrity import read_parts
+    from pipeline.store.manifest import read_manifest
+    from pipeline.store.parquet import experiment_dir, part_files
+
+    path = experiment_dir(results_dir, name)
+    if not path.is_dir():
+        return  # select() says that nothing is stored
+    try:
+        runs = read_manifest(path).get("runs", [])
+    except DamagedManifest:  # the rows say which ids they carry; select() warns of it
+        runs = []
+    known = list(dict.fromkeys(r.get(key) for r in runs if r.get(key)))
+    unknown = [v for v in wanted if v not in known]
+    if unknown:  # rows may carry ids the manifest does not list (parts copied in)
+        try:
+            in_rows = set(read_parts(part_files(path), columns=[key])[key].unique().to_pylist())
+        except Exception:  # (a part without the column): nothing to say either way
+            return
+        unknown = [v for v in unknown if v not in in_rows]
+        known += sorted(str(v) for v in in_rows if v and v not in known)
+    if unknown:
+        close = [m for v in unknown for m in difflib.get_close_matches(str(v), known, n=1)]
+        what = "runs" if key == "run_id" else "code_ids"
+        raise SelectionError(
+            f"{key} {', '.join(map(repr, unknown))}: "
+            + (f"no run of '{name}' has {'this id' if len(unknown) == 1 else 'these ids'}"
+               if key == "run_id" else f"no row of '{name}' was computed by "
+               + ("this code" if len(unknown) == 1 else "these codes"))
+            + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+            + f"; its {what}: {', '.join(known[-5:]) or 'none'}"
+            + (" (the last 5)" if len(known) > 5 else "")
+            + "; python -m pipeline status lists the runs")

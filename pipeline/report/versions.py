@@ -192,7 +192,9 @@ class _VersionSplit:
         if len(set(captions)) == 1:
             text = captions[0]
         else:
-            text = " ".join(f"Experiment version {v}: {c or '(no caption)'}"
+            # each version's caption a sentence of its own ('... its column Experiment
+            # version 3: ...' ran them together)
+            text = " ".join(_sentence(f"Experiment version {v}: {c or '(no caption)'}")
                             for v, c in zip(versions, captions))
         if len(versions) == 1:
             others = [v for v in self.versions if v != versions[0]]
@@ -228,9 +230,15 @@ class _VersionWriter:
         self._split.add_figure(self._version, name, fig, caption)
 
 
+def _sentence(text: str) -> str:
+    """``text`` ending with a full stop (a caption ending in ``(nat)`` ends no sentence)."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?", ".)")) else text + "."
+
+
 def _with_sentence(caption: str, sentence: str) -> str:
     """``caption`` followed by ``sentence`` (``sentence`` alone when there is no caption)."""
     caption = (caption or "").rstrip()
     if not caption:
         return sentence
-    return caption + (" " if caption.endswith((".", ")")) else ". ") + sentence
+    return _sentence(caption) + " " + sentence

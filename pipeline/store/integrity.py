@@ -249,6 +249,18 @@ class VerifyReport:
     manifest: str | None = None  # why the run manifest does not parse (None: it does)
     # parts (and the manifest) this user may not open: not damaged, never moved or forgotten
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    # the foreign files that are part files (part-*.parquet; the others: strays, folders)
+    foreign_parts: list[str] = field(default_factory=list)
+    # the bad part files that held tasks of the experiment (damaged ones are presumed to):
+    # a rerun recomputes their tasks once they are moved aside; the other bad files, none
+    held_tasks: list[str] = field(default_factory=list)
+
+    @property
+    def part_files(self) -> int:
+        """How many part files (part-*.parquet) the folder holds, whatever their verdict."""
+        return (len(self.good) + len(self.unindexed) + len(self.corrupt)
+                + len(self.foreign_parts)
+                + len([name for name, _ in self.unreadable if name != MANIFEST]))
 
     @property
     def bad(self) -> list[tuple[str, str]]:
@@ -286,6 +298,15 @@ def _schema_problem(schema, experiment) -> str | None:
         if got != typ:
             return f"column '{name}' is {got}, declared {typ}"
     return None
+
+
+def _holds_tasks_of(schema, experiment) -> bool:
+    """Whether a foreign part of ``schema`` holds rows of ``experiment``'s tasks (in a schema
+    it does not declare): a result part, not written by another experiment."""
+    if _schema_problem(schema, None) is not None:  # no task_id: no tasks at all
+        return False
+    written_for = (schema.metadata or {}).get(b"experiment", b"").decode()
+    return experiment is None or written_for in ("", experiment.name)
 
 
 def verify_store(folder: str | os.PathLike, experiment=None) -> VerifyReport:
@@ -338,6 +359,7 @@ def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experimen
         if not path.exists():  # removed while checked (a compaction's swap), not damaged
             raise _Vanished(name)
         report.corrupt.append((name, why))
+        report.held_tasks.append(name)  # what it held cannot be read: presumed tasks
 
     if path.is_dir():
         report.foreign.append((name, "a directory: Parquet readers would descend into it"))
@@ -382,6 +404,9 @@ def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experimen
     problem = _schema_problem(schema, experiment)
     if problem:
         report.foreign.append((name, problem))
+        report.foreign_parts.append(name)
+        if meta.num_rows and _holds_tasks_of(schema, experiment):
+            report.held_tasks.append(name)
         return
     if entry is not None:
         if meta.num_rows != entry.get("rows"):
