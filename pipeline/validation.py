@@ -227,7 +227,8 @@ def package_header_hint(name: str) -> str:
 
 
 def check_results_dir(results_dir: Path, name: str) -> None:
-    """``results_dir`` (and ``results_dir/NAME``) must be a directory or creatable as one."""
+    """``results_dir`` (and ``results_dir/NAME``) must be a directory or creatable as one, and
+    not an experiment's results folder or inside one."""
     for path in (results_dir / name, results_dir, *results_dir.parents):
         if path.is_symlink() and not path.exists():  # mkdir said "File exists"
             raise ConfigError(f"results_dir={results_dir}: {path} is a symbolic link to "
@@ -236,7 +237,28 @@ def check_results_dir(results_dir: Path, name: str) -> None:
             if not path.is_dir():
                 raise ConfigError(f"results_dir={results_dir}: {path} is a file, not a directory "
                                   f"(results go to results_dir/{name}/, created if missing)")
-            return
+            break
+    _refuse_inside_a_results_folder(results_dir, name)
+
+
+def _refuse_inside_a_results_folder(results_dir: Path, name: str) -> None:
+    """results_dir=RESULTS/NAME (the experiment folder itself, a slip of the tab key) wrote
+    RESULTS/NAME/NAME/, whose rows pandas.read_parquet(RESULTS/NAME) then read beside its own
+    (duplicate keys); any folder inside an experiment folder did the same."""
+    from pipeline.store.compaction import INTENT
+    from pipeline.store.integrity import MANIFEST, PART_INDEX, is_results_folder
+
+    absolute = Path(os.path.abspath(results_dir))
+    for path in (absolute, *absolute.parents):
+        # the ancestors by their marker files only: no listing of a shared filesystem's root
+        if (is_results_folder(path) if path == absolute else
+                any((path / marker).is_file() for marker in (MANIFEST, PART_INDEX, INTENT))):
+            where = "is" if path == absolute else "is inside"
+            raise ConfigError(
+                f"results_dir={results_dir} {where} the results folder {path} (of experiment "
+                f"'{path.name}'): results go to results_dir/{name}/, and "
+                f"pandas.read_parquet({str(path)!r}) would read those rows as its own; give "
+                f"results_dir={path.parent}")
 
 
 # Engine tuning keys (top level): name -> (type, default, what it means). Defaults are

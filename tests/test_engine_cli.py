@@ -177,6 +177,30 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, message):
     assert snapshot(tmp_path) == before  # results dir and working dir untouched
 
 
+@pytest.mark.parametrize("inside", ["", "sub"])
+def test_a_results_dir_inside_an_experiment_folder_is_refused(tmp_path, inside):
+    """results_dir=RESULTS/NAME (the experiment folder itself) wrote RESULTS/NAME/NAME/, and
+    pandas.read_parquet(RESULTS/NAME) then read those rows beside its own: 82 duplicate keys in
+    a walk-through. A results_dir inside an experiment folder did the same."""
+    results = tmp_path / "results"
+    run_cli("experiment=calibration", f"results_dir={results}", "grid.x=[1,2]",
+            "params.work_us=0", "cluster.n_workers=1", *FAST, check_code=0)
+    folder = results / "calibration"
+    before = snapshot(tmp_path)
+    for experiment in ("calibration", "composition_region"):
+        target = folder / inside if inside else folder
+        proc = run_cli(f"experiment={experiment}", f"results_dir={target}", "dry_run=false",
+                       *FAST, timeout=60)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        where = "is inside" if inside else "is"
+        assert (f"error: results_dir={target} {where} the results folder {folder} (of "
+                f"experiment 'calibration'): results go to results_dir/{experiment}/, and "
+                f"pandas.read_parquet({str(folder)!r}) would read those rows as its own; give "
+                f"results_dir={results}") in proc.stderr, proc.stderr
+        assert snapshot(tmp_path) == before
+    assert len(pd.read_parquet(folder)) == 2
+
+
 def test_dry_run_of_ten_million_points(tmp_path):
     proc = run_cli("experiment=calibration", f"results_dir={tmp_path}", "dry_run=true",
                    "grid.x={range:[0,10000]}", "grid.work_us={linspace:[0,1,100]}",
