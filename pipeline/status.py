@@ -18,6 +18,7 @@ manifest (its line names the file and ``verify --repair``; the other folders are
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -187,17 +188,20 @@ def describe(path: Path) -> tuple[list[str], bool]:
                         "those tasks again)" if unwritten else ""))
     origin = _written_from(path, run)
     if run.get("log"):
-        log = Path(run["log"])
+        log = _absolute(run["log"], run)
         if origin is not None and (path / "_logs" / log.name).is_file():
             log = path / "_logs" / log.name  # the copy's own log, not the original folder's
         lines.append(f"  log: {log}")
     steps = next_step(run, failed_stored, path)
     if origin is not None:  # (a finished run has no command below: none was promised)
+        # a sweep writes to results_dir/NAME: a copy under another name is found only once
+        # renamed back (results_dir=its parent swept a new folder NAME beside it)
+        renamed = (f"rename it to {origin.name} (the experiment's name) and give "
+                   if path.name != origin.name else "give ")
         lines.append(f"  note: this run wrote to {origin}; this folder is a copy of it or was "
                      "moved: " + (f"the command below writes to {origin}; to resume "
                                   if steps and state != "running" else "to sweep ")
-                     + "this folder, give "
-                     f"results_dir={path.parent} instead")
+                     + f"this folder, {renamed}results_dir={path.parent} instead")
     lines += earlier_runs(runs[:-1])
     lines += steps
     if state != "running":  # compaction takes the folder's lock: not during a sweep
@@ -227,14 +231,21 @@ def compaction_hint(path: Path) -> list[str]:
             "every file)"]
 
 
+def _absolute(recorded: str, run: dict) -> Path:
+    """A path the run recorded, absolute: a relative one (runs before the driver's working
+    directory was recorded) is taken from that directory, when known."""
+    path = Path(recorded)
+    return path if path.is_absolute() or not run.get("cwd") else Path(run["cwd"]) / path
+
+
 def _written_from(path: Path, run: dict) -> Path | None:
     """The folder ``run`` wrote to, if it is not ``path`` (a folder copied with ``cp -r`` or
-    moved since): the recorded log and command name the original folder. Judged only from an
-    absolute recorded log path (a relative one depends on the driver's working directory)."""
+    moved since): the recorded log and command name the original folder. Not judged from a
+    relative log path with no recorded working directory (it depends on the driver's)."""
     log = run.get("log")
-    if not log or not Path(log).is_absolute():
+    if not log or not _absolute(log, run).is_absolute():
         return None
-    origin = Path(log).parent.parent
+    origin = _absolute(log, run).parent.parent
     try:
         same = origin.resolve() == path.resolve()
     except OSError:
@@ -270,7 +281,14 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> li
     import shlex
 
     argv = [str(a) for a in run.get("argv") or []]
-    command = f"python run.py {shlex.join(argv)}" if argv else "the same command"
+    cwd, script = run.get("cwd"), run.get("script")
+    # a relative results_dir (the default) is the driver directory's: the command starts there
+    cd = f"cd {shlex.quote(cwd)} && " if argv and cwd and Path(cwd) != Path.cwd() else ""
+    where = cwd or os.getcwd()
+    run_py = ("run.py" if not script or Path(script) == Path(where) / "run.py"
+              else shlex.quote(script))  # (`python /path/to/run.py` from elsewhere)
+    python = f"{cd}python {run_py}"
+    command = f"{python} {shlex.join(argv)}" if argv else "the same command"
     host, pid = run.get("host"), run.get("pid")
     rerun = f"rerun to resume (tasks stored are not run again): {command}"
     state = run.get("status")
@@ -295,7 +313,7 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> li
         steps = []
         if in_grid:
             kept = [a for a in argv if not a.startswith(("retry_failed=", "+retry_failed="))]
-            retry = (f"python run.py {shlex.join(kept + ['retry_failed=true'])}" if argv
+            retry = (f"{python} {shlex.join(kept + ['retry_failed=true'])}" if argv
                      else "the same command with retry_failed=true")
             steps.append(f"  next: {in_grid:,} task(s) of the last run's grid stored as failed "
                          f"(their rows carry the error); to run them again: {retry}")

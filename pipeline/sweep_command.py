@@ -54,6 +54,9 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         "host": socket.gethostname(), "user": _user(), "pid": os.getpid(),
         "python": platform.python_version(), "platform": platform.platform(),
         "packages": _versions(), "git": _git_info(), "argv": argv, "config": conf,
+        # what a relative results_dir (the default, `results`) and the run.py of `argv` are
+        # relative to: status prints paths and commands that work from anywhere
+        "cwd": os.getcwd(), "script": _script(),
     }
     try:
         lock = SweepLock(path, run_id, wait_s=LOCK_WAIT_S, on_wait=lambda: print(
@@ -100,7 +103,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     writer = stats = bar = None
     try:
         try:  # from the moment the handlers are in, every signal takes the except below
-            record["log"] = str(scope.enter_context(run_log(path, run_id)))
+            record["log"] = os.path.abspath(scope.enter_context(run_log(path, run_id)))
             _start_run_log(record, mark_dead_runs(path, lock_held=True))
             if recovered:
                 log.info("an interrupted compaction of %s was %s", path, recovered)
@@ -333,6 +336,12 @@ def _flushed(writer) -> dict:
         flushed = False
     return {"rows": writer.rows, "parts": writer.seq, "flushed": flushed,
             "unwritten_rows": writer.unwritten_rows}
+
+
+def _script() -> str | None:
+    """The run.py this driver runs (absolute), for status's commands; None from ``-c``."""
+    script = sys.argv[0] if sys.argv else ""
+    return os.path.abspath(script) if script and os.path.isfile(script) else None
 
 
 def _summarise(grid, path, plan, stats) -> int:

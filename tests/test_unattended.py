@@ -1766,6 +1766,34 @@ def test_status_of_a_copied_folder_points_at_the_copy(tmp_path):
     assert "next:" not in text and "the command below" not in text, text
     assert (f"this folder is a copy of it or was moved: to sweep this folder, give "
             f"results_dir={tmp_path / 'clean'} instead\n") in text, text
+    # copied under another name: results_dir=its parent swept a new folder 'calibration'
+    # beside it, from scratch; the copy must be renamed back first
+    (tmp_path / "renamed").mkdir()
+    subprocess.run(["cp", "-r", str(tmp_path / "orig" / "calibration"),
+                    str(tmp_path / "renamed" / "st1copy")], check=True)
+    text = status(tmp_path / "renamed", "st1copy").stdout
+    assert ("to resume this folder, rename it to calibration (the experiment's name) and give "
+            f"results_dir={tmp_path / 'renamed'} instead\n") in text, text
+
+
+def test_status_of_a_sweep_with_a_relative_results_dir_works_from_anywhere(tmp_path):
+    """results_dir is relative by default ('results'): status from another directory printed
+    the log path and the next command relative to the driver's directory, where they did not
+    work. The log is recorded absolute, and the command starts in the driver's directory."""
+    here = tmp_path / "project"
+    here.mkdir()
+    args = ["experiment=calibration", "params.work_us=0", "params.fail_every=5",
+            "grid.x={range:[0,20]}", "cluster.n_workers=1", "results_dir=out", *FAST]
+    proc = subprocess.run([PY, str(ROOT / "run.py"), *args], cwd=here, capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 1, proc.stderr
+    run_id = last_run(here / "out" / "calibration")["run_id"]
+    text = status(here / "out").stdout  # from the repository, not from `here`
+    assert f"  log: {here / 'out' / 'calibration' / '_logs' / run_id}.log\n" in text, text
+    assert (f"to run them again: cd {here} && python {ROOT / 'run.py'} experiment=calibration "
+            "params.work_us=0 params.fail_every=5 'grid.x={range:[0,20]}' cluster.n_workers=1 "
+            f"results_dir=out {' '.join(FAST)} retry_failed=true\n") in text, text
+    assert "note:" not in text  # not taken for a copy
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM])
