@@ -47,6 +47,12 @@ class _CurrentStderr(logging.StreamHandler):
     def stream(self, value) -> None:
         pass
 
+    def emit(self, record) -> None:
+        from pipeline.engine.progress import end_open_line
+
+        end_open_line()  # a message starts its own line, not the progress line's end
+        super().emit(record)
+
 
 def _setup_logging() -> None:
     if not any(isinstance(h, _CurrentStderr) for h in log.handlers):

@@ -376,6 +376,46 @@ def test_status_counts_the_current_version_as_a_resume_does(tmp_path):
 
 
 # --------------------------------------------------------------------------- progress and logs
+def test_a_message_during_the_progress_line_starts_a_line_of_its_own(monkeypatch):
+    """On a terminal the progress line is redrawn in place, with no newline: the interrupt's
+    first message landed on its end ('...ETA 0:00:10^[[K^Cinterrupted: 6 batches...')."""
+    import logging
+
+    from pipeline import cli
+    from pipeline.engine.progress import Progress
+    from pipeline.engine.runner import SweepStats
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    stats = SweepStats()
+    bar = Progress("calibration", 10, stream=terminal)
+    stats.ok = stats.ran = 3
+    bar.update(stats)
+    handler = cli._CurrentStderr()
+    logger = logging.getLogger("pipeline.test_open_line")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("interrupted: 6 batches in flight")
+        logger.warning("and a second line")
+    finally:
+        logger.removeHandler(handler)
+    text = terminal.getvalue()
+    assert text.startswith("\r[calibration] |")
+    assert text.endswith("\x1b[K\ninterrupted: 6 batches in flight\nand a second line\n"), text
+    bar.update(stats, force=True)  # the final line ends itself: no blank line after it
+    logger.addHandler(handler)
+    try:
+        logger.warning("done")
+    finally:
+        logger.removeHandler(handler)
+    assert terminal.getvalue().endswith("\x1b[K\ndone\n")
+
+
 def test_progress_lines_heartbeat_and_run_log(tmp_path):
     from pipeline.engine.progress import Progress, run_log, runlog
     from pipeline.engine.runner import SweepStats

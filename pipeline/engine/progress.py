@@ -35,6 +35,22 @@ def utc_stamp(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
 
 
+# The terminal stream whose progress line is being redrawn in place (no newline yet): a
+# message printed meanwhile landed on it ("...ETA 0:00:10^Cinterrupted: 6 batches...").
+_OPEN_LINE: list = [None]
+
+
+def end_open_line() -> None:
+    """End the progress line being redrawn, if any, so that a message starts a line."""
+    stream, _OPEN_LINE[0] = _OPEN_LINE[0], None
+    if stream is not None:
+        try:
+            stream.write("\n")
+            stream.flush()
+        except (OSError, ValueError):  # a closed or gone terminal: nothing to tidy
+            pass
+
+
 class Progress:
     """One status line: done, failed, remaining, rate and ETA (redrawn in place on a TTY)."""
 
@@ -119,6 +135,7 @@ class Progress:
             self.stream.write("\r" + line + "\x1b[K")
             if force:
                 self.stream.write("\n")
+            _OPEN_LINE[0] = None if force else self.stream
         else:
             self.stream.write(f"{utc_stamp()} {line}\n")
         self.stream.flush()
