@@ -338,6 +338,26 @@ def _flushed(writer) -> dict:
             "unwritten_rows": writer.unwritten_rows}
 
 
+def _note_strays(path) -> None:
+    """A file of the user's (notes.txt) in the results folder: the README's one-liner
+    pandas.read_parquet(folder) failed on it, and only verify said why."""
+    from pipeline.store.integrity import stray_entries
+
+    try:
+        strays = stray_entries(path)
+    except OSError:
+        return
+    if strays:
+        shown = ", ".join(strays[:3]) + (f" and {len(strays) - 3} more" if len(strays) > 3 else "")
+        one = len(strays) == 1
+        it, what = ("it", "is not a result part file") if one else (
+            "them", "are not result part files")
+        print(f"note: {shown} in {path} {what}: pandas.read_parquet({str(path)!r}) reads {it} "
+              f"too and fails or mixes {it} in (pipeline.load reads only the part files); move "
+              f"{it} out, or give {'it a name' if one else 'them names'} starting with _",
+              file=sys.stderr)
+
+
 def _script() -> str | None:
     """The run.py this driver runs (absolute), for status's commands; None from ``-c``."""
     script = sys.argv[0] if sys.argv else ""
@@ -350,6 +370,7 @@ def _summarise(grid, path, plan, stats) -> int:
     failed_now = stats.failed if stats else 0
     ran = stats.ran if stats else 0
     print(f"\nresults: {path}  (load with pipeline.load({str(path.parent)!r}, {grid.name!r}))")
+    _note_strays(path)
     tasks_ok = plan.done_ok + (stats.ok if stats else 0)
     tasks_failed = plan.done_failed + failed_now
     print(summary_table(path, grid.experiment, tasks_ok, tasks_failed, grid=grid))

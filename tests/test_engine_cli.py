@@ -201,6 +201,29 @@ def test_a_results_dir_inside_an_experiment_folder_is_refused(tmp_path, inside):
     assert len(pd.read_parquet(folder)) == 2
 
 
+def test_a_sweep_notes_files_of_the_users_that_break_read_parquet(tmp_path):
+    """A notes.txt in the results folder: the sweep said nothing (exit 0), and the README's
+    pd.read_parquet(folder) then failed on it; only verify found it."""
+    args = ["experiment=calibration", f"results_dir={tmp_path}", "grid.x=[1,2]",
+            "params.work_us=0", "cluster.n_workers=1", *FAST]
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    (folder / "_mine.txt").write_text("invisible to Parquet readers")
+    proc = run_cli(*args, check_code=0)
+    assert (f"note: notes.txt in {folder} is not a result part file: pandas.read_parquet("
+            f"{str(folder)!r}) reads it too and fails or mixes it in (pipeline.load reads "
+            "only the part files); move it out, or give it a name starting with _\n"
+            ) in proc.stderr, proc.stderr
+    assert "_mine.txt" not in proc.stderr
+    with pytest.raises(Exception):
+        pd.read_parquet(folder)  # what the note warns of
+    assert len(pipeline.load(tmp_path, "calibration")) == 2
+    (folder / "notes.txt").unlink()
+    proc = run_cli(*args, check_code=0)
+    assert "note:" not in proc.stderr and len(pd.read_parquet(folder)) == 2
+
+
 def test_dry_run_of_ten_million_points(tmp_path):
     proc = run_cli("experiment=calibration", f"results_dir={tmp_path}", "dry_run=true",
                    "grid.x={range:[0,10000]}", "grid.work_us={linspace:[0,1,100]}",

@@ -324,6 +324,20 @@ def verify_store(folder: str | os.PathLike, experiment=None) -> VerifyReport:
     return report
 
 
+def stray_entries(folder: str | os.PathLike) -> list[str]:
+    """Names in ``folder`` that ``pandas.read_parquet(folder)`` reads but that are no part
+    file: a notes.txt, a folder (it descends into it). It fails on the first, or mixes in
+    what the second holds; ``pipeline.load`` reads only the part files. Cheap: one listing,
+    no file opened (``verify`` checks the part files themselves)."""
+    out = []
+    for path in sorted(Path(folder).iterdir()):
+        if path.name.startswith(("_", ".")):  # invisible to Parquet readers
+            continue
+        if path.is_dir() or not PART_NAME.match(path.name):
+            out.append(path.name + ("/" if path.is_dir() else ""))
+    return out
+
+
 class _Vanished(Exception):
     pass
 
