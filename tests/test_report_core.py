@@ -325,6 +325,27 @@ def test_sweep_summary_covers_the_current_version_only(tmp_path):
     assert value[1:] == ["1", "1.5", "2", "0"]  # min, median, max, null: not 1,000 .. 3,000
 
 
+def test_sweep_summary_says_its_figures_are_the_ok_rows(tmp_path):
+    """The head counts ok and failed tasks, and the min/median/max/null beneath were the ok
+    rows' alone without a word ('value null 0' beside a failed row whose value is null)."""
+    from pipeline.report.summary import summary_table
+
+    exp = get_experiment("calibration")
+    folder = tmp_path / "calibration"
+    PartWriter(folder, "20260102T000000Z-bbbbbb").write(  # x = 0 and 3 fail
+        run_batch(Grid(exp, {"x": [0, 1, 2, 3, 4]}, {"work_us": 0.0, "fail_every": 3}),
+                  range(5))[0])
+    lines = summary_table(folder, exp, tasks_ok=3, tasks_failed=2).splitlines()
+    header = next(line for line in lines if line.startswith("column "))
+    assert header.endswith("null  (the 3 ok rows)"), lines
+    value = next(line.split() for line in lines if line.startswith("value "))
+    assert value[1:] == ["1", "2", "4", "0"]  # min, median, max, null of x = 1, 2, 4
+    PartWriter(tmp_path / "ok" / "calibration", "20260102T000000Z-cccccc").write(
+        run_batch(Grid(exp, {"x": [1, 2]}, {"work_us": 0.0}), range(2))[0])
+    lines = summary_table(tmp_path / "ok" / "calibration", exp).splitlines()
+    assert next(line for line in lines if line.startswith("column ")).endswith("null")
+
+
 def test_markdown_tables_escape_pipes_and_newlines(tmp_path):
     """A cell's '|' or line break must not cut a Markdown row: a failed task's error such as
     Python's "unsupported operand type(s) for |: 'int' and 'str'" gave failed_tasks.md a row

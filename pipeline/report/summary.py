@@ -187,7 +187,10 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
                                summarised)]
     if numeric and ok_rows:
         width = max(len(c) for c in numeric)
-        lines.append(f"{'column':<{width}}  {'min':>12}  {'median':>12}  {'max':>12}  {'null':>6}")
+        # failed rows carry no outputs: the figures are the ok rows' (the head counts both)
+        of_ok = f"  (the {ok_rows:,} ok rows)" if ok_rows < summarised else ""
+        lines.append(f"{'column':<{width}}  {'min':>12}  {'median':>12}  {'max':>12}  "
+                     f"{'null':>6}{of_ok}")
         for c in numeric:
             med = float(np.median(np.concatenate(samples[c]))) if samples[c] else np.nan
             low, high = (lo[c], hi[c]) if samples[c] else (np.nan, np.nan)
