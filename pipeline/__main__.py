@@ -38,7 +38,7 @@ def describe(name: str) -> str:
 
     exp = registry()[name]
     lines = [f"{exp.name} (version {exp.version}{', stochastic: seeded per task' if exp.stochastic else ''})",
-             _first_line(exp.doc), "", "parameters:"]
+             _list_line(exp.name, exp.doc), "", "parameters:"]
     for p in exp.params:
         typ = p.type if isinstance(p.type, str) else p.type.__name__
         default = "required" if p.default is REQUIRED else repr(p.default)

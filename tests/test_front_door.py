@@ -144,6 +144,8 @@ def test_list_shows_plain_text_descriptions():
     assert lines["low_influence"].startswith("Influence, DP, VDP and independence of finite "
                                              "mechanisms")
     assert lines["composition"].startswith("Optimal k-fold composition of (eps, delta)-DP")
+    described = pipeline_cli("describe", "calibration").stdout.splitlines()  # the same line
+    assert described[1] == "A synthetic workload for measuring and testing the engine itself."
 
 
 def test_list_line_strips_double_backticks_only():
