@@ -141,9 +141,11 @@ def _main(argv: list[str] | None = None) -> int:
         # Ctrl-C, SIGTERM (scancel, the walltime) or SIGHUP ended one job of a multirun, and
         # the next job started and ran whole: the command is what was asked to stop
         if jobs > len(codes):
-            print(f"multirun stopped in its job {len(codes)} of {jobs}: the other "
-                  f"{jobs - len(codes)} were not started (the same command runs them; tasks "
-                  "stored are not run again)", file=sys.stderr)
+            left = jobs - len(codes)
+            print(f"multirun stopped in its job {len(codes)} of {jobs}: "
+                  + ("the last one was" if left == 1 else f"the other {left} were")
+                  + " not started (the same command runs them; tasks stored are not run "
+                  "again)", file=sys.stderr)
         return stop.code
     except SystemExit as exc:  # Hydra reports composition errors itself and exits 1
         if not codes:

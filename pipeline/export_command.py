@@ -29,7 +29,7 @@ succeeds (exit 0); exit 2 bad arguments, 3 could not write, 4 a damaged part fil
   experiment=NAME grid.PARAM=[...] params.PARAM=V ~grid.PARAM
                      only the points of that grid (the YAML's grid, these overrides on top),
                      as a sweep with those words would run them
-  run_id=ID[,ID] code_id=ID[,ID] version=N[,N]|latest
+  run_id=ID[,ID] code_id=ID[,ID] version=N[,N]|latest   (or [a,b])
                      only rows of these runs / this code / these experiment versions""" % (
     DEFAULT_LICENSE)
 

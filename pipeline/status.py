@@ -312,7 +312,7 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> li
                       + int(counts.get("already_failed_skipped") or 0))
         steps = []
         if in_grid:
-            kept = [a for a in argv if not a.startswith(("retry_failed=", "+retry_failed="))]
+            kept = [a for a in argv if a.lstrip("+").partition("=")[0] != "retry_failed"]
             retry = (f"{python} {shlex.join(kept + ['retry_failed=true'])}" if argv
                      else "the same command with retry_failed=true")
             steps.append(f"  next: {in_grid:,} task(s) of the last run's grid stored as failed "

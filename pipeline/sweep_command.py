@@ -34,7 +34,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     from pipeline.engine.batch_cluster import cluster_checks
     from pipeline.engine.cluster import connect
     from pipeline.engine.cluster_config import with_job_logs
-    from pipeline.engine.progress import Progress, run_log, runlog
+    from pipeline.engine.progress import Progress, line_ended, run_log, runlog
     from pipeline.engine.provenance import check_code_changes, code_id, provenance_stamp
     from pipeline.engine.resume import plan_sweep
     from pipeline.engine.runner import run_sweep
@@ -183,6 +183,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             shutdown_started()  # (run_sweep did, if it was running)
             signame = _record_interrupted(path, record, writer, exc, lock, bar)
             runlog.info("interrupted (%s): %s", signame, _kept(writer, bar))
+            line_ended()  # (its newline ends a progress line)
             print(f"\ninterrupted ({signame}): {_kept(writer, bar)}; rerun the same command to "
                   "resume",
                   file=sys.stderr)
@@ -199,6 +200,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             _record_end(path, record, lock)
             runlog.info("crashed: %s", error)
             moved = isinstance(exc, FolderMoved) or isinstance(exc.__cause__, FolderMoved)
+            line_ended()
             print(f"\nerror: the sweep crashed: {error}\n{_kept(writer, bar)}"
                   + ("" if moved else "; fix the cause and rerun the same command to resume"),
                   file=sys.stderr)
@@ -222,6 +224,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     finally:
         lock.__exit__(None, None, None)
         scope.close()
+        line_ended()  # its stream is main()'s, restored after: a later run must not write to it
     return _summarise(grid, path, plan, stats)
 
 
@@ -359,9 +362,11 @@ def _note_strays(path) -> None:
 
 
 def _script() -> str | None:
-    """The run.py this driver runs (absolute), for status's commands; None from ``-c``."""
-    script = sys.argv[0] if sys.argv else ""
-    return os.path.abspath(script) if script and os.path.isfile(script) else None
+    """The run.py this driver runs (absolute), for status's commands; None if it is not one
+    (``python -c``, a test runner, a notebook's kernel)."""
+    script = sys.argv[0] if sys.argv else ""  # (pytest's or a notebook's otherwise)
+    ok = os.path.basename(script) == "run.py" and os.path.isfile(script)
+    return os.path.abspath(script) if ok else None
 
 
 def _summarise(grid, path, plan, stats) -> int:

@@ -245,20 +245,37 @@ def _refuse_inside_a_results_folder(results_dir: Path, name: str) -> None:
     """results_dir=RESULTS/NAME (the experiment folder itself, a slip of the tab key) wrote
     RESULTS/NAME/NAME/, whose rows pandas.read_parquet(RESULTS/NAME) then read beside its own
     (duplicate keys); any folder inside an experiment folder did the same."""
-    from pipeline.store.compaction import INTENT
-    from pipeline.store.integrity import MANIFEST, PART_INDEX, is_results_folder
+    from pipeline.store.integrity import is_results_folder
 
-    absolute = Path(os.path.abspath(results_dir))
-    for path in (absolute, *absolute.parents):
-        # the ancestors by their marker files only: no listing of a shared filesystem's root
-        if (is_results_folder(path) if path == absolute else
-                any((path / marker).is_file() for marker in (MANIFEST, PART_INDEX, INTENT))):
-            where = "is" if path == absolute else "is inside"
+    real = results_dir.resolve()  # (a symbolic link into an experiment folder too)
+    for path in (real, *real.parents):
+        # the ancestors by their files only (no listing of a shared filesystem's root), and a
+        # _manifest.json only if it is a sweep's: any project may have a file of that name
+        if is_results_folder(path) if path == real else _holds_sweep_records(path):
+            where = "is" if path == real else "is inside"
             raise ConfigError(
                 f"results_dir={results_dir} {where} the results folder {path} (of experiment "
-                f"'{path.name}'): results go to results_dir/{name}/, and "
+                f"'{path.name}', written by a sweep): results go to results_dir/{name}/, and "
                 f"pandas.read_parquet({str(path)!r}) would read those rows as its own; give "
                 f"results_dir={path.parent}")
+
+
+def _holds_sweep_records(folder: Path) -> bool:
+    """Whether ``folder`` holds a sweep's part index or compaction record, or a run manifest
+    of the store's (a list of runs with run ids)."""
+    from pipeline.store.compaction import INTENT
+    from pipeline.store.errors import parse_manifest
+    from pipeline.store.integrity import MANIFEST, PART_INDEX
+
+    try:
+        if (folder / PART_INDEX).is_file() or (folder / INTENT).is_file():
+            return True
+        if not (folder / MANIFEST).is_file():
+            return False
+        runs = parse_manifest(folder / MANIFEST).get("runs")
+    except Exception:  # unreadable, not JSON, not a manifest: not judged a results folder
+        return False
+    return bool(runs) and all(isinstance(r, dict) and r.get("run_id") for r in runs)
 
 
 # Engine tuning keys (top level): name -> (type, default, what it means). Defaults are

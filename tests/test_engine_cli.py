@@ -194,11 +194,19 @@ def test_a_results_dir_inside_an_experiment_folder_is_refused(tmp_path, inside):
         assert proc.returncode == 2, proc.stdout + proc.stderr
         where = "is inside" if inside else "is"
         assert (f"error: results_dir={target} {where} the results folder {folder} (of "
-                f"experiment 'calibration'): results go to results_dir/{experiment}/, and "
+                f"experiment 'calibration', written by a sweep): results go to "
+                f"results_dir/{experiment}/, and "
                 f"pandas.read_parquet({str(folder)!r}) would read those rows as its own; give "
                 f"results_dir={results}") in proc.stderr, proc.stderr
         assert snapshot(tmp_path) == before
     assert len(pd.read_parquet(folder)) == 2
+    # a folder of the user's with a file of the same name is no results folder: a sweep into a
+    # folder beneath it runs (any project may have a _manifest.json)
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "_manifest.json").write_text('{"name": "my project", "runs": []}')
+    run_cli("experiment=calibration", f"results_dir={project / 'sub'}", "grid.x=[1]",
+            "params.work_us=0", "cluster.n_workers=1", *FAST, check_code=0)
 
 
 def test_a_sweep_notes_files_of_the_users_that_break_read_parquet(tmp_path):
@@ -433,8 +441,8 @@ def test_a_signal_stops_the_whole_multirun(tmp_path, sig, code):
         [sys.executable, str(ROOT / "run.py"), "-m", "experiment=calibration",
          f"results_dir={first},{second}", "params.work_mode=sleep", "params.work_us=20000",
          "grid.x={range:[0,2000]}", "cluster.n_workers=1", "cluster.threads_per_worker=4",
-         "flush_seconds=0.5", *FAST], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+         "flush_seconds=0.5", *FAST], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)  # (Hydra's multirun record goes to cwd/results)
     try:
         deadline = time.monotonic() + 120
         while not list((first / "calibration").glob("part-*.parquet")) and \
@@ -448,7 +456,7 @@ def test_a_signal_stops_the_whole_multirun(tmp_path, sig, code):
             proc.kill()
             proc.wait()
     assert proc.returncode == code, err
-    assert ("multirun stopped in its job 1 of 2: the other 1 were not started (the same "
+    assert ("multirun stopped in its job 1 of 2: the last one was not started (the same "
             "command runs them; tasks stored are not run again)") in err, err
     assert not second.exists()
     assert 0 < len(pipeline.load(first, "calibration")) < 2000

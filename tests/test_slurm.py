@@ -356,13 +356,11 @@ def test_driver_as_a_batch_job(tmp_path, job_name):
     assert manifest_runs(results)[-1]["status"] == "finished"
 
 
-@pytest.mark.timeout(300)
-def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job_name):
-    """SIGUSR1 to the driver job's shell (what --signal=B:USR1@300 sends before the walltime):
-    with PIPELINE_REQUEUE=1 it stops the driver, requeues itself, and the rerun resumes."""
+def _submit_requeueing_driver(tmp_path, job_name, n):
+    """scripts/driver.sbatch with PIPELINE_REQUEUE=1, sweeping n points of 50 ms on 2 worker
+    jobs; (job id, results_dir, the driver job's output file)."""
     results = tmp_path / "results"
     out_file = tmp_path / "driver.out"
-    n = 600
     env = {**os.environ, "PIPELINE_DIR": str(ROOT), "PIPELINE_PYTHON": sys.executable,
            "PIPELINE_REQUEUE": "1"}
     submit = subprocess.run(
@@ -372,7 +370,15 @@ def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job
          "params.work_us=50000", *JOBS, "cluster.maximum_jobs=2", f"cluster.job_name={job_name}",
          f"cluster.log_directory={tmp_path / 'jobs'}"],
         capture_output=True, text=True, timeout=30, env=env, check=True)
-    job = submit.stdout.strip().split(";")[0]
+    return submit.stdout.strip().split(";")[0], results, out_file
+
+
+@pytest.mark.timeout(300)
+def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job_name):
+    """SIGUSR1 to the driver job's shell (what --signal=B:USR1@300 sends before the walltime):
+    with PIPELINE_REQUEUE=1 it stops the driver, requeues itself, and the rerun resumes."""
+    n = 600
+    job, results, out_file = _submit_requeueing_driver(tmp_path, job_name, n)
 
     def state():
         out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%t %r"], capture_output=True,
@@ -421,18 +427,7 @@ def test_scancel_of_a_requeueing_driver_job_stops_it_for_good(tmp_path, job_name
     """With PIPELINE_REQUEUE=1, `scancel JOBID` requeued the driver job like the walltime's
     signal (both were SIGTERM to its shell): the overnight sweep a user cancelled ran on. Now
     only the walltime's SIGUSR1 requeues; scancel stops the sweep, which keeps what finished."""
-    results = tmp_path / "results"
-    out_file = tmp_path / "driver.out"
-    env = {**os.environ, "PIPELINE_DIR": str(ROOT), "PIPELINE_PYTHON": sys.executable,
-           "PIPELINE_REQUEUE": "1"}
-    submit = subprocess.run(
-        ["sbatch", "--parsable", "--time=00:10:00", f"--job-name={job_name}-driver",
-         f"--output={out_file}", str(ROOT / "scripts" / "driver.sbatch"),
-         "experiment=calibration", f"results_dir={results}", "grid.x={range:[0,600]}",
-         "params.work_us=50000", *JOBS, "cluster.maximum_jobs=2", f"cluster.job_name={job_name}",
-         f"cluster.log_directory={tmp_path / 'jobs'}"],
-        capture_output=True, text=True, timeout=30, env=env, check=True)
-    job = submit.stdout.strip().split(";")[0]
+    job, results, out_file = _submit_requeueing_driver(tmp_path, job_name, 600)
 
     def queued():
         return subprocess.run(["squeue", "-h", "-j", job, "-o", "%t"], capture_output=True,

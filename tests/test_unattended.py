@@ -407,6 +407,21 @@ def test_a_message_during_the_progress_line_starts_a_line_of_its_own(monkeypatch
     text = terminal.getvalue()
     assert text.startswith("\r[calibration] |")
     assert text.endswith("\x1b[K\ninterrupted: 6 batches in flight\nand a second line\n"), text
+    # a message printed with its own leading newline (the interrupt's summary) ends the line:
+    # the next message is not preceded by a blank line
+    from pipeline.engine.progress import line_ended
+
+    bar.last = float("-inf")  # redrawn now (not half a second later)
+    bar.update(stats)
+    line_ended()
+    print("\ninterrupted (SIGINT): 3 task(s) kept", file=terminal)
+    logger.addHandler(handler)
+    try:
+        logger.warning("next")
+    finally:
+        logger.removeHandler(handler)
+    assert terminal.getvalue().endswith("\x1b[K\ninterrupted (SIGINT): 3 task(s) kept\nnext\n"), \
+        terminal.getvalue()
     bar.update(stats, force=True)  # the final line ends itself: no blank line after it
     logger.addHandler(handler)
     try:

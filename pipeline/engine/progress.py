@@ -51,6 +51,12 @@ def end_open_line() -> None:
             pass
 
 
+def line_ended() -> None:
+    """The progress line was ended by the caller (a message that starts with a newline), or
+    its stream is gone (the sweep is over): nothing left to end."""
+    _OPEN_LINE[0] = None
+
+
 class Progress:
     """One status line: done, failed, remaining, rate and ETA (redrawn in place on a TTY)."""
 
@@ -132,10 +138,11 @@ class Progress:
         self.last = now
         line = self._line(self.snapshot(stats, final=force))
         if self.tty:
+            _OPEN_LINE[0] = self.stream  # (before the write: a signal may come in between)
             self.stream.write("\r" + line + "\x1b[K")
             if force:
                 self.stream.write("\n")
-            _OPEN_LINE[0] = None if force else self.stream
+                _OPEN_LINE[0] = None
         else:
             self.stream.write(f"{utc_stamp()} {line}\n")
         self.stream.flush()

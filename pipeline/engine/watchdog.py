@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from pipeline.engine.progress import runlog
+from pipeline.engine.progress import line_ended, runlog
 from pipeline.engine.scheduler_workers import embedded_scheduler, workers_in_place
 from pipeline.engine.worker_calls import ask_scheduler, scheduler_silent_for
 
@@ -449,10 +449,12 @@ def termination_signals() -> Iterator[None]:
             if _HELD:  # the second, raised at once: it is also the shutdown's "again",
                 _HURRIED.set()  # so the next one leaves at once
                 repeats = 1
+                line_ended()  # (the message's newline ends a progress line)
                 print(STILL_SAVING_MESSAGE, file=sys.stderr, flush=True)
             raise _interrupt(signum)
         repeats += 1
         _HURRIED.set()
+        line_ended()  # (the messages' newline ends a progress line)
         if repeats == 1:
             print(STILL_SAVING_MESSAGE, file=sys.stderr, flush=True)
             return

@@ -229,7 +229,9 @@ def _present(boundaries) -> list[str]:
 def _and(words) -> str:
     """'torus', 'torus and free', 'torus, cylinder and free'."""
     words = list(words)
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+    if len(words) < 2:
+        return "".join(words)
+    return f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _whole(values) -> bool:

@@ -279,8 +279,7 @@ def select(results_dir, name: str, selection: Selection | None = None,
         import warnings
 
         text = (f"the run manifest {damaged.path} {damaged.problem} ({damaged.reason}): the rows "
-                "are read, but their runs' states and commits are unknown; python -m pipeline "
-                f"verify {path} --repair moves it aside")
+                f"are read, but their runs' states and commits are unknown; {damaged.remedy}")
         df.attrs["coverage"]["warnings"].append(text)
         warnings.warn(text, stacklevel=3)
     return df
