@@ -310,11 +310,20 @@ def test_points_left_out_by_a_filter_are_not_called_unstored(tmp_path, capsys):
 
 def test_an_empty_selection_does_not_advise_what_was_given(tmp_path, capsys):
     grid = _store(tmp_path, "calibration", {"x": [0, 1]}, {}, "a")
+    _store(tmp_path, "calibration", {"x": [2]}, {}, "b", code="deadbeefdeadbeef")
+    # a code_id of the folder, but none of run a's rows: an empty selection
     assert build_report(tmp_path, "calibration",
-                        selection=Selection(code_ids=("deadbeef",), versions=("latest",))) == 2
+                        selection=Selection(run_ids=("a",), code_ids=("deadbeefdeadbeef",),
+                                            versions=("latest",))) == 2
     err = capsys.readouterr().err
     assert "report_scope=all" not in err
-    assert "check code_id (python -m pipeline status lists the runs), or leave code_id out" in err
+    assert ("check run_id, code_id (python -m pipeline status lists the runs), or leave run_id "
+            "and code_id out") in err, err
+    # a code_id the folder does not have at all: named, with the ones it has (a typo)
+    assert build_report(tmp_path, "calibration",
+                        selection=Selection(code_ids=("deadbeef",), versions=("latest",))) == 2
+    assert ("error: code_id 'deadbeef': no row of 'calibration' was computed by this code (did "
+            "you mean 'deadbeefdeadbeef'?); its code_ids: ") in capsys.readouterr().err
     assert build_report(tmp_path, "calibration",
                         selection=Selection(grid=Grid(get_experiment("calibration"),
                                                       {"x": [7]}, {}))) == 2
