@@ -871,8 +871,15 @@ def test_readme_units_legend_covers_the_units_of_the_exported_columns(tmp_path):
     assert "| `work_us` | number (double) | us |" in readme
     legend = next(line for line in readme.splitlines() if line.startswith("Units:"))
     assert legend == ("Units: `1` is a dimensionless number, `s` seconds, `us` microseconds; "
-                      "an empty unit is a label or a flag. Exact integers beyond 64 bits are "
-                      "decimal strings, with a float `log_*` column beside them."), legend
+                      "an empty unit is a label or a flag."), legend  # no exact integers here
+    # a package with exact integer columns says so, naming them
+    store(tmp_path / "r", "independent_sets", {"m": [1, 2]}, {"lattice": "488", "n": 2}, "run2")
+    export_package(tmp_path / "r", "independent_sets", tmp_path / "pkg2", fmt="parquet")
+    readme = (tmp_path / "pkg2" / "README.md").read_text()
+    legend = next(line for line in readme.splitlines() if line.startswith("Units:"))
+    assert legend.endswith("an empty unit is a label or a flag. Exact integers beyond 64 bits "
+                           "are decimal strings, with a float `log_*` column beside them "
+                           "(`count`)."), legend
 
 
 def test_every_declared_unit_has_its_meaning_in_the_readme_legend():

@@ -344,8 +344,12 @@ def _readme(name, experiment, schema, descriptor, cov, docs, resources) -> str:
     for f in schema["fields"]:
         lines.append(f"| `{f['name']}` | {f['type']} ({f['arrowType']}) | {f.get('unit', '')} | "
                      f"{_table_cell(f.get('description', ''))} |")
-    lines += ["", units_legend(schema["fields"]) + " Exact integers beyond 64 bits "
-              "are decimal strings, with a float `log_*` column beside them.", "",
+    exact = [f["name"] for f in schema["fields"]
+             if (f.get("constraints") or {}).get("pattern") == "[0-9]+"]
+    # said only of a package that has such columns, naming them
+    lines += ["", units_legend(schema["fields"]) + (
+        " Exact integers beyond 64 bits are decimal strings, with a float `log_*` column "
+        f"beside them ({', '.join(f'`{n}`' for n in exact)})." if exact else ""), "",
               "## How to load it", "", "```python"]
     for fmt_name, file, _ in resources:
         rel = f"data/{file.name}"
