@@ -16,11 +16,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from pipeline.kernels.lattices import BOUNDARIES
 from pipeline.report.columns import describe_computed
 from pipeline.report.core import ok_rows, report_for
 from pipeline.report.style import curve_style, integer_axis, legend_outside
 
-BOUNDARIES = ("torus", "cylinder", "free")  # curve i of every panel: curve_style(i)
+# curve i of every panel is BOUNDARIES[i]: curve_style(i)
 # Values printed in the thesis (§6.2.1, §6.2.2, §6.3.1), as strings of the printed digits.
 THESIS_VALUES = {
     ("hexagonal", 0): (None, "0.8076649"),   # z_hc quoted from [Shrock and Wu, 2000]
