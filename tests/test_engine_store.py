@@ -49,6 +49,34 @@ def test_a_value_of_the_wrong_type_fails_its_task_only():
     assert "does not fit declared type double" in df.error[1]
 
 
+def test_a_fractional_float_in_an_integer_column_fails_its_task_not_truncated():
+    """pyarrow converts 1.5 into an int64 column as 1: a kernel returning a float where it
+    declared an integer had 1.5 stored as 1, -0.9 as 0, with status ok. Such a value now
+    fails its task; a whole float (2.0) is its integer and NaN a null, as in other columns,
+    and an integer beyond int64 fails naming the exact-integer helpers."""
+    import numpy as np
+
+    from pipeline.experiments.base import Experiment, Param
+
+    returns = {0: 3, 1: 1.5, 2: np.float64(-0.9), 3: 2.0, 4: float("nan"), 5: 2**70,
+               6: np.int32(7)}
+
+    def run(p, seed):
+        return {"out": returns[p["i"]]}
+
+    exp = Experiment("intcol", 1, [Param("i", int, 0)], {"out": pa.int64()}, run)
+    df = run_batch(Grid(exp, {"i": list(returns)}, {}), range(len(returns)))[0].to_pandas()
+    assert list(df.status) == ["ok", "failed", "failed", "ok", "ok", "failed", "ok"]
+    assert df.out.tolist()[0] == 3 and df.out.tolist()[3] == 2 and df.out.tolist()[6] == 7
+    assert df.out.isna().tolist() == [False, True, True, False, True, True, False]
+    assert ("TypeError: column 'out' value 1.5 does not fit declared type int64: 1.5 is not a "
+            "whole number (an integer column would truncate it)") == df.error[1]
+    assert "np.float64(-0.9) is not a whole number" in df.error[2]
+    assert df.error[5].endswith("an integer that may exceed it is stored exactly as "
+                                "exact_int(n) in a pa.string() column, with log_of_int(n) in a "
+                                "float log_* column (experiments/base.py)")
+
+
 def test_parts_resume_scan_and_retry_plan(tmp_path, grid):
     writer = PartWriter(tmp_path, "run1")
     writer.write(run_batch(grid, range(0, 6))[0])

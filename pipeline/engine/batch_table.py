@@ -131,8 +131,35 @@ def _to_table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
         if pa.types.is_timestamp(f.type):
             arrays.append(pa.array(np.asarray(values, np.int64), f.type))
         else:
-            arrays.append(pa.array(values, f.type, from_pandas=True))
+            arrays.append(_typed_array(values, f.type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _typed_array(values, type_: pa.DataType) -> pa.Array:
+    """``values`` as an array of ``type_``. Into an integer column, a float with a fractional
+    part raises: pyarrow's own conversion truncated it (1.5 stored as 1, status ok)."""
+    if not pa.types.is_integer(type_):
+        return pa.array(values, type_, from_pandas=True)
+    try:
+        inferred = pa.array(values, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # said by the typed one
+        return pa.array(values, type_, from_pandas=True)
+    if pa.types.is_integer(inferred.type) or pa.types.is_null(inferred.type):
+        return inferred.cast(type_)  # (a safe cast: an overflow raises)
+    if not pa.types.is_floating(inferred.type):
+        return pa.array(values, type_, from_pandas=True)
+    whole = []  # floats among the values (rare): each whole one exactly, NaN as null
+    for v in values:
+        if isinstance(v, (float, np.floating)):
+            if v != v:
+                v = None
+            elif not float(v).is_integer():
+                raise ValueError(f"{v!r} is not a whole number (an integer column would "
+                                 "truncate it)")
+            else:
+                v = int(v)
+        whole.append(v)
+    return pa.array(whole, type_)
 
 
 def _constant_array(value, type_: pa.DataType, rows: int) -> pa.Array:
@@ -155,11 +182,15 @@ def _isolate_bad_rows(columns, schema, tasks, out_columns):
         for r in range(first, first + count):
             for name in out_columns:
                 try:
-                    pa.array([columns[name][r]], types[name], from_pandas=True)
+                    _typed_array([columns[name][r]], types[name])
                 except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError,
                         OverflowError) as exc:
                     problem = (f"TypeError: column '{name}' value {columns[name][r]!r} does not fit "
                                f"declared type {types[name]}: {exc}")
+                    if isinstance(exc, OverflowError) and pa.types.is_integer(types[name]):
+                        problem += ("; an integer that may exceed it is stored exactly as "
+                                    "exact_int(n) in a pa.string() column, with log_of_int(n) "
+                                    "in a float log_* column (experiments/base.py)")
                     break
             if problem:
                 break
