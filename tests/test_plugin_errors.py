@@ -268,6 +268,34 @@ def test_a_default_outside_its_own_domain_is_refused_when_declared(param, shown)
         assert text in message, message
 
 
+@pytest.mark.parametrize("params,columns,shown", [
+    ([Param("n", int, 3)], {"v": float},
+     "column 'v': type <class 'float'> is not a pyarrow DataType; use e.g. pa.float64()"),
+    ([Param("n", int, 3)], {"v": pa.float64},
+     "column 'v': type <cyfunction float64 at"),  # the slip of the missing ()
+    ([Param("n", "integer", 3)], {},
+     "parameter 'n': type 'integer' is not one the engine stores; use int, float, str, bool, "
+     "'int_list' or 'float_list'"),
+    ([Param("m", "flaot", None)], {}, "parameter 'm': type 'flaot' is not one the engine"),
+    ([Param("n", int, 3, (0, 100))], {},
+     "parameter 'n': domain (0, 100) is not a Domain; use Interval(lo, hi), Choice(a, b, ...)"),
+    ([Param("n", int, REQUIRED, Interval(100, 0))], {},
+     "parameter 'n': a value in [100, 0] is empty (its low end is above its high end)"),
+])
+def test_a_declaration_the_engine_cannot_read_is_refused_when_declared(params, columns, shown):
+    """A column typed ``float`` or ``pa.float64`` (not called) passed registration and crashed
+    the sweep with its cluster up (exit 3, "DataType expected", no column named); a parameter
+    typed "integer" was reported as its default being outside its domain; a tuple domain raised
+    AttributeError at the first point; Interval(100, 0) refused every value without a word."""
+    with pytest.raises(ValueError) as info:
+        Experiment(name="t_bad_decl", version=1, params=params, columns=columns,
+                   run=lambda p, seed: {})
+    assert str(info.value).startswith("experiment 't_bad_decl', ")
+    assert shown in str(info.value), str(info.value)
+    if columns.get("v") is pa.float64:
+        assert "(call it: pa.float64())" in str(info.value)
+
+
 def test_legitimate_defaults_are_accepted_and_every_shipped_experiment_imports():
     Experiment(name="t_ok_default", version=1,
                params=[Param("t", float, None, Interval(0, 1)),  # optional, left unset

@@ -310,6 +310,7 @@ class Experiment:
         self.checks = tuple(check if isinstance(check.fn, _GuardedCheck)
                             else PointCheck(check.params, _GuardedCheck(self.name, check))
                             for check in self.checks)
+        self._check_declarations()
         for p in self.params:  # a default outside its own domain was refused only by a sweep
             if p.default is REQUIRED or p.default is None:  # None: an optional parameter
                 continue
@@ -321,6 +322,37 @@ class Experiment:
                     f"{p.default!r} is not a value of its own domain ({exc.message}); fix the "
                     f"default or the domain in its Param(...): as declared, every sweep that "
                     f"leaves {p.name} unset would be refused") from None
+
+    def _check_declarations(self) -> None:
+        """Types and domains as the engine reads them, refused at import with the parameter
+        or column named: a column typed ``float`` or ``pa.float64`` (no call) crashed the sweep
+        once its cluster was up ("DataType expected, got <class 'type'>", exit 3), and a
+        parameter typed "integer" was reported as its default being out of its domain."""
+        where = f"experiment '{self.name}'"
+        for p in self.params:
+            try:
+                known = p.type in _ARROW_TYPES
+            except TypeError:  # unhashable
+                known = False
+            if not known:
+                raise ValueError(
+                    f"{where}, parameter '{p.name}': type {p.type!r} is not one the engine "
+                    "stores; use int, float, str, bool, 'int_list' or 'float_list'")
+            if p.domain is not None and not isinstance(p.domain, Domain):
+                raise ValueError(
+                    f"{where}, parameter '{p.name}': domain {p.domain!r} is not a Domain; use "
+                    "Interval(lo, hi), Choice(a, b, ...) or Check(predicate, 'description')")
+            if isinstance(p.domain, Interval) and None not in (p.domain.lo, p.domain.hi) \
+                    and p.domain.lo > p.domain.hi:
+                raise ValueError(f"{where}, parameter '{p.name}': {p.domain.describe()} is "
+                                 "empty (its low end is above its high end)")
+        for name, typ in self.columns.items():
+            if not isinstance(typ, pa.DataType):
+                hint = (f" (call it: pa.{typ.__name__}())" if callable(typ)
+                        and getattr(pa, getattr(typ, "__name__", ""), None) is typ else "")
+                raise ValueError(
+                    f"{where}, column '{name}': type {typ!r} is not a pyarrow DataType{hint}; "
+                    "use e.g. pa.float64(), pa.int64(), pa.string(), pa.bool_()")
 
     @property
     def param_map(self) -> dict[str, Param]:
