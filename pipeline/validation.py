@@ -161,6 +161,11 @@ def experiment_problem(name: str) -> str | None:
     if name in registered:
         return None if yaml.is_file() else missing_config_message(registered[name], yaml)
     known = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+    if yaml.is_file() and name in BROKEN:  # its own module failed: that first, not "unknown"
+        return (f"experiment '{name}' cannot be loaded: its module pipeline/experiments/"
+                f"{name}.py failed to import: {BROKEN[name]}"
+                + "".join(f"\n  module {m!r} failed to import too: {e}"
+                          for m, e in BROKEN.items() if m != name))
     message = (f"unknown experiment '{name}'; available experiments: "
                + ", ".join(n for n in known if n in registered))
     if yaml.is_file() and name not in BROKEN:

@@ -231,6 +231,29 @@ def test_a_module_without_its_yaml_is_named_with_the_yaml_to_add(code, tmp_path)
         yaml.unlink(missing_ok=True)
 
 
+def test_an_experiment_whose_module_fails_to_import_says_so_first(code, tmp_path):
+    """A module with a failing import gave "unknown experiment 'zz_broken_import'; available
+    experiments: ...", with the import error only on a trailing line and no line number."""
+    source = template("zz_broken_import").replace(
+        "import pyarrow as pa\n", "import pyarrow as pa\nimport nosuchpkg_zz\n", 1)
+    assert "import nosuchpkg_zz" in source
+    module = add_module(code, "zz_broken_import", source)
+    line = source.splitlines().index("import nosuchpkg_zz") + 1
+    yaml = code / "conf" / "experiment" / "zz_broken_import.yaml"
+    yaml.write_text("# @package _global_\ngrid:\n  x: [1]\n")
+    try:
+        out = refused(cli(code, "experiment=zz_broken_import", "dry_run=true",
+                          f"results_dir={tmp_path / 'res'}", tmp_path=tmp_path))
+        assert ("error: experiment 'zz_broken_import' cannot be loaded: its module "
+                "pipeline/experiments/zz_broken_import.py failed to import: "
+                "ModuleNotFoundError: No module named 'nosuchpkg_zz' "
+                f"[zz_broken_import.py:{line}]") in out, out
+        assert "unknown experiment" not in out, out
+    finally:
+        module.unlink()
+        yaml.unlink()
+
+
 def test_a_yaml_without_the_package_header_is_named(code, tmp_path):
     """Without '# @package _global_' Hydra nests the file under 'experiment:', and the error
     was only "unknown top-level key(s) ['experiment']"."""

@@ -32,6 +32,12 @@ def _import(name: str) -> None:
         importlib.import_module(f"{__name__}.{name}")
     except Exception as exc:  # one broken family must not hide the others
         BROKEN[name] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        # where in the module (the failing import, the line that raised): not Python's own
+        # import machinery, nor a library frame below the module's line
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if Path(f.filename).resolve().parent == Path(__path__[0]).resolve()]
+        if frames:
+            BROKEN[name] += f" [{Path(frames[-1].filename).name}:{frames[-1].lineno}]"
         warnings.warn(f"experiment module {name!r} failed to import: {BROKEN[name]}")
 
 
