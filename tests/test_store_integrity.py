@@ -734,3 +734,29 @@ def test_verify_advises_a_rerun_of_the_part_files_that_held_tasks(tmp_path, caps
                     calibration_table(range(30, 33)).drop_columns(["value"]))
     assert verify_main([str(folder)]) == 4
     assert "then rerun the sweep to recompute their tasks." in capsys.readouterr().err
+
+
+def test_a_declaration_changed_without_a_version_bump_says_to_bump_it(tmp_path):
+    """A parameter added to an experiment at the same version made its own earlier parts
+    "not a result part of this folder's experiment (column 'q' of the declared schema is
+    missing)", with verify --repair as the fix: that moves the user's results aside. The
+    reason now says what happened and that a version bump keeps them."""
+    import dataclasses
+
+    from pipeline.experiments.base import Experiment, Param
+    from pipeline.store.integrity import verify_store
+
+    before = Experiment("t_redeclared", 2, [Param("x", int, 0)], {"y": pa.float64()},
+                        lambda p, seed: {"y": 1.0})
+    folder = tmp_path / "t_redeclared"
+    PartWriter(folder, "run1").write(run_batch(Grid(before, {"x": [1, 2]}, {}), range(2))[0])
+    after = dataclasses.replace(before, params=[Param("x", int, 0), Param("q", int, 0)])
+    report = verify_store(folder, after)
+    [(name, reason)] = report.foreign
+    assert reason == ("column 'q' of the declared schema is missing; written by 't_redeclared' "
+                      "version 2 as declared before: if its parameters or columns changed, bump "
+                      "its version (its module's version=; these rows stay readable as version "
+                      "2) instead of moving them aside"), reason
+    assert verify_store(folder, dataclasses.replace(after, version=3)).foreign == []
+    other = dataclasses.replace(before, name="t_other")  # another experiment's part: no hint
+    assert "bump" not in verify_store(folder, other).foreign[0][1]

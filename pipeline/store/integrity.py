@@ -291,12 +291,19 @@ def _schema_problem(schema, experiment) -> str | None:
         return None  # an older version of the experiment: its own columns, kept by design
     declared = [(p.name, p.arrow_type) for p in experiment.params] + list(experiment.columns.items())
     declared += list(BOOKKEEPING.items())
+    # written by this experiment at this version: its declaration changed without a version
+    # bump, and these are the user's own results (moving them aside lost them to a rerun)
+    same = written_for == experiment.name and meta.get(b"version") is not None
+    hint = (f"; written by '{experiment.name}' version {experiment.version} as declared before: "
+            f"if its parameters or columns changed, bump its version (its module's version=; "
+            f"these rows stay readable as version {experiment.version}) instead of moving them "
+            "aside" if same else "")
     for name, typ in declared:
         if name not in names:
-            return f"column '{name}' of the declared schema is missing"
+            return f"column '{name}' of the declared schema is missing{hint}"
         got = schema.field(name).type
         if got != typ:
-            return f"column '{name}' is {got}, declared {typ}"
+            return f"column '{name}' is {got}, declared {typ}{hint}"
     return None
 
 
