@@ -84,3 +84,14 @@ def test_a_point_whose_run_returns_none_is_stored_failed_and_the_batch_goes_on()
                            "dict of output columns or a list of such dicts, one per row (a "
                            "missing return?)")
     assert df.error[[0, 2]].isna().all()
+
+
+def test_an_undeclared_output_column_names_the_declared_ones():
+    """A row with a key that is no declared column failed its task with only the bad key named
+    ("undeclared output column(s) ['w']"); the declared columns are listed beside it, so the
+    typo ('w' for 'v') shows."""
+    outputs, counts, statuses, errors = _outputs([{"v": 1.0}, {"w": 2.0}], ["v", "log_v"])
+    assert statuses == ["ok", "failed"]
+    assert errors[1].startswith(
+        "KeyError: \"undeclared output column(s) ['w']; declared: v, log_v\" [")  # then [file:line]
+    assert outputs["v"] == [1.0, None]

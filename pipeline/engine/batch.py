@@ -402,7 +402,8 @@ def _outputs(results: list, out_columns: list[str], who: str = "run()"):
                 for row in rows:
                     if not allowed.issuperset(row):
                         raise KeyError(
-                            f"undeclared output column(s) {sorted(set(row) - allowed)}")
+                            f"undeclared output column(s) {sorted(set(row) - allowed)}; "
+                            f"declared: {', '.join(out_columns)}")
             except Exception as exc:
                 rows = [{}]
                 statuses[i], errors[i] = "failed", _error_text(exc)
