@@ -224,7 +224,7 @@ def test_a_sweep_notes_files_of_the_users_that_break_read_parquet(tmp_path):
             "only the part files); move it out, or give it a name starting with _\n"
             ) in proc.stderr, proc.stderr
     assert "_mine.txt" not in proc.stderr
-    with pytest.raises(Exception):
+    with pytest.raises(pa.ArrowInvalid):
         pd.read_parquet(folder)  # what the note warns of
     assert len(pipeline.load(tmp_path, "calibration")) == 2
     (folder / "notes.txt").unlink()
