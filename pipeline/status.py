@@ -284,8 +284,8 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> li
     cwd, script = run.get("cwd"), run.get("script")
     # a relative results_dir (the default) is the driver directory's: the command starts there
     cd = f"cd {shlex.quote(cwd)} && " if argv and cwd and Path(cwd) != Path.cwd() else ""
-    where = cwd or os.getcwd()
-    run_py = ("run.py" if not script or Path(script) == Path(where) / "run.py"
+    driver_dir = cwd or os.getcwd()
+    run_py = ("run.py" if not script or Path(script) == Path(driver_dir) / "run.py"
               else shlex.quote(script))  # (`python /path/to/run.py` from elsewhere)
     python = f"{cd}python {run_py}"
     command = f"{python} {shlex.join(argv)}" if argv else "the same command"
