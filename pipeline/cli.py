@@ -27,8 +27,8 @@ from pipeline.exit_codes import (EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED, 
                                  EXIT_OK)
 from pipeline.overrides import (apply_node_overrides, check_cluster_choice,
                                 check_cluster_overrides, check_experiment_choice,
-                                check_top_level_overrides, params_typed, quote_results_dir,
-                                split_node_overrides)
+                                check_top_level_overrides, command_line_keys, params_typed,
+                                quote_results_dir, split_node_overrides)
 from pipeline.validation import CONF_DIR, ConfigError, validate
 
 log = logging.getLogger("pipeline")
@@ -202,7 +202,8 @@ def validate_multirun(args: list[str], node_actions) -> int:
                 try:
                     conf = OmegaConf.to_container(OmegaConf.create(conf), resolve=True)
                     removed |= apply_node_overrides(conf, node_actions, missing_ok=True)
-                    validate(name, conf, params_typed(node_actions))
+                    validate(name, conf, params_typed(node_actions),
+                             command_line_keys(node_actions))
                 except OmegaConfBaseException as exc:  # an interpolation that does not resolve
                     raise ConfigError(f"multirun job {' '.join(combo)}: "
                                       f"{str(exc).splitlines()[0]}") from None
@@ -235,7 +236,8 @@ def execute(cfg, node_actions=()) -> int:
     try:  # a multirun's removals were checked across its jobs (validate_multirun)
         multirun = HydraConfig.get().mode == RunMode.MULTIRUN
         apply_node_overrides(conf, node_actions, missing_ok=multirun)
-        grid, options = validate(name, conf, params_typed(node_actions))
+        grid, options = validate(name, conf, params_typed(node_actions),
+                                 command_line_keys(node_actions))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG

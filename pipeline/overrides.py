@@ -87,6 +87,11 @@ def params_typed(actions: list[tuple[str, str, Any]]) -> set[str]:
             if action == "set" and dotted.startswith("params.")}
 
 
+def command_line_keys(actions: list[tuple[str, str, Any]]) -> set[str]:
+    """Every ``grid.X``/``params.X`` set on the command line."""
+    return {dotted for action, dotted, _ in actions if action == "set"}
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}

@@ -38,9 +38,12 @@ def refuse_fixed_axes(grid_conf: dict, params_typed: set[str]) -> None:
                           f"'~grid.{key}'")
 
 
-def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tuple[Any, dict]:
+def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
+             command_line: set[str] = frozenset()) -> tuple[Any, dict]:
     """Every check that can fail before work starts; raises ConfigError with a clear message.
-    ``params_typed``: the parameters fixed on the command line (none may be a grid axis)."""
+    ``params_typed``: the parameters fixed on the command line (none may be a grid axis);
+    ``command_line``: every ``grid.X``/``params.X`` given there (a bad one found elsewhere is
+    told to be in the experiment's YAML)."""
     from pipeline.engine.batch_cluster import check_batch_commands
     from pipeline.engine.cluster import check_scheduler
     from pipeline.engine.cluster_config import ClusterConfigError
@@ -116,7 +119,7 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
     try:
         grid = Grid(experiment, grid_conf, conf.get("params") or {})
     except ParamError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(str(exc) + _yaml_origin(name, exc.param, command_line)) from None
     if grid.total > max_tasks and not conf.get("dry_run") and not conf.get("report"):
         raise ConfigError(f"the grid has {grid.total:,} tasks, more than max_tasks = "
                           f"{max_tasks:,}; shrink the grid, or raise the limit with "
@@ -136,6 +139,34 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset()) -> tup
     options.update({k: conf.get(k, default) for k, (_, default, _) in ENGINE_KEYS.items()})
     options["results_dir"] = str(options["results_dir"])
     return grid, options
+
+
+def _yaml_origin(name: str, param: str, command_line: set[str]) -> str:
+    """Where a parameter the grid refused was set, when not on the command line: the
+    experiment's YAML (the error named a parameter the user never typed)."""
+    import yaml as pyyaml
+
+    if any(key.split(".", 1)[1] in (param, "zip") for key in command_line):
+        return ""
+    path = CONF_DIR / "experiment" / f"{name}.yaml"
+    try:
+        text = pyyaml.safe_load(path.read_text()) or {}
+    except Exception:  # unreadable: Hydra has said so already
+        return ""
+    if not isinstance(text, dict):
+        return ""
+    keys: set[str] = set()
+    for node in ("grid", "params"):
+        section = text.get(node)
+        if isinstance(section, dict):
+            keys |= set(section)
+            groups = section.get("zip") if node == "grid" else None
+            for group in groups if isinstance(groups, list) else [groups]:
+                if isinstance(group, dict):
+                    keys |= set(group)
+    if param not in keys:
+        return ""
+    return f" (set in {_shown(path)}, not on the command line)"
 
 
 def _shown(path: Path) -> str:

@@ -138,6 +138,9 @@ def test_rerun_computes_only_missing_and_retry_failed(tmp_path):
 BAD_INPUTS = [
     (["experiment=no_such_experiment"], "unknown experiment 'no_such_experiment'; available"),
     (["experiment=calibration", "grid.bogus=[1]"], "parameter 'bogus': unknown parameter"),
+    (["experiment=calibration", "params.wrok_mode=sleep"],
+     "parameter 'wrok_mode': unknown parameter; did you mean 'work_mode'? declared parameters "
+     "are: x, work_us, work_mode, scale, rows, fail_every, crash_at, hang_at\n"),
     (["experiment=calibration", "grid.work_us=[-5]"], "allowed: a value in [0, 60000000.0]"),
     (["experiment=calibration", "params.rows=5000"], "parameter 'rows'"),
     (["experiment=calibration", "cluster=address"], "cluster.address=tcp://HOST:PORT"),
@@ -175,6 +178,30 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, message):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in proc.stdout + proc.stderr
     assert snapshot(tmp_path) == before  # results dir and working dir untouched
+
+
+@pytest.mark.parametrize("line,args,named", [
+    ("  wrok_mode: sleep", [], True),  # a misspelt parameter in the YAML
+    ("  work_us: -5", [], True),  # a value outside its domain in the YAML
+    ("  wrok_mode: sleep", ["params.wrok_mode=spin"], False),  # typed: the command line's
+    ("  work_us: -5", ["grid.work_us=[-5]"], False),
+])
+def test_a_bad_parameter_in_the_experiments_yaml_names_the_file(tmp_path, line, args, named):
+    """The error named a parameter the user never typed and no file: with a YAML of their own
+    (or an edited one), they looked for it on the command line."""
+    import shutil
+
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    yaml = conf / "experiment" / "calibration.yaml"
+    yaml.write_text(yaml.read_text().replace("  work_us: 1000.0", line))
+    results = tmp_path / "results"
+    proc = run_cli("experiment=calibration", f"results_dir={results}", *args, timeout=60,
+                   env={"PIPELINE_CONF_DIR": str(conf)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    origin = f"(set in {yaml}, not on the command line)"
+    assert (origin in proc.stderr) == named, proc.stderr
+    assert not results.exists()
 
 
 @pytest.mark.parametrize("inside", ["", "sub"])

@@ -20,6 +20,7 @@ until it is iterated).
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import math
@@ -196,8 +197,10 @@ class Grid:
 
         def check_known(key: str) -> None:
             if key not in declared:
-                raise ParamError(self.name, key, "unknown parameter; declared parameters are: "
-                                 + ", ".join(declared))
+                close = difflib.get_close_matches(key, list(declared), n=1)
+                raise ParamError(self.name, key, "unknown parameter; "
+                                 + (f"did you mean '{close[0]}'? " if close else "")
+                                 + "declared parameters are: " + ", ".join(declared))
 
         axes: list[Axis] = []
         seen: set[str] = set()

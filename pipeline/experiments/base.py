@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import traceback
@@ -367,7 +368,9 @@ class Experiment:
         unknown = set(given) - set(self.param_map)
         if unknown:
             name = sorted(unknown)[0]
-            raise ParamError(self.name, name, "unknown parameter; declared: "
+            close = difflib.get_close_matches(name, list(self.param_map), n=1)
+            raise ParamError(self.name, name, "unknown parameter; "
+                             + (f"did you mean '{close[0]}'? " if close else "") + "declared: "
                              + ", ".join(p.name for p in self.params))
         point = {}
         for p in self.params:
