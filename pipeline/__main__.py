@@ -34,9 +34,9 @@ def _list_line(name: str, doc: str) -> str:
 
 
 def describe(name: str) -> str:
-    from pipeline.experiments.base import REQUIRED, registry
+    from pipeline.experiments.base import REQUIRED, get_experiment
 
-    exp = registry()[name]
+    exp = get_experiment(name)
     lines = [f"{exp.name} (version {exp.version}{', stochastic: seeded per task' if exp.stochastic else ''})",
              _list_line(exp.name, exp.doc), "", "parameters:"]
     for p in exp.params:
@@ -61,9 +61,13 @@ def _list(argv: list[str]) -> int:
     from pipeline.experiments import BROKEN
     from pipeline.experiments.base import CONFLICTS, registry, shown_path
 
+    import warnings
+
     if argv:
         return _bad("list", f"list takes no arguments (got {' '.join(argv)})")
-    experiments = registry()
+    with warnings.catch_warnings():  # each failed module is listed below, once, plainly
+        warnings.simplefilter("ignore")
+        experiments = registry()
     lines = {name: _list_line(name, exp.doc) for name, exp in experiments.items()}
     for name, places in CONFLICTS.items():  # two modules register it: unusable until renamed
         lines[name] = ("CONFLICTING: registered by " + " and by ".join(
@@ -78,7 +82,7 @@ def _list(argv: list[str]) -> int:
 
 
 def _describe(argv: list[str]) -> int:
-    from pipeline.experiments.base import CONFLICTS, conflict_message, registry
+    from pipeline.experiments.base import CONFLICTS, conflict_message, find, registry
 
     if len(argv) != 1:
         return _bad("describe", f"describe takes one experiment NAME (got "
@@ -87,12 +91,23 @@ def _describe(argv: list[str]) -> int:
     if name.startswith("experiment="):  # run.py's word: the name is what follows
         return _bad("describe", f"describe takes the name alone: python -m pipeline describe "
                     f"{name.partition('=')[2] or 'NAME'}")
-    experiments = registry()
+    import difflib
+    import warnings
+
+    from pipeline.experiments import BROKEN
+
+    with warnings.catch_warnings():  # failed modules are named below, plainly
+        warnings.simplefilter("ignore")
+        experiments = {name: found} if (found := find(name)) is not None else registry()
     if name in CONFLICTS:
         print(f"error: {conflict_message(name)}", file=sys.stderr)
         return 2
     if name not in experiments:
-        print(f"unknown experiment '{name}'; available: {', '.join(sorted(experiments))}",
+        close = difflib.get_close_matches(name, list(experiments), n=1)
+        print(f"unknown experiment '{name}'; "
+              + (f"did you mean '{close[0]}'? " if close else "")
+              + f"available: {', '.join(sorted(experiments))}"
+              + "".join(f"\n  module {m!r} failed to import: {e}" for m, e in BROKEN.items()),
               file=sys.stderr)
         return 2
     print(describe(name))

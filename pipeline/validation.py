@@ -180,12 +180,17 @@ def _shown(path: Path) -> str:
 def experiment_problem(name: str) -> str | None:
     """Why ``experiment=NAME`` cannot run (``None`` if it can): two modules register the name,
     the module has no ``conf/experiment/NAME.yaml``, or no module registers it."""
+    import difflib
+    import warnings
+
     from pipeline.experiments import BROKEN
     from pipeline.experiments._registry import find
-    from pipeline.experiments.base import CONFLICTS, conflict_message, registry
+    from pipeline.experiments.base import CONFLICTS, conflict_message, registered_at, registry
 
-    found = find(name)  # every module imported only when it is not found
-    registered = {name: found} if found is not None else registry()
+    with warnings.catch_warnings():  # the modules that failed are named below, plainly
+        warnings.simplefilter("ignore")
+        found = find(name)  # every module imported only when it is not found
+        registered = {name: found} if found is not None else registry()
     if name in CONFLICTS:
         return conflict_message(name)
     yaml = CONF_DIR / "experiment" / f"{name}.yaml"
@@ -197,12 +202,20 @@ def experiment_problem(name: str) -> str | None:
                 f"{name}.py failed to import: {BROKEN[name]}"
                 + "".join(f"\n  module {m!r} failed to import too: {e}"
                           for m, e in BROKEN.items() if m != name))
-    message = (f"unknown experiment '{name}'; available experiments: "
-               + ", ".join(n for n in known if n in registered))
+    usable = [n for n in known if n in registered]
+    close = difflib.get_close_matches(name, usable, n=1)
+    message = (f"unknown experiment '{name}'; "
+               + (f"did you mean '{close[0]}'? " if close else "")
+               + "available experiments: " + ", ".join(usable))
     if yaml.is_file() and name not in BROKEN:
+        unconfigured = [n for n in registered if n not in known]  # registered, no YAML
+        near = difflib.get_close_matches(name, unconfigured, n=1)
         message += (f"\n  {_shown(yaml)} exists, but no module in pipeline/experiments/ "
                     f"registers an experiment named '{name}' (register(Experiment(name="
-                    f"'{name}', ...)))")
+                    f"'{name}', ...)))"
+                    + (f"; {registered_at(near[0]) or 'a module'} registers "
+                       f"'{near[0]}', which has no YAML: rename one to match the other"
+                       if near else ""))
     return message + "".join(f"\n  module {m!r} failed to import: {e}" for m, e in BROKEN.items())
 
 

@@ -69,8 +69,8 @@ def main(argv: list[str]) -> int:
 
 
 def _verify(argv: list[str]) -> int:
-    from pipeline.experiments.base import registry
-    from pipeline.store.integrity import MANIFEST, QUARANTINE, quarantine, verify_store
+    from pipeline.store.integrity import (MANIFEST, QUARANTINE, folder_experiment, quarantine,
+                                          verify_store)
 
     args = [a for a in argv if a != "--repair"]
     repair = len(args) != len(argv)
@@ -95,7 +95,7 @@ def _verify(argv: list[str]) -> int:
     if not is_results_folder(folder):  # --repair moved a plain folder's every file aside
         print(not_a_results_folder(folder), file=sys.stderr)
         return EXIT_BAD_CONFIG
-    experiment = registry().get(folder.resolve().name)
+    experiment = folder_experiment(folder)
     pending = _pending_compaction(folder, repair)
     if pending is not None:
         return pending

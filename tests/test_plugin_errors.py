@@ -254,6 +254,59 @@ def test_an_experiment_whose_module_fails_to_import_says_so_first(code, tmp_path
         yaml.unlink()
 
 
+def test_a_broken_module_is_not_shown_on_another_experiments_commands(code, tmp_path):
+    """A broken module of one family was warned about, as Python's two-line UserWarning, on
+    every status and verify of another's folder; ``list`` said it twice. Now the commands of a
+    folder import only its experiment's modules, and ``list``/``describe`` name it once."""
+    module = add_module(code, "zz_broken_other", "import nosuchpkg_other\n")
+    try:
+        res = tmp_path / "res"
+        proc = cli(code, "experiment=calibration", "grid.x=[1,2]", "params.work_us=0",
+                   "progress=false", "cluster.dashboard_address=:0", f"results_dir={res}",
+                   tmp_path=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        for command in (["status", str(res / "calibration")], ["status", str(res)],
+                        ["verify", str(res / "calibration")], ["describe", "calibration"]):
+            proc = cli(code, *command, tmp_path=tmp_path, module=True)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert "zz_broken_other" not in proc.stdout + proc.stderr, (command, proc.stderr)
+        listing = cli(code, "list", tmp_path=tmp_path, module=True)
+        assert listing.returncode == 0 and "calibration" in listing.stdout
+        assert listing.stderr.count("failed to import") == 1, listing.stderr
+        assert "UserWarning" not in listing.stderr, listing.stderr
+        proc = cli(code, "describe", "calibrashun", tmp_path=tmp_path, module=True)
+        out = refused(proc, "unknown experiment 'calibrashun'; did you mean 'calibration'?",
+                      "module 'zz_broken_other' failed to import: ModuleNotFoundError")
+        assert "UserWarning" not in out, out
+        out = refused(cli(code, "experiment=calibrashun", f"results_dir={res}",
+                          tmp_path=tmp_path),
+                      "error: unknown experiment 'calibrashun'; did you mean 'calibration'?",
+                      "module 'zz_broken_other' failed to import: ModuleNotFoundError")
+        assert out.count("failed to import") == 1 and "UserWarning" not in out, out
+    finally:
+        module.unlink()
+
+
+def test_a_yaml_whose_module_registers_another_name_names_that_module(code, tmp_path):
+    """The YAML my_exp.yaml beside a module that registers 'my_exp_v2' (and has no YAML):
+    "no module registers 'my_exp'" left the user to find which module meant it."""
+    module = add_module(code, "zz_renamed", template("zz_renamed_v2"))
+    yaml = code / "conf" / "experiment" / "zz_renamed.yaml"
+    yaml.write_text("# @package _global_\ngrid:\n  x: [1]\n")
+    line = next(i for i, text in enumerate(template().splitlines(), 1) if "register(" in text)
+    try:
+        refused(cli(code, "experiment=zz_renamed", f"results_dir={tmp_path / 'res'}",
+                    tmp_path=tmp_path),
+                "conf/experiment/zz_renamed.yaml exists, but no module in pipeline/experiments/ "
+                "registers an experiment named 'zz_renamed'",
+                f"; pipeline/experiments/zz_renamed.py, line {line} registers 'zz_renamed_v2', "
+                "which has no YAML: rename one to match the other")
+        assert not (tmp_path / "res").exists()
+    finally:
+        module.unlink()
+        yaml.unlink()
+
+
 def test_a_yaml_without_the_package_header_is_named(code, tmp_path):
     """Without '# @package _global_' Hydra nests the file under 'experiment:', and the error
     was only "unknown top-level key(s) ['experiment']"."""

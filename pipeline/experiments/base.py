@@ -389,8 +389,9 @@ class Experiment:
 
 # the registry lives in _registry.py; plug-ins import register from here
 from pipeline.experiments._registry import (  # noqa: E402,F401
-    _REGISTRY, CONFLICTS, LOADED_SOURCES, ExperimentConflict, conflict_message,
-    get_experiment, get_experiment_from, note_loaded_sources, register, registered_at, registry, shown_path)
+    _REGISTRY, CONFLICTS, LOADED_SOURCES, ExperimentConflict, conflict_message, find,
+    get_experiment, get_experiment_from, note_loaded_sources, register, registered_at, registry,
+    shown_path)
 
 
 def exact_int(value: int) -> str:

@@ -189,12 +189,13 @@ def not_a_results_folder(folder: str | os.PathLike) -> str:
 
 
 def folder_experiment(folder: str | os.PathLike):
-    """The registered experiment a result folder belongs to (by its name), or None."""
-    from pipeline.experiments.base import registry
+    """The registered experiment a result folder belongs to (by its name), or None. Only the
+    modules that may register that name are imported (``find``): a broken module of another
+    family is not this folder's business, and its warning on every status or load misled."""
+    from pipeline.experiments.base import find
 
-    experiments = registry()
     folder = Path(folder)
-    return experiments.get(folder.name) or experiments.get(folder.resolve().name)
+    return find(folder.name) or find(folder.resolve().name)
 
 
 def foreign_parts(files: Sequence[Path], schemas: Sequence, experiment) -> list[tuple[Path, str]]:
