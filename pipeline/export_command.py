@@ -11,7 +11,7 @@ from pathlib import Path
 from pipeline.exit_codes import EXIT_BAD_STORE, EXIT_CRASHED
 from pipeline.report.export import (DEFAULT_LICENSE, LICENSES, ExportError, default_author,
                                     export_package)
-from pipeline.report.selection import SelectionError, refuse_unknown_ids
+from pipeline.report.selection import SelectionError
 from pipeline.selection_args import parse_selection_args
 from pipeline.store.integrity import BadPartFile, is_results_folder
 
@@ -81,7 +81,6 @@ def main(argv: list[str]) -> int:
             raise ExportError("--to must be outside the results folder (pandas would read the "
                               "exported Parquet file as results)")
         selection = parse_selection_args(folder.name, words)
-        refuse_unknown_ids(folder.parent, folder.name, selection)  # a typo: as load() says it
         cov = export_package(folder.parent, folder.name, options["--to"], options["--format"],
                              selection, options["--license"], tuple(authors))
     except (ExportError, SelectionError) as exc:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from pipeline.report.selection import (Selection, SelectionError, as_tuple,
-                                       refuse_empty_filters, refuse_unknown_ids, select,
+                                       refuse_empty_filters, select,
                                        versions_of)
 
 
@@ -121,5 +121,4 @@ def load_selected(results_dir, name: str, *, status=None, version=None, words=No
     selection.run_ids += as_tuple(run_id)
     selection.code_ids += as_tuple(code_id)
     selection.versions += versions_of(version)
-    refuse_unknown_ids(results_dir, name, selection)
     return select(results_dir, name, selection, status=status, on_error=on_error)

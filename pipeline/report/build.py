@@ -39,7 +39,7 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
     commits, code_ids, missing grid points) goes into index.md and index.html, warnings also
     to stderr.
     """
-    from pipeline.report.selection import Selection, SelectionError, refuse_unknown_ids, select
+    from pipeline.report.selection import Selection, SelectionError, select
 
     stream = stream or sys.stdout
     path = experiment_dir(results_dir, name)
@@ -49,7 +49,6 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
         selection.versions = ("latest",)
     try:
         everything = load(results_dir, name)
-        refuse_unknown_ids(results_dir, name, selection)  # a typo: named, as load() names it
         df = select(results_dir, name, selection)
     except FileNotFoundError as exc:
         print(f"error: {exc}; run the sweep first (python run.py experiment={name})",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -224,6 +225,9 @@ def pick(path: str | os.PathLike, selection: Selection, on_error: str = "raise")
     stored = read_table(path, on_error=on_error)
     if stored is None:
         return None
+    for key, wanted in (("run_id", selection.run_ids), ("code_id", selection.code_ids)):
+        if wanted:  # a typo selected nothing, silently
+            refuse_unknown_ids(path, key, wanted, stored)
     table, versions, prefixes, in_store = stored, (), None, None
     if selection.grid is not None:
         versions = grid_versions(stored, selection)
@@ -489,38 +493,25 @@ def coverage_lines(cov: dict) -> list[str]:
     return lines
 
 
-def refuse_unknown_ids(results_dir, name: str, selection: Selection) -> None:
-    """A ``run_id`` or ``code_id`` of the selection that no run of the folder has and no row
-    carries (a typo): SelectionError naming the folder's ids and the closest one. The
-    manifest first: the rows are read only for an id it lacks."""
-    for key, wanted in (("run_id", selection.run_ids), ("code_id", selection.code_ids)):
-        if wanted:
-            _refuse_unknown_ids(results_dir, name, key, wanted)
-
-
-def _refuse_unknown_ids(results_dir, name: str, key: str, wanted) -> None:
-    """A ``run_id`` or ``code_id`` that no run of the folder has and no row carries (a typo)
-    selected nothing, silently, where an unknown version raised and report/export said so
-    (exit 2)."""
+def refuse_unknown_ids(path, key: str, wanted, stored: pa.Table) -> None:
+    """A ``run_id`` or ``code_id`` that no run of the folder ``path`` has and no row of
+    ``stored`` carries (a typo) selected nothing, silently, where an unknown version raised:
+    SelectionError naming the folder's ids and the closest one (:func:`pick` checks it, for
+    every front door: load, report, export)."""
     from pipeline.store.errors import DamagedManifest
-    from pipeline.store.integrity import read_parts
     from pipeline.store.manifest import read_manifest
-    from pipeline.store.parquet import experiment_dir, part_files
 
-    path = experiment_dir(results_dir, name)
-    if not path.is_dir():
-        return  # select() says that nothing is stored
+    name = Path(path).name
     try:
         runs = read_manifest(path).get("runs", [])
     except DamagedManifest:  # the rows say which ids they carry; select() warns of it
         runs = []
     known = list(dict.fromkeys(r.get(key) for r in runs if r.get(key)))
     unknown = [v for v in wanted if v not in known]
+    if unknown and key not in stored.column_names:  # (parts without it): nothing to say
+        return
     if unknown:  # rows may carry ids the manifest does not list (parts copied in)
-        try:
-            in_rows = set(read_parts(part_files(path), columns=[key])[key].unique().to_pylist())
-        except Exception:  # (a part without the column): nothing to say either way
-            return
+        in_rows = set(pc.unique(stored[key]).to_pylist())
         unknown = [v for v in unknown if v not in in_rows]
         known += sorted(str(v) for v in in_rows if v and v not in known)
     if unknown:
