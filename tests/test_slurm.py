@@ -447,6 +447,42 @@ def test_scancel_of_a_requeueing_driver_job_stops_it_for_good(tmp_path, job_name
     assert 0 < len(pd.read_parquet(results / "calibration")) < 600
 
 
+@pytest.mark.timeout(240)
+def test_a_driver_still_stopping_at_the_walltime_is_requeued(tmp_path, job_name):
+    """The walltime's own SIGTERM (the driver had not stopped in USR1's notice) reset the
+    requeue that USR1 had decided, as scancel's SIGTERM does, and SIGKILL followed: the
+    overnight sweep was not resumed. The shell now asks SLURM why (Reason=TimeLimit) and
+    requeues at once. The driver here is a stand-in that ignores SIGTERM (PIPELINE_PYTHON)."""
+    stubborn = tmp_path / "stubborn-driver"
+    stubborn.write_text("#!/bin/bash\ntrap 'echo \"stand-in driver: SIGTERM ignored\"' TERM\n"
+                        "for i in $(seq 600); do sleep 1; done\n")
+    stubborn.chmod(0o755)
+    out_file = tmp_path / "driver.out"
+    env = {**os.environ, "PIPELINE_DIR": str(ROOT), "PIPELINE_PYTHON": str(stubborn),
+           "PIPELINE_REQUEUE": "1"}
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--time=1", "--signal=B:USR1@45",
+         f"--job-name={job_name}-driver", f"--output={out_file}",
+         str(ROOT / "scripts" / "driver.sbatch"), "experiment=calibration"],
+        capture_output=True, text=True, timeout=30, env=env, check=True).stdout.strip().split(";")[0]
+
+    seen = []
+
+    def requeued():
+        shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True,
+                               text=True, timeout=15)
+        seen.append(re.findall(r"(?:JobState|Reason|Restarts)=\S+", shown.stdout + shown.stderr))
+        return re.search(r"Restarts=[1-9]", shown.stdout) is not None
+
+    try:
+        wait_for(requeued, 180, f"the driver job requeued after its walltime: {seen[-3:]}")
+        log = out_file.read_text()
+    finally:
+        subprocess.run(["scancel", job], timeout=15)
+    assert "stand-in driver: SIGTERM ignored" in log, log  # USR1 was passed on, and ignored
+    assert "TIME LIMIT" in log and f"requeueing job {job}" in log, log
+
+
 def _sweep_edited_mid_run(tmp_path, job_name, n):
     """A sweep of 2 adaptive jobs run from a copy of the code, which is edited once rows are
     on disk; then one job is cancelled, so that its replacement loads the edited code."""
