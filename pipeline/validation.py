@@ -89,6 +89,14 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
     except SelectionError as exc:
         raise ConfigError(str(exc)) from None
     check_results_dir(Path(str(conf["results_dir"])), name)
+    if conf.get("report"):  # (a multirun's jobs are all checked before the first runs)
+        from pipeline.store.parquet import experiment_dir, part_files
+
+        folder = experiment_dir(str(conf["results_dir"]), name)
+        if not part_files(folder):
+            raise ConfigError(f"report=true: no results for experiment '{name}' under "
+                              f"{folder}; run the sweep first (python run.py experiment={name} "
+                              f"results_dir={conf['results_dir']})")
     max_tasks = conf.get("max_tasks", DEFAULT_MAX_TASKS)
     if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
         raise ConfigError(f"max_tasks must be an integer >= 1, got {max_tasks!r}")

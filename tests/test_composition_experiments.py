@@ -277,3 +277,23 @@ def test_hetero_validation_of_a_long_k_axis_costs_a_bisection_per_setting(monkey
     with pytest.raises(ParamError, match=r"lattice bounds would cost .* \(at eps_source='uniform'"):
         Grid(exp, {"k": {"range": [1, 100_001]}, "eps_min": [0.01, 0.1]},
              {"eps_source": "uniform", "pld": False, "eta": 0.001, "eps_max": 1.0})
+
+
+@pytest.mark.parametrize("pld", [False, True])
+def test_hetero_report_caption_names_the_pld_accountant_only_when_it_ran(tmp_path, pld):
+    """With pld=false the caption still named dp-accounting's PLD accountant over an empty
+    eps_pld column."""
+    import pandas as pd
+
+    from pipeline.report.core import ReportWriter, reports
+
+    exp = get_experiment("composition_hetero")
+    p = exp.resolve(eps_source="list", eps_list=[0.2, 0.3], pld=pld)
+    row = exp.run(p, 0)
+    assert (row["eps_pld"] is not None) == pld  # dp-accounting is a test dependency
+    out = ReportWriter(tmp_path)
+    for fn in reports("composition_hetero"):
+        fn(pd.DataFrame([{**p, **row, "status": "ok"}]), out)
+    caption = {e["name"]: e["caption"] for e in out.entries}["hetero"]
+    assert ("dp-accounting's PLD accountant" in caption) == pld, caption
+    assert ("the PLD accountant was not run: pld=false" in caption) == (not pld), caption

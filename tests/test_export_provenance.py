@@ -1027,3 +1027,38 @@ def test_export_names_an_unknown_run_id_and_takes_a_bracketed_list(mixed_store, 
     rows = pd.read_csv(tmp_path / "both" / "data" / "independent_sets.csv")
     assert sorted(zip(rows.experiment_version, rows.m)) == [(0, 1), (0, 2), (1, 1), (1, 2),
                                                             (1, 3)]
+
+
+def test_export_refuses_a_version_not_stored_beside_one_that_is(mixed_store, tmp_path):
+    """version=[1,2] with only 0 and 1 stored exported version 1 as if both were there (report
+    and load refused it); version=3 alone said "no stored rows match" without the versions
+    the folder has."""
+    folder = experiment_dir(mixed_store, "independent_sets")
+    for words in (["version=[1,2]"], ["version=3"]):
+        proc = export(folder, tmp_path / "v", *words)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        absent = words[0].rsplit("=", 1)[1].strip("[]").split(",")[-1]
+        assert (f"version={absent}: no rows of version {absent} are stored for "
+                "'independent_sets'; stored: 0, 1 (or 'latest')") in proc.stderr, proc.stderr
+        assert not (tmp_path / "v").exists()
+
+
+def test_export_warns_of_failed_rows_and_refuses_a_package_of_failures(tmp_path):
+    """A folder with failed tasks exported them with exit 0 and no word (report=true warns),
+    and a selection of failed tasks only exported a package without one result."""
+    store(tmp_path, "calibration", {"x": list(range(8))},
+          {"work_us": 0.0, "fail_every": 4}, "a")  # x = 0 and 4 fail
+    folder = experiment_dir(tmp_path, "calibration")
+    proc = export(folder, tmp_path / "pkg")
+    assert proc.returncode == 0, proc.stderr
+    warning = ("2 of 8 exported task(s) failed: their rows have status = failed, null outputs "
+               "and the error")
+    assert f"warning: {warning}" in proc.stderr, proc.stderr
+    descriptor = json.loads((tmp_path / "pkg" / "datapackage.json").read_text())
+    assert any(w.startswith(warning) for w in descriptor["pipeline"]["coverage"]["warnings"])
+    proc = export(folder, tmp_path / "failures", "experiment=calibration", "grid.x=[0,4]",
+                  "params.work_us=0", "params.fail_every=4")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("every one of the 2 selected task(s) of 'calibration' failed: nothing to publish"
+            in proc.stderr), proc.stderr
+    assert not (tmp_path / "failures").exists()

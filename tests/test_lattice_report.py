@@ -119,8 +119,10 @@ def test_lattice_captions_name_the_boundaries_of_the_rows_and_axes_their_unit(tm
         "legend"]
     assert [t for t in out.labels["convergence_errors"]["legend"] if t in
             ("torus", "cylinder", "free")] == ["torus", "free"]  # no cylinder drawn, none named
-    assert captions["convergence_errors"] == ("Distance to the infinite-lattice limit against "
-                                              "L (log-log): the free boundary converges like 1/L.")
+    assert captions["convergence_errors"] == (
+        "Distance to the infinite-lattice limit against L (log-log); in theory the free "
+        "boundary approaches it like 1/L (the boundary's share of the vertices), the torus "
+        "faster.")
 
     # one boundary, and all three (in the order torus, cylinder, free)
     for boundaries, text in ((("cylinder",), "cylinder boundaries"),
@@ -135,8 +137,10 @@ def test_lattice_captions_name_the_boundaries_of_the_rows_and_axes_their_unit(tm
         caption = captions["convergence_hexagonal_k1"]
         assert f"against L for {text};" in caption, caption
         assert captions["convergence_errors"].endswith(
-            "the cylinder boundary converges like 1/L." if len(boundaries) == 1 else
-            "the cylinder and free boundaries converge like 1/L.")
+            "the cylinder boundary approaches it like 1/L (the boundary's share of the "
+            "vertices)." if len(boundaries) == 1 else
+            "the cylinder and free boundaries approach it like 1/L (the boundary's share of "
+            "the vertices), the torus faster.")
 
 
 def test_lattice_limit_axis_gives_the_unit_of_the_entropy(tmp_path):

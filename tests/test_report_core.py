@@ -110,6 +110,25 @@ def test_report_without_results_exits_2(tmp_path):
     assert proc.returncode == 2 and "no results for experiment 'composition'" in proc.stderr
 
 
+def test_a_multirun_report_with_one_experiment_unswept_writes_nothing(tmp_path):
+    """``-m experiment=calibration,composition report=true``, composition never swept:
+    calibration's report was rewritten, then composition's job said "no results", exit 2,
+    which promises that nothing was written. Now every job is checked first."""
+    run = [sys.executable, str(ROOT / "run.py")]
+    subprocess.run([*run, "experiment=calibration", f"results_dir={tmp_path}", "grid.x=[1,2]",
+                    "params.work_us=0", "progress=false", "cluster.dashboard_address=:0"],
+                   capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    proc = subprocess.run([*run, "-m", "experiment=calibration,composition", "report=true",
+                           f"results_dir={tmp_path}"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("report=true: no results for experiment 'composition' under "
+            f"{tmp_path / 'composition'}; run the sweep first") in proc.stderr, proc.stderr
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
+    assert not (tmp_path / "calibration" / "_report").exists()
+
+
 def test_writer_formats():
     assert latex_escape(r"a_b\c {x} 50%") == r"a\_b\textbackslash{}c \{x\} 50\%"
 

@@ -311,8 +311,9 @@ def test_latex_table_digits_alignment_label_headers():
                        "median_ratio": [0.0999980951608, 12345.678901],
                        "k": [3, 1000000], "count": ["123456789012345678901234567890", "7"],
                        "flag": [True, False]})
-    tex = latex_table(df, "Bound / optimal, 50% of rows", "bound_ratios", sig_digits=6)
-    assert r"\label{tab:bound_ratios}" in tex  # unescaped
+    tex = latex_table(df, "Bound / optimal, 50% of rows", "bound_ratios", sig_digits=6,
+                      experiment="composition")
+    assert r"\label{tab:composition:bound_ratios}" in tex  # unescaped, the experiment's own
     # column by column (this table is cut in parts to fit the page: see test_wide_tables...;
     # the label "bound" leads each part)
     specs = " ".join(re.findall(r"\\begin\{tabular\}\{([^@]*?)\}\n", tex))
@@ -462,11 +463,20 @@ def test_every_generated_table_compiles_with_pdflatex(family_reports, tmp_path):
         errors = [line for line in log.splitlines() if line.startswith("!")]
         assert proc.returncode == 0 and not errors, (name, errors, log[-3000:])
         aux = (work / "tables.aux").read_text()
-        for tex in tex_files:  # every table's label is defined under its own name
-            assert rf"\newlabel{{tab:{tex.stem}}}" in aux, (name, tex.stem)
+        for tex in tex_files:  # every table's label: its experiment's and its own name
+            assert rf"\newlabel{{tab:{name}:{tex.stem}}}" in aux, (name, tex.stem)
         assert (work / "tables.pdf").stat().st_size > 1000
         # every table fits the article's text width by itself (no graphicx to scale it)
         assert not _overfull(log), (name, _overfull(log))
+    # two reports' tables in one paper: every report has a `status` table, and each defined
+    # tab:status ("Label `tab:status' multiply defined"; \ref to the wrong table)
+    first, second = list(family_reports)[:2]
+    work = tmp_path / "two_reports"
+    work.mkdir()
+    proc = _compile([family_reports[first] / "status.tex", family_reports[second] / "status.tex"],
+                    work)
+    log = (work / "tables.log").read_text(errors="replace")
+    assert proc.returncode == 0 and "multiply defined" not in log, log[-3000:]
 
 
 def _overfull(log: str) -> list[str]:

@@ -203,5 +203,8 @@ def hetero_table(df: pd.DataFrame, out) -> None:
                         "eps_basic"]
             if c in ok.columns]
     tab = ok.sort_values(["eps_source", *swept, "delta_target", "k_steps"])[cols].reset_index(drop=True)
+    pld = "eps_pld" in tab and tab["eps_pld"].notna().any()  # params.pld=false: not computed
     out.table("hetero", tab, caption="Heterogeneous composition: exact optimal total ε, certified "
-              "lattice bounds, the Theorem 3.5 bound and dp-accounting's PLD accountant.")
+              "lattice bounds" + (", the Theorem 3.5 bound and dp-accounting's PLD accountant."
+                                  if pld else " and the Theorem 3.5 bound (the PLD accountant "
+                                  "was not run: pld=false)."))

@@ -215,6 +215,16 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
                                       "code_id") if c in table.column_names]).to_pandas()
     frame.attrs["experiment"] = name
     cov = coverage(frame, selection, manifest, picked)
+    if cov["tasks_failed"] and not cov["tasks_ok"]:  # a package of error messages
+        raise ExportError(f"every one of the {cov['tasks_failed']:,} selected task(s) of "
+                          f"'{name}' failed: nothing to publish (their errors: python -m "
+                          f"pipeline status {path}); rerun them with the sweep's command and "
+                          "retry_failed=true")
+    if cov["tasks_failed"]:  # printed, and kept in datapackage.json's coverage
+        cov["warnings"].append(
+            f"{cov['tasks_failed']:,} of {cov['tasks']:,} exported task(s) failed: their rows "
+            "have status = failed, null outputs and the error (rerun them with the sweep's "
+            "command and retry_failed=true, then export again)")
 
     target = Path(to)
     if target.exists() and (not target.is_dir() or (any(target.iterdir()) and

@@ -128,8 +128,9 @@ def _entropy_figure(ok: pd.DataFrame, out) -> None:
         ax.xaxis.get_major_locator().set_params(integer=True)
     legend_outside(fig)
     out.figure("entropy_per_vertex", fig,
-               caption="Entropy per vertex of m × m sections against m for each boundary; all "
-                       "converge to the same constant (dashed).")
+               caption="Entropy per vertex of m × m sections against m for each boundary; "
+                       "the dash-dotted line is the infinite lattice's ln η, the limit of every "
+                       "boundary's sequence.")
 
 
 @report_for("independent_sets_bounds")

@@ -172,9 +172,12 @@ def _slices(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)] or [text]
 
 
-def latex_label(name: str) -> str:
-    """A valid, unescaped ``\\label`` key: letters, digits and ``:._-`` kept, others ``-``."""
-    return "tab:" + re.sub(r"[^A-Za-z0-9:._-]", "-", name)
+def latex_label(name: str, experiment: str | None = None) -> str:
+    """A valid, unescaped ``\\label`` key: letters, digits and ``:._-`` kept, others ``-``;
+    ``tab:EXPERIMENT:NAME`` with an experiment: every report has a ``status`` table, and two
+    experiments' tables in one paper defined ``tab:status`` twice."""
+    key = name if experiment is None else f"{experiment}:{name}"
+    return "tab:" + re.sub(r"[^A-Za-z0-9:._-]", "-", key)
 
 
 # --------------------------------------------------------------------------- columns

@@ -172,9 +172,10 @@ def convergence_against_L(df: pd.DataFrame, out) -> None:
                 for _, line, fill, text in quantities]
     legend_outside(fig, handles=handles, ncols=min(len(handles), 3))
     slow = [b for b in present if b != "torus"]  # the 1/L claim, of the boundaries drawn
-    claim = "" if not slow else (f": the {_and(slow)} boundar"
-                                 + ("ies converge" if len(slow) > 1 else "y converges")
-                                 + " like 1/L")
+    claim = "" if not slow else (f"; in theory the {_and(slow)} boundar"
+                                 + ("ies approach" if len(slow) > 1 else "y approaches")
+                                 + " it like 1/L (the boundary's share of the vertices)"
+                                 + (", the torus faster" if "torus" in present else ""))
     out.figure("convergence_errors", fig,
                caption=f"Distance to the infinite-lattice limit against L (log-log){claim}.")
 

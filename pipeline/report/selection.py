@@ -228,6 +228,7 @@ def pick(path: str | os.PathLike, selection: Selection, on_error: str = "raise")
     for key, wanted in (("run_id", selection.run_ids), ("code_id", selection.code_ids)):
         if wanted:  # a typo selected nothing, silently
             refuse_unknown_ids(path, key, wanted, stored)
+    refuse_absent_versions(stored, selection.versions, Path(path).name)
     table, versions, prefixes, in_store = stored, (), None, None
     if selection.grid is not None:
         versions = grid_versions(stored, selection)
@@ -265,7 +266,6 @@ def select(results_dir, name: str, selection: Selection | None = None,
     picked = pick(path, selection, on_error=on_error)
     if picked is None:
         raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
-    refuse_absent_versions(picked.stored, selection.versions, name)
     table = picked.table
     stored = None
     if status is not None:
@@ -291,7 +291,8 @@ def select(results_dir, name: str, selection: Selection | None = None,
 
 def refuse_absent_versions(stored: pa.Table, wanted, name: str) -> None:
     """``version=N`` of which no row is stored selected nothing, silently, beside a run_id (on
-    its own it raised, as a plain load does)."""
+    its own it raised, as a plain load does); ``version=[1,2]`` with only 1 stored exported
+    version 1 as asked for both (:func:`pick` checks it, for load, report and export)."""
     absent = sorted({int(v) for v in wanted if v != "latest"}
                     - set(pc.unique(stored["experiment_version"]).to_pylist()))
     if absent:
