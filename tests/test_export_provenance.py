@@ -500,6 +500,29 @@ def test_report_of_an_older_version_names_its_versions(mixed_store):
         assert "experiment versions 0, 1;" in page and "stored too" not in page
 
 
+def test_a_report_of_rows_newer_than_the_code_says_so(tmp_path, capsys):
+    """Rows of version 2 reported by a checkout whose experiment is version 1: drawn by the
+    older report functions without a word (load() warned)."""
+    import dataclasses
+
+    from pipeline.report.build import build_report
+
+    exp = get_experiment("independent_sets")
+    newer = dataclasses.replace(exp, version=exp.version + 1)  # computed by a newer branch
+    table, _ = run_batch(Grid(newer, {"m": [1, 2]}, IS_PARAMS), range(2))
+    PartWriter(experiment_dir(tmp_path, "independent_sets"), "v-next",
+               stamp=provenance_stamp(exp, "v-next")).write(table)
+    assert build_report(tmp_path, "independent_sets") == 0
+    text = (f"rows of version(s) {exp.version + 1} of 'independent_sets', newer than this "
+            f"code's version {exp.version} (an older checkout?)")
+    assert f"warning: {text}" in capsys.readouterr().err
+    assert text in (tmp_path / "independent_sets" / "_report" / "index.md").read_text()
+    # rows of the code's own version: no such warning
+    store(tmp_path / "same", "independent_sets", {"m": [1, 2]}, IS_PARAMS, "a")
+    assert build_report(tmp_path / "same", "independent_sets") == 0
+    assert "newer than this code's version" not in capsys.readouterr().err
+
+
 def test_exported_parquet_is_labelled_with_the_version_of_its_rows(mixed_store, tmp_path):
     """The exported Parquet file's schema metadata names the experiment version of its rows
     (the newest among them, as compaction labels its files). It carried the first part's
@@ -1062,3 +1085,19 @@ def test_export_warns_of_failed_rows_and_refuses_a_package_of_failures(tmp_path)
     assert ("every one of the 2 selected task(s) of 'calibration' failed: nothing to publish"
             in proc.stderr), proc.stderr
     assert not (tmp_path / "failures").exists()
+
+
+def test_export_refuses_to_replace_another_experiments_package(mixed_store, tmp_path):
+    """--to holding an independent_sets package, given for a calibration export (a mistyped
+    folder): the package was replaced without a word."""
+    proc = export(experiment_dir(mixed_store, "independent_sets"), tmp_path / "pkg")
+    assert proc.returncode == 0, proc.stderr
+    before = (tmp_path / "pkg" / "datapackage.json").read_text()
+    store(tmp_path / "cal", "calibration", {"x": [1, 2]}, {"work_us": 0.0}, "c")
+    proc = export(experiment_dir(tmp_path / "cal", "calibration"), tmp_path / "pkg")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (f"{tmp_path / 'pkg'} holds the data package of experiment 'independent_sets', not "
+            "'calibration'") in proc.stderr, proc.stderr
+    assert (tmp_path / "pkg" / "datapackage.json").read_text() == before
+    proc = export(experiment_dir(mixed_store, "independent_sets"), tmp_path / "pkg")
+    assert proc.returncode == 0, proc.stderr  # the same experiment's: replaced, as documented

@@ -57,6 +57,9 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
     except SelectionError as exc:  # a run_id typo, a version of which nothing is stored
         print(f"error: {exc}; nothing was written", file=sys.stderr)
         return EXIT_NO_RESULTS  # (2: bad input)
+    ahead = _rows_ahead_of_the_code(df, name)
+    if ahead:  # said on the terminal and in index.md's provenance
+        df.attrs.setdefault("coverage", {}).setdefault("warnings", []).append(ahead)
     # first: for an empty selection they say why (points stored under another version)
     for warning in df.attrs.get("coverage", {}).get("warnings", []):
         print(f"warning: {warning}", file=sys.stderr)
@@ -189,6 +192,27 @@ def _build(results_dir, name, path, df, everything, stream, style, sig_digits,
     for problem in built.problems:
         print(problem.text(), file=sys.stderr)
     return built.code
+
+
+def _rows_ahead_of_the_code(df: pd.DataFrame, name: str) -> str | None:
+    """Rows of an experiment version newer than this code's (a checkout of an older commit,
+    or report_scope=all over rows another branch computed): this code's report functions draw
+    them, silently, whatever columns the newer version added or changed."""
+    from pipeline.experiments.base import get_experiment
+
+    if df.empty or "experiment_version" not in df:
+        return None
+    try:
+        code = int(get_experiment(name).version)
+    except KeyError:
+        return None
+    ahead = sorted(int(v) for v in df["experiment_version"].dropna().unique() if int(v) > code)
+    if not ahead:
+        return None
+    return (f"rows of version(s) {', '.join(map(str, ahead))} of '{name}', newer than this "
+            f"code's version {code} (an older checkout?): its report functions draw them, and "
+            "may not know what the newer version changed; report from the code that computed "
+            "them")
 
 
 def _build_into(outdir, results_dir, name, path, df, everything, stream, style,

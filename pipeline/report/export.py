@@ -231,6 +231,10 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
                                                   not (target / "datapackage.json").is_file())):
         raise ExportError(f"{target} exists and is not an earlier data package: give an empty "
                           "or new folder")
+    earlier = _package_experiment(target)
+    if earlier is not None and earlier != name:  # a mistyped --to replaced another's package
+        raise ExportError(f"{target} holds the data package of experiment '{earlier}', not "
+                          f"'{name}': give another folder (or remove it first to replace it)")
     # Built beside the target and swapped in whole: an export killed or failing half-way left
     # a package without its datapackage.json, which the next export then refused to replace,
     # and two exports to one folder mixed their files.
@@ -239,6 +243,15 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
                 mark=".exporting-")
     note = scope_note(picked, selection)
     return {**cov, "scope_note": note} if note else cov
+
+
+def _package_experiment(target: Path) -> str | None:
+    """The experiment of the data package already in ``target`` (None: none, or unreadable)."""
+    try:
+        descriptor = json.loads((target / "datapackage.json").read_text())
+        return str(descriptor["pipeline"]["experiment"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def scope_note(picked, selection: Selection) -> str | None:
