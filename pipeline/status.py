@@ -156,7 +156,7 @@ def describe(path: Path) -> tuple[list[str], bool]:
     if state == "running":
         prog = run.get("progress")
         if prog:
-            from pipeline.engine.progress import rate_text  # as the driver's own line
+            from pipeline.engine.progress import no_workers_text, rate_text  # as the driver's
 
             # finished rows still in the driver's memory: a kill -9 loses them (the rerun
             # recomputes them); a Ctrl-C or SIGTERM writes them first
@@ -164,8 +164,11 @@ def describe(path: Path) -> tuple[list[str], bool]:
             unwritten = f", {pending:,} finished row(s) not yet written" if pending else ""
             lines.append(f"  progress: {prog['done']:,}/{prog['total']:,} done, {prog['failed']:,} "
                          f"failed, {rate_text(prog['rate_per_s'])} tasks/s, "
-                         f"ETA {_hms(prog['eta_s'])}{unwritten} "
-                         f"(heartbeat {_age(run.get('heartbeat_at'))})")
+                         + (no_workers_text(prog["no_workers_since"])
+                            if prog.get("no_workers_since") else f"ETA {_hms(prog['eta_s'])}")
+                         + (f", {prog['threads']:,} worker thread(s)" if prog.get("threads")
+                            else "")
+                         + f"{unwritten} (heartbeat {_age(run.get('heartbeat_at'))})")
             if prog.get("first_error"):
                 lines.append(f"  first error: {prog['first_error']}")
         else:

@@ -486,6 +486,45 @@ def test_progress_shows_the_rate_of_slow_points():
     assert "0.00028 tasks/s" in hourly.stream.getvalue()
 
 
+def test_progress_with_no_workers_says_since_when_and_gives_no_eta(tmp_path):
+    """An adaptive cluster whose jobs had all ended: the line and `status` kept an ETA that
+    counted down (0:00:53) with no worker to run anything. Now they say since when there
+    has been none, and the ETA comes back with the workers."""
+    import io
+
+    from pipeline.engine.progress import Progress
+    from pipeline.engine.runner import SweepStats
+    from pipeline.status import describe
+    from pipeline.store.manifest import update_manifest
+
+    beats, stream, threads = [], io.StringIO(), [4]
+    bar = Progress("demo", 100, stream=stream, heartbeat=beats.append, heartbeat_every=0.0)
+    bar.threads_source = lambda: threads[0]
+    bar.first = (time.perf_counter() - 10.0, 0)
+    stats = SweepStats()
+    stats.ok = 10
+    bar.update(stats, force=False)
+    assert beats[-1]["eta_s"] == pytest.approx(90.0, rel=0.05) and beats[-1]["threads"] == 4
+    assert "no_workers_since" not in beats[-1]
+    threads[0] = 0
+    bar.last = float("-inf")
+    bar.update(stats)
+    assert beats[-1]["eta_s"] is None and beats[-1]["threads"] == 0
+    since = beats[-1]["no_workers_since"]
+    assert f"no workers since {since.replace('T', ' ')} (waiting for them to join)" in \
+        stream.getvalue().splitlines()[-1]
+    assert "ETA" not in stream.getvalue().splitlines()[-1]
+    folder = tmp_path / "demo"
+    update_manifest(folder, {"run_id": "r1", "experiment": "demo", "status": "running",
+                             "started_at": since, "host": "h", "pid": os.getpid(),
+                             "heartbeat_at": since, "progress": beats[-1]})
+    shown = "\n".join(describe(folder)[0])
+    assert f"no workers since {since.replace('T', ' ')}" in shown and "ETA" not in shown, shown
+    threads[0] = 2
+    bar.update(stats)
+    assert beats[-1]["eta_s"] is not None and "no_workers_since" not in beats[-1]
+
+
 # --------------------------------------------------------------------------- the warm-up
 FREEZE_AT_WARM_UP_DRIVER = """
 import os, signal, sys

@@ -161,24 +161,78 @@ def test_scancel_of_a_worker_job_mid_run_loses_nothing(tmp_path, job_name):
     assert len(pd.read_parquet(results / "calibration")) >= n  # still one table to pandas
 
 
+def jobs_of(processes):
+    """JOBS with jobs of ``processes`` worker processes (one core each)."""
+    return [a for a in JOBS if not a.startswith(("cluster.cores=", "cluster.processes="))] + [
+        f"cluster.cores={processes}", f"cluster.processes={processes}"]
+
+
 @pytest.mark.timeout(330)
-def test_jobs_retire_before_walltime_and_are_replaced(tmp_path, job_name):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_jobs_retire_before_walltime_and_are_replaced(tmp_path, job_name, processes):
     # walltime 1 min, margin 38 s: workers retire at 22 ± 5 s, before the 30 s of work (2
     # workers; sleeps (JOBS), so a busy machine does not stretch it) is done; adaptive submits
-    # new jobs
+    # new jobs. Jobs of 2 processes were never replaced (dask/distributed#9102: the sweep sat
+    # without workers until no_workers_timeout)
     results, logs = tmp_path / "results", tmp_path / "logs"
     n = 600
     proc = run_cli(f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=100000",
-                   *JOBS, "cluster.maximum_jobs=2", "cluster.walltime=00:01:00",
+                   *jobs_of(processes), f"cluster.maximum_jobs={3 - processes}",
+                   "cluster.walltime=00:01:00", "watchdog.no_workers_timeout=120",
                    "cluster.lifetime_margin=38s", "cluster.lifetime_stagger=5s",
                    f"cluster.job_name={job_name}", f"cluster.log_directory={logs}", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert_complete(results, n, 100000.0)
     submitted = re.findall(r"SLURM job (\d+) submitted", proc.stderr)
-    assert len(set(submitted)) > 2, proc.stderr  # retired jobs were replaced
+    assert len(set(submitted)) > 3 - processes, proc.stderr  # retired jobs were replaced
     job_logs = "".join(p.read_text(errors="replace") for p in logs.glob("*.err"))
     assert "worker-lifetime-reached" in job_logs  # workers left by --lifetime...
     assert "DUE TO TIME LIMIT" not in job_logs  # ...not killed by SLURM at the walltime
+
+
+@pytest.mark.timeout(300)
+def test_a_long_point_in_the_tail_is_not_lost_to_scaling_down(tmp_path, job_name):
+    """One 15 s point among 300 of 20 ms, on jobs of 2 processes: as the tail's target fell,
+    adaptive scaling closed the workers running it (and the busy siblings of idle ones): the
+    point was lost twice and stored failed (KilledWorker), and jobs churned. Now only whole
+    idle jobs are closed."""
+    results = tmp_path / "results"
+    n, slow = 300, 150
+    costs = ",".join("15000000" if i == slow else "20000" for i in range(n))
+    proc = run_cli(f"results_dir={results}", "~grid.x",
+                   f"grid.zip=[{{x:{{range:[0,{n}]}},work_us:[{costs}]}}]", *jobs_of(2),
+                   "cluster.maximum_jobs=2", f"cluster.job_name={job_name}", timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    df = pd.read_parquet(results / "calibration")
+    assert (df.status == "ok").all() and len(df) == n and df.task_id.is_unique, \
+        df[df.status != "ok"].error.head()
+    assert "KilledWorker" not in proc.stderr and "workers died" not in proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_cancelled_worker_jobs_of_two_processes_are_replaced(tmp_path, job_name):
+    """scancel of every worker job mid-sweep (jobs of 2 processes): no job was submitted again
+    and the sweep idled until no_workers_timeout. Now fresh jobs finish it."""
+    results = tmp_path / "results"
+    n = 400
+    driver = subprocess.Popen(
+        cli(f"results_dir={results}", f"grid.x={{range:[0,{n}]}}", "params.work_us=50000",
+            *jobs_of(2), "cluster.maximum_jobs=2", f"cluster.job_name={job_name}",
+            "watchdog.no_workers_timeout=150"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len([j for j in squeue(job_name) if j[1] == "R"]) >= 2 and parts(results),
+                 120, "two running worker jobs and a first part file")
+        first = [j[0] for j in squeue(job_name)]
+        subprocess.run(["scancel", *first], check=True, timeout=15)
+        out, err = driver.communicate(timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, out + err
+    assert_complete(results, n, 50000.0)
+    submitted = set(re.findall(r"SLURM job (\d+) submitted", err))
+    assert submitted - set(first), err  # fresh jobs, not only the cancelled ones
 
 
 @pytest.mark.timeout(180)

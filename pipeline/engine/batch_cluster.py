@@ -279,15 +279,57 @@ def batch_error_text(exc: BaseException) -> str:
     return " / ".join(lines)[:1000] or type(exc).__name__
 
 
+def job_of(cluster, worker_name) -> Any:
+    """The job (``worker_spec`` key) a worker belongs to: dask-jobqueue names the workers of a
+    job of several processes NAME-0, NAME-1... (the spec's ``group``); a worker of one
+    process is named as its job."""
+    if worker_name in cluster.worker_spec:
+        return worker_name
+    for name, spec in cluster.worker_spec.items():
+        if any(f"{name}{suffix}" == str(worker_name) for suffix in spec.get("group", ())):
+            return name
+    return worker_name
+
+
 def _queue_adaptive():
     from distributed.deploy.adaptive import Adaptive
 
     class QueueAdaptive(Adaptive):
-        """Asks for one worker per task queued or running (within minimum..maximum).
+        """Asks for one worker per task queued or running (within minimum..maximum), and
+        scales down only jobs whose every worker is idle.
 
         Dask's default target, occupancy / 5 s, suits long task graphs; the sweep driver
         keeps only about two ~0.2 s batches per thread in flight, which that rule reads as
         work for one worker, so the cluster would never grow past its first job."""
+
+        async def workers_to_close(self, target: int) -> list[str]:
+            """Whole jobs, all of whose workers run nothing. Dask's choice closed busy
+            workers when the target fell (in a sweep's tail, the long batches still running),
+            and, for a job of several processes, the busy siblings of the idle worker it chose:
+            their batches were lost, and a long point lost twice was stored as failed
+            (KilledWorker) although it was sound."""
+            scheduler = getattr(self.cluster, "scheduler", None)
+            workers = getattr(scheduler, "workers", None)
+            if workers is None:  # not an in-process scheduler: Dask's own rule
+                return await super().workers_to_close(target)
+            jobs: dict = {}
+            for ws in workers.values():
+                jobs.setdefault(job_of(self.cluster, ws.name), []).append(ws)
+            surplus = len(workers) - target
+            names = []
+            for members in jobs.values():
+                if len(members) <= surplus and not any(ws.processing for ws in members):
+                    names += [ws.name for ws in members]
+                    surplus -= len(members)
+            return names
+
+        async def scale_down(self, workers) -> None:
+            """Never a job with a worker running a batch: also the jobs Dask picks itself
+            (requested workers not arrived yet, whose job's first worker may be busy)."""
+            scheduler = getattr(self.cluster, "scheduler", None)
+            busy = {job_of(self.cluster, ws.name)
+                    for ws in getattr(scheduler, "workers", {}).values() if ws.processing}
+            await super().scale_down([w for w in workers if job_of(self.cluster, w) not in busy])
 
         async def target(self):
             scheduler = getattr(self.cluster, "scheduler", None)
@@ -432,6 +474,43 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
 
     class WatchedCluster(base):
         job_cls = WatchedJob
+
+        def _update_worker_status(self, op, msg):
+            """A job whose workers have all left (its walltime or lifetime reached, scancel, a
+            node lost) is closed and dropped from the plan after
+            ``distributed.deploy.lost-worker-timeout``, so that adaptive scaling submits a
+            fresh one. Dask's own clean-up matched the worker's name to a job's, which never
+            matches for a job of several processes (NAME-0, NAME-1: dask/distributed#9102),
+            and kept the job in the plan: the cluster stopped replacing jobs, and an
+            overnight sweep sat without workers until no_workers_timeout."""
+            import dask
+            from dask.utils import parse_timedelta
+            from distributed.deploy.cluster import Cluster
+
+            if op == "remove":
+                info = self.scheduler_info.get("workers", {}).get(msg)
+                if info is not None:
+                    job = job_of(self, info.get("name"))
+                    handle = self.workers.get(job)
+                    if handle is not None:
+                        grace = parse_timedelta(
+                            dask.config.get("distributed.deploy.lost-worker-timeout"))
+                        asyncio.get_running_loop().call_later(
+                            grace, self._forget_job_if_gone, job, handle)
+            Cluster._update_worker_status(self, op, msg)  # (SpecCluster's own skipped)
+
+        def _forget_job_if_gone(self, job, handle):
+            if self.workers.get(job) is not handle:  # closed, or replaced under its name
+                return
+            if any(job_of(self, d.get("name")) == job
+                   for d in self.scheduler_info.get("workers", {}).values()):
+                return  # a worker of it is back (its nanny restarted it) or still there
+            self._futures.add(asyncio.ensure_future(handle.close()))
+            del self.workers[job]
+            self.worker_spec.pop(job, None)
+            log.info("%s job %s: its workers have left; adaptive scaling submits a fresh job "
+                     "while work remains", BATCH_SYSTEMS[kind].label,
+                     getattr(handle, "job_id", None) or job)
 
         @property
         def dashboard_link(self):

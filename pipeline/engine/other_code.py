@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 
+from pipeline.engine.batch_cluster import job_of
 from pipeline.engine.provenance import other_code_message
 from pipeline.engine.scheduler_workers import embedded_scheduler, workers_in_place
 from pipeline.engine.watchdog import WorkersRunOtherCode
@@ -104,10 +105,10 @@ class OtherCodeWorkers:
         except Exception as exc:  # only a stopped one
             log.debug("adaptive scaling did not stop: %s", exc)
         self.growth_stopped = True
-        keep = {_job_name(cluster, self._name_of(w)) for w, got in codes.items()
+        keep = {job_of(cluster, self._name_of(w)) for w, got in codes.items()
                 if got == self.code}
         current = self._current()
-        keep |= {_job_name(cluster, self._name_of(w)) for w in current or ()
+        keep |= {job_of(cluster, self._name_of(w)) for w in current or ()
                  if w not in codes}  # no answer yet: not known to run other code
         # (workers unknown: nothing cancelled, rather than a job of ours)
         drop = sorted((set(cluster.worker_spec) - keep), key=str) if current is not None else []
@@ -147,14 +148,3 @@ class OtherCodeWorkers:
                 "the last worker on the sweep's code has left. The rows stored so far are "
                 "kept; run the sweep again to compute the rest with the code on disk "
                 "(rerun_changed=true also recomputes the rows of the old code)")
-
-
-def _job_name(cluster, worker_name):
-    """The job (``worker_spec`` key) a worker belongs to: dask-jobqueue names the workers of a
-    job of several processes NAME-0, NAME-1... (the spec's ``group``)."""
-    if worker_name in cluster.worker_spec:
-        return worker_name
-    for name, spec in cluster.worker_spec.items():
-        if any(f"{name}{suffix}" == str(worker_name) for suffix in spec.get("group", ())):
-            return name
-    return worker_name

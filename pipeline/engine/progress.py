@@ -80,6 +80,10 @@ class Progress:
         # predicted seconds to the end from the cost model (None: not known yet); the ETA
         # falls back on the task count without it
         self.eta_source: Callable[[], float | None] | None = None
+        # worker threads joined (None: not known): with none, the line says since when, and
+        # gives no ETA (it counted down while an adaptive cluster had no job running)
+        self.threads_source: Callable[[], int | None] | None = None
+        self.no_workers_since: str | None = None
 
     def snapshot(self, stats, final: bool = False) -> dict:
         """done/total, failed, rate (tasks/s since the first result), ETA (s) and first error."""
@@ -100,12 +104,28 @@ class Progress:
                 predicted = None
             if predicted is not None:
                 eta = predicted
+        threads = None
+        if self.threads_source is not None and not final:
+            try:
+                threads = self.threads_source()
+            except Exception:  # the progress line never ends a sweep
+                threads = None
+        if threads == 0 and remaining:
+            self.no_workers_since = self.no_workers_since or utc_stamp()
+            eta = None
+        elif threads:
+            self.no_workers_since = None
         # significant digits below 1 task/s: rounded to 3 decimals, points of an hour read 0.0
         rate_out = round(rate, 3) if rate >= 1 else float(f"{rate:.3g}")
-        return {"done": done, "total": self.todo, "failed": stats.failed, "remaining": remaining,
+        snap = {"done": done, "total": self.todo, "failed": stats.failed, "remaining": remaining,
                 "rate_per_s": rate_out, "eta_s": None if eta is None else round(eta, 1),
                 "first_error": stats.first_errors[0] if stats.first_errors else None,
                 "updated_at": utc_stamp()}
+        if threads is not None:
+            snap["threads"] = threads
+        if threads == 0 and remaining:
+            snap["no_workers_since"] = self.no_workers_since
+        return snap
 
     def stopped_snapshot(self) -> dict | None:
         """The progress of a sweep that stopped early (interrupted, crashed), for its run
@@ -153,7 +173,13 @@ class Progress:
         eta = snap["eta_s"]
         return (f"[{self.name}] |{bar:<24}| {snap['done']}/{self.todo} done, {snap['failed']} failed, "
                 f"{snap['remaining']} remaining, {rate_text(snap['rate_per_s'])} tasks/s, "
-                f"ETA {_hms(float('nan') if eta is None else eta)}")
+                + (no_workers_text(snap['no_workers_since']) if snap.get("no_workers_since")
+                   else f"ETA {_hms(float('nan') if eta is None else eta)}"))
+
+
+def no_workers_text(since: str) -> str:
+    """In place of the ETA while no worker has joined (a queued or ended batch job)."""
+    return f"no workers since {since.replace('T', ' ')} (waiting for them to join)"
 
 
 def rate_text(rate: float) -> str:

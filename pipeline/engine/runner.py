@@ -384,6 +384,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         return sizer.eta_seconds(joined_threads(), in_flight_work.seconds(), len(in_flight))
 
     bar.eta_source = eta_s
+    bar.threads_source = joined_threads
     tail_flushed = False
     try:
         submit_more()
