@@ -292,9 +292,15 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> li
               else shlex.quote(script))  # (`python /path/to/run.py` from elsewhere)
     python = f"{cd}python {run_py}"
     command = f"{python} {shlex.join(argv)}" if argv else "the same command"
+    job = run.get("driver_job")  # the driver ran as scripts/driver.sbatch's job
+    if job and argv:
+        command = f"{cd}sbatch scripts/driver.sbatch {shlex.join(argv)}"
     host, pid = run.get("host"), run.get("pid")
     rerun = f"rerun to resume (tasks stored are not run again): {command}"
     state = run.get("status")
+    if state == "running" and job:
+        return [f"  to stop it: scancel {job} (the driver's SLURM job; what finished is kept, "
+                "and the job is not requeued; resubmitting it resumes)"]
     if state == "running":
         return [f"  to stop it: kill -TERM {pid} on {host} (what finished is kept; the same "
                 "command resumes)"]

@@ -58,6 +58,9 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         # relative to: status prints paths and commands that work from anywhere
         "cwd": os.getcwd(), "script": _script(),
     }
+    if os.environ.get("PIPELINE_DRIVER_JOB") == "1" and os.environ.get("SLURM_JOB_ID"):
+        # run by scripts/driver.sbatch: status tells to stop it with scancel and resubmit it
+        record["driver_job"] = os.environ["SLURM_JOB_ID"]
     try:
         lock = SweepLock(path, run_id, wait_s=LOCK_WAIT_S, on_wait=lambda: print(
             f"{path} is locked; waiting up to {LOCK_WAIT_S:g} s for it", file=sys.stderr,

@@ -379,3 +379,32 @@ def test_a_port_that_is_not_a_dask_scheduler(tmp_path, banner):
     assert "allocate" not in proc.stderr and "Traceback" not in proc.stderr
     assert not results.exists()  # no .lock, no manifest, no log
     assert took < 60
+
+
+def test_credential_files_removed_with_their_folder_are_not_reported_at_exit(tmp_path,
+                                                                           monkeypatch):
+    """Ctrl-C while a SLURM cluster started: dask-jobqueue's temporary credential files were
+    still referenced when the driver removed its folder, and each printed "Exception ignored
+    in ... _TemporaryFileCloser ... FileNotFoundError" at exit. Those alone are dropped."""
+    import gc
+    import os
+    import sys
+    import tempfile
+
+    from pipeline.engine.batch_cluster import make_tls_folder
+
+    shown = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: shown.append(u.exc_value))
+    folder, lock = make_tls_folder(str(tmp_path / ".pipeline-tls-0" / "driver"))
+    try:
+        ours = tempfile.NamedTemporaryFile(dir=folder)
+        os.unlink(ours.name)  # the driver removed its folder first
+        del ours
+        other = tempfile.NamedTemporaryFile(dir=tmp_path)
+        os.unlink(other.name)  # anyone else's: still reported
+        del other
+        gc.collect()
+    finally:
+        lock.close()
+    assert [type(e).__name__ for e in shown] == ["FileNotFoundError"]
+    assert not str(shown[0].filename).startswith(str(tmp_path / ".pipeline-tls-0"))

@@ -469,6 +469,8 @@ def test_driver_job_signalled_before_walltime_requeues_and_resumes(tmp_path, job
         subprocess.run(["scancel", job], timeout=15)
     log = out_file.read_text()
     assert "requeueing job" in log and "restart 1" in log, log
+    runs = json.loads((results / "calibration" / "_manifest.json").read_text())["runs"]
+    assert {r.get("driver_job") for r in runs} == {job}, runs  # status: scancel JOBID
     assert log.rstrip().splitlines()[-1].startswith("pipeline driver: exit 0"), log
     assert re.search(r"\d+ already done", log)  # the second run resumed
     assert_complete(results, n, 50000.0)

@@ -281,6 +281,24 @@ def test_status_says_what_to_do_next(tmp_path):
             "their own sweep's command with retry_failed=true runs them again\n") in text, text
 
 
+def test_status_of_a_driver_run_by_driver_sbatch_names_its_job(tmp_path):
+    """A driver run as scripts/driver.sbatch's job: status said "kill -TERM PID on NODE" (a
+    compute node the user may not log in to; SLURM's requeue logic never saw it) and the rerun
+    as `python run.py ...` on the login node. Now scancel JOBID, and the sbatch command."""
+    from pipeline.status import next_step
+
+    argv = ["experiment=calibration", "cluster=slurm", "results_dir=/scratch/me"]
+    run = {"host": "node-7", "pid": 4242, "argv": argv, "cwd": "/home/me/pipeline",
+           "script": "/home/me/pipeline/run.py", "driver_job": "5150"}
+    assert next_step({**run, "status": "running"}) == [
+        "  to stop it: scancel 5150 (the driver's SLURM job; what finished is kept, and the job "
+        "is not requeued; resubmitting it resumes)"]
+    assert next_step({**run, "status": "killed"}) == [
+        "  next: rerun to resume (tasks stored are not run again): cd /home/me/pipeline && "
+        "sbatch scripts/driver.sbatch experiment=calibration cluster=slurm "
+        "results_dir=/scratch/me"]
+
+
 def test_status_suggests_compacting_many_small_part_files(tmp_path):
     """Every run with work adds a part file, and load, resume and reports open them all:
     from 64 small ones, status says how to merge them, and says nothing once merged."""

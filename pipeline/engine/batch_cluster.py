@@ -374,6 +374,7 @@ def make_tls_folder(shared_temp_directory: str) -> tuple[Path, Any]:
     folder = Path(os.path.expanduser(os.path.expandvars(shared_temp_directory)))
     folder.parent.mkdir(mode=0o700, exist_ok=True)
     folder.mkdir(mode=0o700)
+    _quiet_credential_files_already_removed(folder.parent)
     lock = open(folder / DRIVER_LOCK, "w")
     with contextlib.suppress(OSError):  # no locks on this filesystem: only the pid tells
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -382,6 +383,30 @@ def make_tls_folder(shared_temp_directory: str) -> tuple[Path, Any]:
         log.info("removed %d credential folder(s) of killed drivers from %s", removed,
                  folder.parent)
     return folder, lock
+
+
+def _quiet_credential_files_already_removed(base: Path) -> None:
+    """dask-jobqueue writes the credentials to temporary files that delete themselves when
+    collected; a Ctrl-C while the cluster starts keeps them referenced from the traceback
+    until after this driver has removed its folder, and each then printed "Exception ignored
+    in: <_TemporaryFileCloser> ... FileNotFoundError" at exit (three, after the clean
+    "interrupted"). Only that case is dropped; every other unraisable exception is shown."""
+    import sys
+
+    previous = sys.unraisablehook
+    if getattr(previous, "pipeline_tls", False):
+        return
+    prefix = str(base)
+
+    def hook(unraisable):
+        exc = unraisable.exc_value
+        if (isinstance(exc, FileNotFoundError) and str(exc.filename or "").startswith(prefix)
+                and "_TemporaryFileCloser" in getattr(unraisable.object, "__qualname__", "")):
+            return
+        previous(unraisable)
+
+    hook.pipeline_tls = True
+    sys.unraisablehook = hook
 
 
 def _driver_gone(folder: Path) -> bool:
