@@ -147,7 +147,11 @@ def check_cluster_overrides(args: list[str]) -> None:
         parts = key.lstrip("+~").split(".")
         if parts[0] != "cluster" or len(parts) < 2 or parts[1] in allowed:
             continue
-        close = difflib.get_close_matches(parts[1], allowed, n=1)
+        # the batch systems' own words for dask-jobqueue's (SLURM's partition is its queue)
+        synonyms = {"partition": "queue", "time": "walltime", "mem": "memory",
+                    "cpus_per_task": "cores"}
+        close = ([synonyms[parts[1]]] if synonyms.get(parts[1]) in allowed else
+                 difflib.get_close_matches(parts[1], allowed, n=1))
         raise ConfigError(f"unknown key 'cluster.{parts[1]}' for cluster={kind}"
                           + (f" (did you mean 'cluster.{close[0]}'?)" if close else "")
                           + "; allowed: " + ", ".join(allowed))

@@ -156,6 +156,9 @@ BAD_INPUTS = [
     (["experiment=calibration", "flush_rows=2.5"], "flush_rows (buffered result rows that trigger"),
     (["experiment=calibration", "params.work_mode=nap"], "allowed: one of {spin, sleep}"),
     (["experiment=calibration", "cluster=nosuchcluster"], "nosuchcluster"),
+    # SLURM's word for it
+    (["experiment=calibration", "cluster=slurm", "cluster.partition=debug"],
+     "unknown key 'cluster.partition' for cluster=slurm (did you mean 'cluster.queue'?)"),
     # a family's declared exact-computation limit, checked on the whole grid before any task
     (["experiment=inferential", "grid.zip=[{graph:[complete,complete],n:[10,30]}]"],
      "exact enumeration is limited to n <= 24 nodes (got n = 30)"),
