@@ -565,3 +565,18 @@ def test_a_dashboard_port_in_use_is_one_line_with_the_port_taken_instead(tmp_pat
     assert "already in use" not in proc.stderr and "UserWarning" not in proc.stderr, proc.stderr
     used = re.search(r"local cluster up; dashboard: http://127\.0\.0\.1:(\d+)/status", proc.stderr)
     assert used and int(used.group(1)) != port, proc.stderr
+
+
+def test_more_local_workers_than_twice_the_cores_is_warned_about(tmp_path):
+    """cluster.n_workers=64 on a 2-core login node ran without a word: a minute of worker
+    start-up for points that did not wait on anything. Pinned to one core here (taskset)."""
+    import shutil
+
+    if shutil.which("taskset") is None:
+        pytest.skip("taskset (util-linux) is not installed")
+    proc = subprocess.run(["taskset", "-c", "0", sys.executable, str(ROOT / "run.py"),
+                           "experiment=calibration", f"results_dir={tmp_path}", "grid.x=[1,2]",
+                           "params.work_us=0", "cluster.n_workers=3", *FAST],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert "cluster.n_workers=3 worker processes on 1 core(s)" in proc.stderr, proc.stderr

@@ -338,6 +338,11 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
             from dask.system import CPU_COUNT
 
             n_workers = cfg.get("n_workers")
+            if n_workers and CPU_COUNT and int(n_workers) > 2 * CPU_COUNT:
+                log.warning("cluster.n_workers=%d worker processes on %d core(s): each is a Python "
+                            "process of its own (about a second of CPU to start, 100+ MB); more "
+                            "than the cores only help points that wait (sleep, I/O). Threads "
+                            "per worker: cluster.threads_per_worker", int(n_workers), CPU_COUNT)
             if not n_workers:
                 n_workers, found = default_local_workers(CPU_COUNT or 1)
                 if found:
