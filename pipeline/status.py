@@ -294,13 +294,20 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> li
     command = f"{python} {shlex.join(argv)}" if argv else "the same command"
     job = run.get("driver_job")  # the driver ran as scripts/driver.sbatch's job
     if job and argv:
-        command = f"{cd}sbatch scripts/driver.sbatch {shlex.join(argv)}"
+        # (its sbatch options and environment are not recorded: the user gives them again)
+        command = (f"{cd}sbatch [your sbatch options] scripts/driver.sbatch {shlex.join(argv)}"
+                   f", unless SLURM has requeued job {job} itself (squeue -j {job})")
     host, pid = run.get("host"), run.get("pid")
     rerun = f"rerun to resume (tasks stored are not run again): {command}"
     state = run.get("status")
     if state == "running" and job:
         return [f"  to stop it: scancel {job} (the driver's SLURM job; what finished is kept, "
                 "and the job is not requeued; resubmitting it resumes)"]
+    if state == "stale" and job:
+        from pipeline.store.manifest import STALE_HEARTBEAT_S
+
+        return [f"  next: no heartbeat for over {STALE_HEARTBEAT_S / 60:g} min; check the "
+                f"driver's job (squeue -j {job}); if it is gone, {rerun}"]
     if state == "running":
         return [f"  to stop it: kill -TERM {pid} on {host} (what finished is kept; the same "
                 "command resumes)"]

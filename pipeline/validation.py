@@ -92,8 +92,11 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
     if conf.get("report"):  # (a multirun's jobs are all checked before the first runs)
         from pipeline.store.parquet import experiment_dir, part_files
 
+        from pipeline.store.part_index import missing_parts
+
         folder = experiment_dir(str(conf["results_dir"]), name)
-        if not part_files(folder):
+        # parts recorded but gone (deleted by hand): the report says so (exit 4, verify)
+        if not part_files(folder) and not missing_parts(folder):
             raise ConfigError(f"report=true: no results for experiment '{name}' under "
                               f"{folder}; run the sweep first (python run.py experiment={name} "
                               f"results_dir={conf['results_dir']})")

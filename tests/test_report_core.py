@@ -129,6 +129,23 @@ def test_a_multirun_report_with_one_experiment_unswept_writes_nothing(tmp_path):
     assert not (tmp_path / "calibration" / "_report").exists()
 
 
+def test_a_report_of_a_folder_whose_parts_were_deleted_says_so(tmp_path):
+    """Parts the index records, deleted by hand: the report's up-front "no results: run the
+    sweep first" hid the store's own verdict (exit 4, verify --repair)."""
+    run = [sys.executable, str(ROOT / "run.py")]
+    subprocess.run([*run, "experiment=calibration", f"results_dir={tmp_path}", "grid.x=[1,2]",
+                    "params.work_us=0", "progress=false", "cluster.dashboard_address=:0"],
+                   capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
+    for part in (tmp_path / "calibration").glob("part-*.parquet"):
+        part.unlink()
+    proc = subprocess.run([*run, "experiment=calibration", "report=true",
+                           f"results_dir={tmp_path}"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "no longer in" in proc.stderr and "run the sweep first" not in proc.stderr, \
+        proc.stderr
+
+
 def test_writer_formats():
     assert latex_escape(r"a_b\c {x} 50%") == r"a\_b\textbackslash{}c \{x\} 50\%"
 

@@ -298,7 +298,7 @@ def test_a_silence_met_by_any_call_counts_from_that_call(scheduler_and_worker):
 
     address, sched = scheduler_and_worker
     with Client(address, timeout=30) as client:
-        assert worker_calls.thread_counts(client) == (1, 1)
+        assert worker_calls.thread_counts(client) == (1, 1, 1)
         watchdog = Watchdog(client, scheduler_timeout=3.0, no_progress_timeout=None)
         watchdog.check()
         os.killpg(sched.pid, signal.SIGSTOP)
@@ -309,7 +309,7 @@ def test_a_silence_met_by_any_call_counts_from_that_call(scheduler_and_worker):
             assert 4.0 <= worker_calls.scheduler_silent_for(client) < 6.0
             # while it is silent, the thread count is the last one known, at once
             t = time.monotonic()
-            assert worker_calls.thread_counts(client, known=7) == (7, 7)
+            assert worker_calls.thread_counts(client, known=7) == (7, 7, None)
             assert time.monotonic() - t < 0.5
             # one failing probe confirms a silence older than scheduler_timeout
             with pytest.raises(SchedulerLost, match=r"no answer for \d+ s"):
@@ -321,7 +321,7 @@ def test_a_silence_met_by_any_call_counts_from_that_call(scheduler_and_worker):
         watchdog = Watchdog(client, scheduler_timeout=3.0, no_progress_timeout=None)
         watchdog.check()
         assert worker_calls.scheduler_silent_for(client) is None
-        assert worker_calls.thread_counts(client) == (1, 1)
+        assert worker_calls.thread_counts(client) == (1, 1, 1)
 
 
 @pytest.mark.timeout(240)
@@ -762,3 +762,15 @@ def test_a_signal_before_a_client_call_started_prints_no_traceback(tmp_path):
         pytest.skip("this distributed no longer logs the NameError of sync()'s cancel: "
                     "cluster.quiet_signals_before_sync_calls may go")
     assert "NameError" in runs["bare"].stderr and "Traceback" in runs["bare"].stderr
+
+
+def test_thread_counts_say_zero_when_no_worker_is_connected():
+    """The count the progress line's "no workers since" reads: it was the sizing count, at
+    least 1, so the line and status could never say that no worker was there."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine import worker_calls
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        assert worker_calls.thread_counts(client) == (1, 1, 0)

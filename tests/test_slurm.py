@@ -235,6 +235,59 @@ def test_cancelled_worker_jobs_of_two_processes_are_replaced(tmp_path, job_name)
     assert submitted - set(first), err  # fresh jobs, not only the cancelled ones
 
 
+REPLACED_JOB_SCRIPT = """
+import json, subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from pipeline.engine.batch_cluster import make_slurm_cluster, remove_tls_folder
+
+name, tmp = sys.argv[2], sys.argv[3]
+cluster = make_slurm_cluster({"cores": 2, "processes": 2, "memory": "1GB",
+                              "walltime": "00:10:00", "minimum_jobs": 1, "maximum_jobs": 1,
+                              "job_name": name, "shared_temp_directory": tmp,
+                              "log_directory": tmp + "/jobs", "dashboard_address": ":0"})
+
+def wait(what, predicate, seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.5)
+    sys.exit("timed out waiting for " + what)
+
+workers = lambda: len(cluster.scheduler.workers)
+jobs = lambda: {getattr(j, "job_id", None) for j in cluster.workers.values()} - {None}
+wait("the first job's 2 workers", lambda: workers() == 2, 150)
+first = jobs()
+subprocess.run(["scancel", *first], check=True)
+wait("the first job's workers to leave", lambda: workers() == 0, 60)
+wait("a fresh job", lambda: jobs() - first, 60)
+wait("the fresh job's 2 workers", lambda: workers() == 2, 150)
+second = jobs() - first
+subprocess.run(["scancel", *second], check=True)
+wait("the fresh job's workers to leave", lambda: workers() == 0, 60)
+t = time.monotonic()
+cluster.close(timeout=30)  # within the 15 s grace of their leaving
+print(json.dumps({"first": sorted(first), "second": sorted(second),
+                  "close_s": time.monotonic() - t}))
+remove_tls_folder(cluster)
+"""
+
+
+@pytest.mark.timeout(420)
+def test_a_cancelled_job_of_two_processes_is_replaced_and_the_cluster_closes(tmp_path, job_name):
+    """The cluster itself (dask-jobqueue's SLURMCluster with the pipeline's adaptive rules),
+    minimum one job of 2 processes: a cancelled job is replaced (dask/distributed#9102), and
+    a close within the grace after its workers left succeeds (a handle kept for the grace
+    failed SpecCluster's close: AssertionError: Status.running)."""
+    proc = subprocess.run([sys.executable, "-c", REPLACED_JOB_SCRIPT, str(ROOT), job_name,
+                           str(tmp_path)], capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["first"] and out["second"] and not set(out["first"]) & set(out["second"]), out
+    assert out["close_s"] < 20, out
+    assert "AssertionError" not in proc.stderr, proc.stderr
+
+
 @pytest.mark.timeout(180)
 def test_nonexistent_partition_exits_2_before_anything_is_written(tmp_path, job_name):
     """A partition typo was found only by sbatch, after the results folder, its manifest

@@ -295,8 +295,12 @@ def test_status_of_a_driver_run_by_driver_sbatch_names_its_job(tmp_path):
         "is not requeued; resubmitting it resumes)"]
     assert next_step({**run, "status": "killed"}) == [
         "  next: rerun to resume (tasks stored are not run again): cd /home/me/pipeline && "
-        "sbatch scripts/driver.sbatch experiment=calibration cluster=slurm "
-        "results_dir=/scratch/me"]
+        "sbatch [your sbatch options] scripts/driver.sbatch experiment=calibration "
+        "cluster=slurm results_dir=/scratch/me, unless SLURM has requeued job 5150 itself "
+        "(squeue -j 5150)"]
+    assert next_step({**run, "status": "stale"})[0].startswith(
+        "  next: no heartbeat for over 10 min; check the driver's job (squeue -j 5150); if it "
+        "is gone, rerun to resume")
 
 
 def test_status_suggests_compacting_many_small_part_files(tmp_path):

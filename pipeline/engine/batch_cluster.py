@@ -512,30 +512,45 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
             from dask.utils import parse_timedelta
             from distributed.deploy.cluster import Cluster
 
-            if op == "remove":
+            job_ids = self.__dict__.setdefault("pipeline_job_ids", {})  # address -> job id
+            if op == "add":  # each worker's job, by batch job id: a job name is reused
+                for address, info in (msg.get("workers") or {}).items():
+                    handle = self.workers.get(job_of(self, info.get("name")))
+                    if getattr(handle, "job_id", None):
+                        job_ids[address] = handle.job_id
+            elif op == "remove":
                 info = self.scheduler_info.get("workers", {}).get(msg)
-                if info is not None:
-                    job = job_of(self, info.get("name"))
-                    handle = self.workers.get(job)
-                    if handle is not None:
-                        grace = parse_timedelta(
-                            dask.config.get("distributed.deploy.lost-worker-timeout"))
-                        asyncio.get_running_loop().call_later(
-                            grace, self._forget_job_if_gone, job, handle)
+                job_id = job_ids.pop(msg, None)
+                if info is not None and job_id is not None:
+                    grace = parse_timedelta(
+                        dask.config.get("distributed.deploy.lost-worker-timeout"))
+                    # the name and id only: a handle held here kept a closed job in
+                    # SpecCluster._created, whose close then failed on its status
+                    asyncio.get_running_loop().call_later(
+                        grace, self._forget_job_if_gone, job_of(self, info.get("name")), job_id)
             Cluster._update_worker_status(self, op, msg)  # (SpecCluster's own skipped)
 
-        def _forget_job_if_gone(self, job, handle):
-            if self.workers.get(job) is not handle:  # closed, or replaced under its name
-                return
-            if any(job_of(self, d.get("name")) == job
-                   for d in self.scheduler_info.get("workers", {}).values()):
+        def _forget_job_if_gone(self, job, job_id):
+            handle = self.workers.get(job)
+            if handle is None or getattr(handle, "job_id", None) != job_id:
+                return  # closed already, or a fresh job under the same name
+            if job_id in self.__dict__.get("pipeline_job_ids", {}).values():
                 return  # a worker of it is back (its nanny restarted it) or still there
-            self._futures.add(asyncio.ensure_future(handle.close()))
+            from distributed.core import Status
+
+            async def cancel():  # (scancel of a job that has ended already is harmless)
+                try:
+                    await handle.close()
+                finally:
+                    handle.status = Status.closed
+
+            # dask-jobqueue's close never sets it: SpecCluster's own close asserts it
+            handle.status = Status.closing
+            self._futures.add(asyncio.ensure_future(cancel()))
             del self.workers[job]
             self.worker_spec.pop(job, None)
             log.info("%s job %s: its workers have left; adaptive scaling submits a fresh job "
-                     "while work remains", BATCH_SYSTEMS[kind].label,
-                     getattr(handle, "job_id", None) or job)
+                     "while work remains", BATCH_SYSTEMS[kind].label, job_id)
 
         @property
         def dashboard_link(self):

@@ -164,7 +164,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
     suspects: deque = deque()
     suspect_key = None
     # (count to size for, when, count joined): asked of the scheduler at most once a second
-    known_threads = [0, -1e9, 0]
+    known_threads = [0, -1e9, 0, None]  # total, when, joined (>= 1), connected (None: unknown)
     # keys whose rows are stored (a late timeout event of theirs is not acted on)
     handled_keys: deque = deque(maxlen=100_000)
     handled_key_set: set = set()
@@ -178,13 +178,19 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         # Workers join and leave (adaptive SLURM): sizing follows the scheduler's count.
         now = time.monotonic()
         if now - known_threads[1] >= 1.0:
-            total, joined = thread_counts(client, known_threads[2])
-            known_threads[:] = [total, now, joined]
+            total, joined, connected = thread_counts(client, known_threads[2])
+            known_threads[:] = [total, now, joined, connected]
         return known_threads[0]
 
     def joined_threads() -> int:
         threads()  # refreshed at most once a second
         return known_threads[2]
+
+    def connected_now() -> int | None:
+        """Threads connected now, 0 included (joined_threads counts at least 1, for sizing);
+        None if the scheduler does not answer."""
+        threads()
+        return known_threads[3]
 
     def submit_all(chunks) -> list[str]:
         # One client.map per wake: one scheduler message for the whole wave. 1,024 single
@@ -384,7 +390,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         return sizer.eta_seconds(joined_threads(), in_flight_work.seconds(), len(in_flight))
 
     bar.eta_source = eta_s
-    bar.threads_source = joined_threads
+    bar.threads_source = connected_now
     tail_flushed = False
     try:
         submit_more()

@@ -121,14 +121,15 @@ def connected_threads(client) -> int | None:
         return None
 
 
-def thread_counts(client, known: int = 1) -> tuple[int, int]:
-    """(threads to size batches for, threads of the workers connected now); ``known``, the
-    last count, if the scheduler does not answer."""
+def thread_counts(client, known: int = 1) -> tuple[int, int, int | None]:
+    """(threads to size batches for, threads of the workers connected now (at least 1, for
+    sizing; ``known``, the last count, if the scheduler does not answer), the connected
+    threads as counted (0 with no worker; None if the scheduler does not answer))."""
     connected = connected_threads(client)
     joined = max(1, known if connected is None else connected)
     # 15a: an adaptive batch cluster grows to the work in flight: plan for all its threads
     planned = getattr(getattr(client, "cluster", None), "pipeline_max_threads", 0)
-    return max(joined, planned), joined
+    return max(joined, planned), joined, connected
 
 
 def total_threads(client) -> int:
