@@ -100,6 +100,7 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
             raise ConfigError(f"report=true: no results for experiment '{name}' under "
                               f"{folder}; run the sweep first (python run.py experiment={name} "
                               f"results_dir={conf['results_dir']})")
+        _refuse_absent_selection(folder, name, conf)
     max_tasks = conf.get("max_tasks", DEFAULT_MAX_TASKS)
     if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
         raise ConfigError(f"max_tasks must be an integer >= 1, got {max_tasks!r}")
@@ -150,6 +151,44 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
     options.update({k: conf.get(k, default) for k, (_, default, _) in ENGINE_KEYS.items()})
     options["results_dir"] = str(options["results_dir"])
     return grid, options
+
+
+def _refuse_absent_selection(folder: Path, name: str, conf: dict) -> None:
+    """report=true with a run_id, code_id or version the folder does not have: refused here,
+    before a multirun's first report is written (the report itself refuses it too, from the
+    rows it reads). Only those three columns of each part are read; a part that cannot be
+    read is left to the report to name."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.report.selection import (SelectionError, as_tuple, refuse_absent_versions,
+                                           refuse_unknown_ids, versions_of)
+    from pipeline.store.parquet import part_files
+
+    run_ids, code_ids = as_tuple(conf.get("run_id")), as_tuple(conf.get("code_id"))
+    try:
+        versions = versions_of(conf.get("version"))
+    except SelectionError as exc:
+        raise ConfigError(str(exc)) from None
+    if not (run_ids or code_ids or [v for v in versions if v != "latest"]):
+        return
+    try:
+        tables = []
+        for part in part_files(folder):
+            names = pq.read_schema(part).names
+            tables.append(pq.read_table(part, columns=[
+                c for c in ("run_id", "code_id", "experiment_version") if c in names]))
+        stored = pa.concat_tables(tables, promote_options="default")
+    except Exception:  # a damaged part: the report names it
+        return
+    try:
+        for key, wanted in (("run_id", run_ids), ("code_id", code_ids)):
+            if wanted:
+                refuse_unknown_ids(folder, key, wanted, stored)
+        if "experiment_version" in stored.column_names:
+            refuse_absent_versions(stored, versions, name)
+    except SelectionError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _yaml_origin(name: str, param: str, command_line: set[str]) -> str:

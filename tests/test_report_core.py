@@ -129,6 +129,27 @@ def test_a_multirun_report_with_one_experiment_unswept_writes_nothing(tmp_path):
     assert not (tmp_path / "calibration" / "_report").exists()
 
 
+def test_a_multirun_report_with_a_version_one_experiment_lacks_writes_nothing(tmp_path):
+    """-m experiment=calibration,composition report=true version=2: calibration (version 2)
+    was reported, then composition (version 1 only) refused: exit 2 after a report was
+    written. Now every job's selection is checked against its folder first."""
+    run = [sys.executable, str(ROOT / "run.py")]
+    fast = ["progress=false", "cluster.dashboard_address=:0", "cluster.n_workers=1"]
+    for args in (["experiment=calibration", "grid.x=[1,2]", "params.work_us=0"],
+                 ["experiment=composition", "grid.eps=[0.1]", "grid.k=[2]",
+                  "grid.delta_target=[1e-6]", "grid.delta=[0.0]"]):
+        subprocess.run([*run, *args, f"results_dir={tmp_path}", *fast], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120, check=True)
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    proc = subprocess.run([*run, "-m", "experiment=calibration,composition", "report=true",
+                           "report_scope=all", "version=2", f"results_dir={tmp_path}"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("version=2: no rows of version 2 are stored for 'composition'; "
+            "stored: 1") in proc.stderr, proc.stderr
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
+
+
 def test_a_report_of_a_folder_whose_parts_were_deleted_says_so(tmp_path):
     """Parts the index records, deleted by hand: the report's up-front "no results: run the
     sweep first" hid the store's own verdict (exit 4, verify --repair)."""
