@@ -166,9 +166,10 @@ def describe(path: Path) -> tuple[list[str], bool]:
                          f"failed, {rate_text(prog['rate_per_s'])} tasks/s, "
                          + (no_workers_text(prog["no_workers_since"])
                             if prog.get("no_workers_since") else f"ETA {_hms(prog['eta_s'])}")
+                         + unwritten
                          + (f", {prog['threads']:,} worker thread(s)" if prog.get("threads")
                             else "")
-                         + f"{unwritten} (heartbeat {_age(run.get('heartbeat_at'))})")
+                         + f" (heartbeat {_age(run.get('heartbeat_at'))})")
             if prog.get("first_error"):
                 lines.append(f"  first error: {prog['first_error']}")
         else:

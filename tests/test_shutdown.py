@@ -298,7 +298,7 @@ def test_a_silence_met_by_any_call_counts_from_that_call(scheduler_and_worker):
 
     address, sched = scheduler_and_worker
     with Client(address, timeout=30) as client:
-        assert worker_calls.thread_counts(client) == (1, 1, 1)
+        assert worker_calls.thread_counts(client)[:2] == (1, 1)  # (the worker may not be in yet)
         watchdog = Watchdog(client, scheduler_timeout=3.0, no_progress_timeout=None)
         watchdog.check()
         os.killpg(sched.pid, signal.SIGSTOP)
@@ -321,7 +321,7 @@ def test_a_silence_met_by_any_call_counts_from_that_call(scheduler_and_worker):
         watchdog = Watchdog(client, scheduler_timeout=3.0, no_progress_timeout=None)
         watchdog.check()
         assert worker_calls.scheduler_silent_for(client) is None
-        assert worker_calls.thread_counts(client) == (1, 1, 1)
+        assert worker_calls.thread_counts(client)[:2] == (1, 1)  # (the worker may not be in yet)
 
 
 @pytest.mark.timeout(240)
