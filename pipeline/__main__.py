@@ -82,7 +82,7 @@ def _list(argv: list[str]) -> int:
 
 
 def _describe(argv: list[str]) -> int:
-    from pipeline.experiments.base import CONFLICTS, conflict_message, find, registry
+    from pipeline.experiments.base import CONFLICTS, conflict_message, find
 
     if len(argv) != 1:
         return _bad("describe", f"describe takes one experiment NAME (got "
@@ -91,23 +91,18 @@ def _describe(argv: list[str]) -> int:
     if name.startswith("experiment="):  # run.py's word: the name is what follows
         return _bad("describe", f"describe takes the name alone: python -m pipeline describe "
                     f"{name.partition('=')[2] or 'NAME'}")
-    import difflib
     import warnings
 
-    from pipeline.experiments import BROKEN
+    from pipeline.validation import experiment_problem
 
     with warnings.catch_warnings():  # failed modules are named below, plainly
         warnings.simplefilter("ignore")
-        experiments = {name: found} if (found := find(name)) is not None else registry()
+        found = find(name)
     if name in CONFLICTS:
         print(f"error: {conflict_message(name)}", file=sys.stderr)
         return 2
-    if name not in experiments:
-        close = difflib.get_close_matches(name, list(experiments), n=1)
-        print(f"unknown experiment '{name}'; "
-              + (f"did you mean '{close[0]}'? " if close else "")
-              + f"available: {', '.join(sorted(experiments))}"
-              + "".join(f"\n  module {m!r} failed to import: {e}" for m, e in BROKEN.items()),
+    if found is None:  # run.py's own words: did you mean, the modules that failed
+        print(f"error: {experiment_problem(name) or f'unknown experiment {name!r}'}",
               file=sys.stderr)
         return 2
     print(describe(name))

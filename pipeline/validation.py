@@ -158,12 +158,10 @@ def _refuse_absent_selection(folder: Path, name: str, conf: dict) -> None:
     before a multirun's first report is written (the report itself refuses it too, from the
     rows it reads). Only those three columns of each part are read; a part that cannot be
     read is left to the report to name."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from pipeline.report.selection import (SelectionError, as_tuple, refuse_absent_versions,
                                            refuse_unknown_ids, versions_of)
-    from pipeline.store.parquet import part_files
+    from pipeline.store.integrity import read_parts, read_schemas
+    from pipeline.store.parquet import part_files, unified_schema
 
     run_ids, code_ids = as_tuple(conf.get("run_id")), as_tuple(conf.get("code_id"))
     try:
@@ -172,13 +170,11 @@ def _refuse_absent_selection(folder: Path, name: str, conf: dict) -> None:
         raise ConfigError(str(exc)) from None
     if not (run_ids or code_ids or [v for v in versions if v != "latest"]):
         return
-    try:
-        tables = []
-        for part in part_files(folder):
-            names = pq.read_schema(part).names
-            tables.append(pq.read_table(part, columns=[
-                c for c in ("run_id", "code_id", "experiment_version") if c in names]))
-        stored = pa.concat_tables(tables, promote_options="default")
+    try:  # as the store reads its parts (one schema for all), these three columns only
+        files = part_files(folder)
+        schema = unified_schema(read_schemas(files)[0])
+        stored = read_parts(files, schema=schema, columns=[
+            c for c in ("run_id", "code_id", "experiment_version") if c in schema.names])
     except Exception:  # a damaged part: the report names it
         return
     try:
