@@ -427,9 +427,11 @@ def test_slurm_cluster_is_constructible(tmp_path):
 def test_a_point_that_kills_its_worker_fails_alone(tmp_path):
     # os._exit in the kernel (a segfault, the OOM killer): the batch is bisected down to it.
     started = time.monotonic()
-    run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=1",
-            "grid.x={range:[0,16]}", "params.crash_at=5", "params.work_us=0", "batch_size=8",
-            *FAST, check_code=1, env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"})
+    # one batch of 128, lost; cut in 8, the piece of 16 holding x=5 is lost too: two messages
+    proc = run_cli("experiment=calibration", f"results_dir={tmp_path}", "cluster.n_workers=1",
+                   "grid.x={range:[0,128]}", "params.crash_at=5", "params.work_us=0",
+                   "batch_size=128", *FAST, check_code=1,
+                   env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"})
     print(f"took {time.monotonic() - started:.0f} s")  # ~16 s here: ~1.5 s a worker restart
     # The stall it had, checked by its cause rather than by the clock (a 25 s bound failed
     # under CI load at 27 s): the driver's joint fetch of finished batches waited its whole
@@ -437,8 +439,16 @@ def test_a_point_that_kills_its_worker_fails_alone(tmp_path):
     # them one by one, which the run log says.
     log = sorted((tmp_path / "calibration" / "_logs").glob("*.log"))[-1].read_text()
     assert "fetching them together failed" not in log, log[-3000:]
+    # Dask's ERROR for each lost batch, which the engine handles: a warning in the run log,
+    # not on the terminal, where the engine says once what it does about it
+    terminal = proc.stdout + proc.stderr
+    assert "marked as failed because" not in terminal, terminal[-3000:]
+    assert "WARNING Task run_batch-" in log and "marked as failed because" in log
+    assert terminal.count("was lost with the workers that ran it (KilledWorker); its points "
+                          "run again in") == 1, terminal[-3000:]
+    assert log.count("was lost with the workers that ran it") >= 2
     df = pipeline.load(tmp_path, "calibration")
-    assert len(df) == 16
+    assert len(df) == 128
     assert df[df.status == "failed"].x.tolist() == [5]
     assert df[df.status == "failed"].error.str.contains("KilledWorker").all()
 

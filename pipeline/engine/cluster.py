@@ -127,14 +127,20 @@ def check_scheduler(cfg: Mapping[str, Any]) -> None:
         pass  # unreachable: the client reports it in its own words when the sweep connects
 
 
-class _BroadcastFailureIsAWarning(logging.Filter):
-    """The scheduler we host logs an ERROR for each worker a broadcast could not reach (a
-    worker frozen or lost while the driver asked batches to stop), even when the caller
-    ignores such failures, as ours do. A warning: in the run log, and on ``cluster=local``
-    (whose Dask terminal output is errors only) not on the terminal of a sweep doing fine."""
+class _HandledSchedulerErrorsAreWarnings(logging.Filter):
+    """The scheduler we host logs an ERROR for faults the engine handles itself: each worker a
+    broadcast could not reach (a worker frozen or lost while the driver asked batches to
+    stop, a failure our callers ignore); each batch lost with the workers that ran it (the
+    engine splits it down to the point that kills workers, and records that point as failed
+    with the cause); each result it could not fetch from a worker that died (the batch is run
+    again). Warnings: in the run log, and on ``cluster=local`` (whose Dask terminal output is
+    errors only) not on the terminal, where the sweep says what it did about them."""
+
+    HANDLED = ("broadcast to ", "Task %s marked as failed because %d workers died",
+               "Couldn't gather keys")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.ERROR and str(record.msg).startswith("broadcast to "):
+        if record.levelno == logging.ERROR and str(record.msg).startswith(self.HANDLED):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
@@ -161,8 +167,8 @@ def _quiet_resource_tracker() -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-def _broadcast_failures_as_warnings() -> None:
-    add_filter_once("distributed.scheduler", _BroadcastFailureIsAWarning)
+def _handled_scheduler_errors_as_warnings() -> None:
+    add_filter_once("distributed.scheduler", _HandledSchedulerErrorsAreWarnings)
 
 
 class _SignalBeforeASyncCallStarted(logging.Filter):
@@ -326,7 +332,7 @@ def connect(cfg: Mapping[str, Any], log: logging.Logger, probe: bool = True) -> 
             _bounded("client.close", lambda: client.close(timeout=10), 15)
         return
     with contextlib.ExitStack() as held:  # settings that last as long as the cluster
-        _broadcast_failures_as_warnings()  # the scheduler runs in this process from here on
+        _handled_scheduler_errors_as_warnings()  # the scheduler runs in this process from here on
         _quiet_resource_tracker()
         if kind in BATCH_SYSTEMS:
             with dask.config.set(SCHEDULER_CONFIG):

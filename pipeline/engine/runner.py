@@ -259,6 +259,8 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         if hasattr(check, "on_stuck") and not task_timeout:  # else task_timeout bounds points
             check.on_stuck = hung.fail_stuck
 
+    lost_batches = [0]  # batches lost with their workers, so far
+
     def handle(fut, result, lost=None) -> bool | None:
         # False: its points went back to the queue (run with other code), nothing stored
         nonlocal suspect_key
@@ -302,7 +304,16 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
             # worker deaths of one lost batch (each a process start).
             fut.release()
             sizer.abandon(chunk)
-            sizer.resubmit(_split(chunk, len(chunk) if len(chunk) <= LOST_SINGLES else LOST_SPLIT))
+            pieces = _split(chunk, len(chunk) if len(chunk) <= LOST_SINGLES else LOST_SPLIT)
+            # on the terminal once (Dask's own line for it goes to the run log only), then
+            # each one in the run log
+            (runlog.info if lost_batches[0] else log.warning)(
+                "a batch of %d points (grid indices %d..) was lost with the workers that ran "
+                "it (%s); its points run again in %d smaller batches, down to any point that "
+                "kills workers%s", len(chunk), int(chunk[0]), type(lost).__name__, len(pieces),
+                "" if lost_batches[0] else " (further losses: in the run log)")
+            lost_batches[0] += 1
+            sizer.resubmit(pieces)
             return
         else:
             index = int(chunk[0])
