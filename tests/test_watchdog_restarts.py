@@ -114,3 +114,35 @@ def test_the_worker_set_read_in_place_by_the_watchdog_and_other_code():
     assert workers_in_place(Changing()) is None and Changing.reads == 1
     assert workers_in_place(Changing(), tries=3) is None and Changing.reads == 4
     assert workers_in_place(None) is None
+
+
+def test_no_workers_left_is_said_once_on_the_terminal_then_in_the_run_log(caplog):
+    """A point that kills its worker empties a one-worker cluster at each attempt, a restart
+    a second apart: the terminal got "no Dask workers left" each time. Once now; the repeats
+    within NO_WORKERS_REPEAT_S go to the run log (pipeline.runlog, which never reaches the
+    terminal), and one after that quiet spell is said again."""
+    from pipeline.engine.progress import runlog
+    from pipeline.engine.watchdog import NO_WORKERS_REPEAT_S, Watchdog
+
+    now = [0.0]
+    dog = Watchdog(None, clock=lambda: now[0])
+    said = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            said.append((record.name, record.getMessage()))
+
+    keep = Keep()
+    logging.getLogger("pipeline").addHandler(keep)
+    runlog.addHandler(keep)
+    try:
+        for t in (1.0, 2.0, 3.0, 3.0 + NO_WORKERS_REPEAT_S + 1):
+            now[0] = t
+            dog._log_membership({"tcp://w:1"})
+            dog._log_membership(set())  # all gone
+    finally:
+        logging.getLogger("pipeline").removeHandler(keep)
+        runlog.removeHandler(keep)
+    gone = [name for name, message in said if message.startswith("no Dask workers left")]
+    assert gone == ["pipeline", "pipeline.runlog", "pipeline.runlog", "pipeline"]
+    assert runlog.propagate is False

@@ -49,6 +49,7 @@ WATCHDOG_KEYS = ("no_workers_timeout", "no_progress_timeout", "scheduler_timeout
 LOCAL_RESTARTS = 3  # LocalCluster restarts in a row with no batch returning, then give up
 LOCAL_START_GRACE = 30.0  # after a restart, time for the new worker processes to join
 SCHEDULER_CALL_TIMEOUT = 5.0
+NO_WORKERS_REPEAT_S = 600.0  # "no Dask workers left" again within this: in the run log only
 
 
 class SweepAborted(RuntimeError):
@@ -127,6 +128,7 @@ class Watchdog:
         now = clock()
         self.workers: set[str] = set()
         self.workers_seen_at = now  # last time the cluster had a worker (or we started)
+        self.none_left_said_at: float | None = None  # "no Dask workers left" on the terminal
         self.progress_at = now  # last time a task finished (or nothing was queued)
         self.pending: set = set()
         self.scheduler_ok_at = now
@@ -269,7 +271,15 @@ class Watchdog:
         for w in sorted(self.workers - workers):
             runlog.info("worker left: %s (%d now)", w, len(workers))
         if self.workers and not workers:
-            log.warning("no Dask workers left; waiting for workers to (re)join")
+            # a point that kills its worker empties a small cluster at each attempt (each a
+            # restart in a second): once on the terminal, the repeats in the run log
+            now = self.clock()
+            repeat = (self.none_left_said_at is not None
+                      and now - self.none_left_said_at < NO_WORKERS_REPEAT_S)
+            (runlog.warning if repeat else log.warning)(
+                "no Dask workers left; waiting for workers to (re)join")
+            if not repeat:
+                self.none_left_said_at = now
         self.workers = workers
 
     def _local_size(self) -> int | None:
