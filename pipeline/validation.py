@@ -29,9 +29,19 @@ def refuse_fixed_axes(grid_conf: dict, params_typed: set[str]) -> None:
     the axis won, and the fixed value was ignored silently."""
     groups = grid_conf.get("zip")  # a list of groups, or one; a malformed one is the Grid's
     groups = [groups] if isinstance(groups, dict) else groups if isinstance(groups, list) else []
-    axes = {k for k in grid_conf if k != "zip"} | {
-        k for group in groups if isinstance(group, dict) for k in group}
+    zipped = {k: group for group in groups if isinstance(group, dict) for k in group}
+    axes = {k for k in grid_conf if k != "zip"} | set(zipped)
     for key in sorted(params_typed & axes):
+        if key in zipped:  # no axis of its own: grid.KEY and ~grid.KEY are refused
+            group = list(zipped[key])
+            others = [k for k in group if k != key]
+            shape = ",".join(f"{k}:[{'VALUE,...' if k == key else '...'}]" for k in group)
+            raise ConfigError(
+                f"params.{key} is set, but {key} is also a grid axis, zipped with "
+                f"{', '.join(others) or 'nothing else'} in grid.zip (from the command line or "
+                f"the experiment's config), which would win: to fix {key}, give the zip with "
+                f"your value ('grid.zip=[{{{shape}}}]'), or drop it with '~grid.zip' and set "
+                f"{', '.join(others) or 'the rest'} with params. or grid.")
         raise ConfigError(f"params.{key} is set, but {key} is also a grid axis (grid.{key}, from "
                           f"the command line or the experiment's config), which would win: to "
                           f"fix {key}, write grid.{key}=[VALUE], or drop the axis with "

@@ -6,6 +6,7 @@ now works."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,11 +141,33 @@ CASES = [
      ["params.x is set, but x is also a grid axis (grid.x,", "write grid.x=[VALUE]", "'~grid.x'"]),
     (["experiment=calibration", "grid.work_us=[1,2]", "params.work_us=3"],
      ["params.work_us is set, but work_us is also a grid axis"]),
-    (["experiment=lattice", "params.L2=4"], ["params.L2 is set, but L2 is also a grid axis"]),
+    # zipped: no axis of its own, so grid.L2=[4] and '~grid.L2' were refused too; the advice
+    # names the zip (both fixes it gives are run below)
+    (["experiment=lattice", "params.L2=4"],
+     ["params.L2 is set, but L2 is also a grid axis, zipped with L1 in grid.zip",
+      "'grid.zip=[{L1:[...],L2:[VALUE,...]}]'", "drop it with '~grid.zip' and set L1"]),
     # not a list of groups (a TypeError traceback)
     (["experiment=lattice", "grid.zip=5"],
      ["parameter 'zip': a list of groups, each mapping parameters to equal-length lists"]),
 ]
+
+
+@pytest.mark.parametrize("fix", [
+    ["grid.zip=[{L1:[4,8],L2:[4,4]}]"],
+    ["~grid.zip", "params.L2=4", "grid.L1=[4,8]"],
+])
+def test_the_advice_for_a_zipped_parameter_works(tmp_path, capsys, fix):
+    """What the refusal of ``params.L2=4`` (lattice's L2 is zipped with L1) tells the user to
+    write instead: each is accepted, and sweeps L2 = 4 only."""
+    from pipeline.cli import main
+
+    code = main(["experiment=lattice", *fix, f"results_dir={tmp_path}", "dry_run=true",
+                 "progress=false"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "tasks in grid: 36" in out, out  # 3 bases x 2 insertions x 3 boundaries x 2 sizes
+    sizes = re.findall(r"'L1': (\d+), 'L2': (\d+)", out)
+    assert sizes and {l2 for _, l2 in sizes} == {"4"} and {l1 for l1, _ in sizes} == {"4", "8"}, out
 
 
 @pytest.mark.parametrize("args,messages", CASES, ids=[c[0][-1][:40] for c in CASES])
