@@ -99,6 +99,8 @@ def _count_lines(path: Path) -> tuple[list[str], bool, int]:
                 f"({exc.reason}); {exc.remedy}"], True, 0
     lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"
              + (f" (version {version})" if version is not None else "")]
+    if failed:  # what report and export send the user here for
+        lines += _failure_lines(path, version)
     from pipeline.store.integrity import missing_parts, missing_parts_text
 
     missing = missing_parts(path)
@@ -108,6 +110,23 @@ def _count_lines(path: Path) -> tuple[list[str], bool, int]:
         lines.append("  other versions (not counted above, nor by a sweep): " + "; ".join(
             f"version {v}: {o:,} ok, {f:,} failed" for v, (o, f) in others.items()))
     return lines, bool(missing), failed
+
+
+def _failure_lines(path: Path, version: int) -> list[str]:
+    from pipeline.store.parquet import stored_failure_errors
+
+    top, distinct = stored_failure_errors(path, version)
+    if not top:
+        return []
+    head = (f"  their errors, most common first ({len(top)} of {distinct:,} distinct; all: "
+            f"pipeline.load({str(path.parent)!r}, {path.name!r}, status='failed')):"
+            if distinct > len(top) else "  their error(s), most common first:")
+    return [head] + [f"    {n:,} task(s): {_one_line(error)}" for n, error in top]
+
+
+def _one_line(text: str, width: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def describe(path: Path) -> tuple[list[str], bool]:

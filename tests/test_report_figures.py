@@ -69,6 +69,14 @@ def test_failed_points_are_named_on_stderr_in_the_index_and_in_captions(tmp_path
     assert ("warning: 3 of 12 point(s) of the report failed and are left out of its tables "
             "and figures") in err
     assert "python -m pipeline status" in err and "retry_failed=true" in err
+    # ... and status, where it sends the user, gives their error (it printed counts only)
+    from pipeline.status import main as status_main
+
+    assert status_main([str(tmp_path / "lattice")]) == 0
+    shown = capsys.readouterr().out
+    assert ("lattice: 9 ok, 3 failed stored (version 1)\n"
+            "  their error(s), most common first:\n"
+            "    3 task(s): RuntimeError: synthetic failure\n") in shown, shown
     report = tmp_path / "lattice" / "_report"
     counts = pd.read_csv(report / "lattice_counts.csv")
     assert len(counts) == 9  # the 3 failed points are not in the table ...

@@ -264,6 +264,16 @@ def test_status_says_what_to_do_next(tmp_path):
                f"results_dir={tmp_path / 'real'} {' '.join(FAST)} retry_failed=true")
     assert ("  next: 4 task(s) of the last run's grid stored as failed (their rows carry the "
             f"error); to run them again: {command}\n") in text, text
+    where = f"{str(tmp_path / 'real')!r}, 'calibration'"
+    import pipeline.experiments.calibration as calibration
+
+    raised_at = 1 + Path(calibration.__file__).read_text().splitlines().index(
+        '        raise ValueError(f"calibration failure requested at x={x}")')
+    errors = ("  their errors, most common first (3 of 4 distinct; all: "
+              f"pipeline.load({where}, status='failed')):\n" + "".join(
+                  f"    1 task(s): ValueError: calibration failure requested at x={x} "
+                  f"[calibration.py:{raised_at} in run]\n" for x in (0, 5, 10)))
+    assert errors in text, text
     # run that way, they fail again: the command is the same, not one retry_failed=true more
     assert run_cli(*args, "retry_failed=true").returncode == 1
     text = status(tmp_path / "real").stdout
@@ -275,7 +285,7 @@ def test_status_says_what_to_do_next(tmp_path):
     assert run_cli(*other).returncode == 0
     text = status(tmp_path / "real").stdout
     assert "to run them again" not in text, text
-    where = f"{str(tmp_path / 'real')!r}, 'calibration'"
+    assert errors in text, text  # stored failures of any setting: their errors all the same
     assert ("  next: 4 task(s) stored as failed, of parameter settings outside the last run's "
             f"grid: pipeline.load({where}, status='failed') lists them with their errors; "
             "their own sweep's command with retry_failed=true runs them again\n") in text, text

@@ -185,6 +185,29 @@ def _stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, i
     return counts
 
 
+def stored_failure_errors(path: str | os.PathLike, version: int,
+                          limit: int = 3) -> tuple[list[tuple[int, str]], int]:
+    """The errors of the tasks of ``version`` stored only as failed (none of their attempts
+    ok), most common first: up to ``limit`` (tasks, error) pairs, and how many distinct
+    errors there are. A task counts once, with the error of its last stored attempt."""
+    files = part_files(path)
+    if not files:
+        return [], 0
+    checked_schemas(path, files)
+    table = read_parts(files, columns=["task_id", "status", "error", "experiment_version"])
+    table = table.filter(pc.equal(table["experiment_version"], version))
+    ok_mask = pc.equal(table["status"], "ok")
+    ok = np.unique(id_prefixes(table.filter(ok_mask)["task_id"]))
+    failed = table.filter(pc.invert(ok_mask))
+    if not failed.num_rows:
+        return [], 0
+    frame = pd.DataFrame({"id": id_prefixes(failed["task_id"]),
+                          "error": failed["error"].fill_null("(no error recorded)").to_pylist()})
+    frame = frame[~contains(ok, frame["id"].to_numpy())].drop_duplicates("id", keep="last")
+    counts = frame["error"].value_counts(sort=True)
+    return [(int(n), str(e)) for e, n in counts.head(limit).items()], int(counts.size)
+
+
 def checked_schemas(path: str | os.PathLike, files: list[Path] | None = None) -> list:
     """The schemas of the folder's part files (footers only, cheap). A damaged footer raises
     :class:`~pipeline.store.integrity.BadPartFile`; a ``part-*.parquet`` file that ``verify``
