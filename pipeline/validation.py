@@ -107,9 +107,12 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
         folder = experiment_dir(str(conf["results_dir"]), name)
         # parts recorded but gone (deleted by hand): the report says so (exit 4, verify)
         if not part_files(folder) and not missing_parts(folder):
+            from pipeline.store.manifest import nothing_stored_yet
+
             raise ConfigError(f"report=true: no results for experiment '{name}' under "
-                              f"{folder}; run the sweep first (python run.py experiment={name} "
-                              f"results_dir={conf['results_dir']})")
+                              f"{folder}; " + (nothing_stored_yet(folder) or
+                                               "run the sweep first: the same command without "
+                                               "report=true"))
         _refuse_absent_selection(folder, name, conf)
     max_tasks = conf.get("max_tasks", DEFAULT_MAX_TASKS)
     if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:

@@ -110,6 +110,37 @@ def test_report_without_results_exits_2(tmp_path):
     assert proc.returncode == 2 and "no results for experiment 'composition'" in proc.stderr
 
 
+def test_report_and_export_before_a_running_sweeps_first_flush_say_so(tmp_path, capsys):
+    """A sweep writing the folder keeps its finished rows in memory until its first flush
+    (flush_seconds, 60 s by default): report=true and export said "no results; run the sweep
+    first", a command the lock would refuse, without the user's grid. Now they name the
+    sweep and when its rows come. Its run record is real: this process stands for its driver."""
+    import os
+    import socket
+
+    from pipeline.cli import main
+    from pipeline.export_command import main as export_main
+    from pipeline.store.manifest import update_manifest
+
+    folder = tmp_path / "calibration"
+    update_manifest(folder, {"run_id": "r1", "status": "running", "host": socket.gethostname(),
+                             "pid": os.getpid(), "started_at": "2026-12-06T07:00:00Z"})
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    writing = (f"a sweep is writing it now (run r1, pid {os.getpid()} on {socket.gethostname()}, "
+               "since 2026-12-06T07:00:00Z) and has stored nothing yet: its finished rows are "
+               "written every flush_seconds (60 s by default) or flush_rows; try again then "
+               f"(python -m pipeline status {folder} shows its progress)")
+    assert main(["experiment=calibration", "report=true", f"results_dir={tmp_path}",
+                 "progress=false"]) == 2
+    err = capsys.readouterr().err
+    assert (f"report=true: no results for experiment 'calibration' under {folder}; "
+            f"{writing}") in err, err
+    assert export_main([str(folder), "--to", str(tmp_path / "pkg")]) == 2
+    err = capsys.readouterr().err
+    assert f"no results for experiment 'calibration' under {folder}: {writing}" in err, err
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
+
+
 def test_a_multirun_report_with_one_experiment_unswept_writes_nothing(tmp_path):
     """``-m experiment=calibration,composition report=true``, composition never swept:
     calibration's report was rewritten, then composition's job said "no results", exit 2,
@@ -124,7 +155,8 @@ def test_a_multirun_report_with_one_experiment_unswept_writes_nothing(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert ("report=true: no results for experiment 'composition' under "
-            f"{tmp_path / 'composition'}; run the sweep first") in proc.stderr, proc.stderr
+            f"{tmp_path / 'composition'}; run the sweep first: the same command without "
+            "report=true") in proc.stderr, proc.stderr
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
     assert not (tmp_path / "calibration" / "_report").exists()
 

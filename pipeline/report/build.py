@@ -51,7 +51,10 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
         everything = load(results_dir, name)
         df = select(results_dir, name, selection)
     except FileNotFoundError as exc:
-        print(f"error: {exc}; run the sweep first (python run.py experiment={name})",
+        from pipeline.store.manifest import nothing_stored_yet
+
+        print(f"error: {exc}; " + (nothing_stored_yet(path) or
+                                   f"run the sweep first (python run.py experiment={name})"),
               file=sys.stderr)
         return EXIT_NO_RESULTS
     except SelectionError as exc:  # a run_id typo, a version of which nothing is stored

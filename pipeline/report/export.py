@@ -185,7 +185,11 @@ def export_package(results_dir, name: str, to, fmt: str = "both",
     path = experiment_dir(results_dir, name)
     picked = pick(path, selection)  # the store is read once: the scope note counts from it
     if picked is None:
-        raise ExportError(f"no results for experiment '{name}' under {path}")
+        from pipeline.store.manifest import nothing_stored_yet
+
+        yet = nothing_stored_yet(path)
+        raise ExportError(f"no results for experiment '{name}' under {path}"
+                          + (f": {yet}" if yet else ""))
     table = picked.table
     if table.num_rows == 0:
         why = ""

@@ -311,6 +311,25 @@ def live_runs(manifest: dict) -> list[dict]:
             if r.get("status") == "running" and dead_run_state(r) is None]
 
 
+def nothing_stored_yet(path: str | os.PathLike) -> str | None:
+    """Why a folder with no results has none, when a sweep is writing it: the driver keeps
+    finished rows in memory until its first flush. None when no sweep writes it (or its run
+    records cannot be read: the caller's own message stands)."""
+    from pipeline.store.integrity import BadPartFile
+
+    try:
+        runs = live_runs(read_manifest(path))
+    except (BadPartFile, OSError):
+        return None
+    if not runs:
+        return None
+    run = runs[-1]
+    return (f"a sweep is writing it now (run {run.get('run_id')}, pid {run.get('pid')} on "
+            f"{run.get('host')}, since {run.get('started_at')}) and has stored nothing yet: "
+            "its finished rows are written every flush_seconds (60 s by default) or "
+            f"flush_rows; try again then (python -m pipeline status {path} shows its progress)")
+
+
 def _parse_utc(stamp: str) -> float:
     import calendar
 
