@@ -181,14 +181,15 @@ def describe(path: Path) -> tuple[list[str], bool]:
             # recomputes them); a Ctrl-C or SIGTERM writes them first
             pending = prog.get("unwritten_rows") or 0
             unwritten = f", {pending:,} finished row(s) not yet written" if pending else ""
-            lines.append(f"  progress: {prog['done']:,}/{prog['total']:,} done, {prog['failed']:,} "
+            # a snapshot up to a heartbeat old (5 s), beside counts read from the parts now
+            lines.append(f"  progress at the last heartbeat ({_age(run.get('heartbeat_at'))}): "
+                         f"{prog['done']:,}/{prog['total']:,} done, {prog['failed']:,} "
                          f"failed, {rate_text(prog['rate_per_s'])} tasks/s, "
                          + (no_workers_text(prog["no_workers_since"])
                             if prog.get("no_workers_since") else f"ETA {_hms(prog['eta_s'])}")
                          + unwritten
                          + (f", {prog['threads']:,} worker thread(s)" if prog.get("threads")
-                            else "")
-                         + f" (heartbeat {_age(run.get('heartbeat_at'))})")
+                            else ""))
             if prog.get("first_error"):
                 lines.append(f"  first error: {prog['first_error']}")
         else:

@@ -137,10 +137,10 @@ def test_an_interrupted_sweep_records_and_says_how_many_tasks_it_kept(tmp_path):
             assert driver.poll() is None and time.monotonic() < deadline, "".join(err)
             time.sleep(0.2)
         # the probe's point is buffered (flush_seconds=60): done, not yet written
-        line = [x for x in status(tmp_path).stdout.splitlines() if "progress:" in x]
-        assert line and re.search(r"progress: [\d,]+/200 done, .*ETA [\d:-]+, [\d,]+ finished "
-                                  r"row\(s\) not yet written, [1-9][\d,]* worker thread\(s\) "
-                                  r"\(heartbeat", line[0]), line
+        line = [x for x in status(tmp_path).stdout.splitlines() if "progress at" in x]
+        assert line and re.search(r"progress at the last heartbeat \(\d+ s ago\): [\d,]+/200 "
+                                  r"done, .*ETA [\d:-]+, [\d,]+ finished row\(s\) not yet "
+                                  r"written, [1-9][\d,]* worker thread\(s\)$", line[0]), line
         time.sleep(3)  # the first big batch runs on (its points are kept at the interrupt)
         driver.send_signal(signal.SIGINT)
         driver.wait(timeout=90)  # stderr is the reader's (communicate would race it)
