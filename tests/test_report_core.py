@@ -392,6 +392,22 @@ def test_sweep_summary_keeps_infinite_values(tmp_path):
     assert row[1:] == ["0.499998", "inf", "inf", "0"]  # min, median, max, null
 
 
+def test_sweep_summary_names_the_numeric_columns_it_leaves_out(tmp_path):
+    """The closing summary shows the first six numeric columns: inferential's other four
+    (nu_influence_bound, the gamma_* norms) were left out without a word."""
+    from pipeline.report.summary import MAX_COLUMNS, summary_table
+
+    exp = get_experiment("inferential")
+    store(tmp_path, "inferential", {"J": [0.1, 0.2]}, {"graph": "path", "n": 4, "target": "1"})
+    lines = summary_table(tmp_path / "inferential", exp).splitlines()
+    shown = [line.split()[0] for line in lines[lines.index(next(
+        line for line in lines if line.startswith("column "))) + 1:] if not line.startswith("(")]
+    assert MAX_COLUMNS == 6 and shown == ["node", "n_nodes", "J_effective", "nu", "nu_over_eps",
+                                          "nu_affiliated"], lines
+    assert lines[-1] == ("(and 4 more numeric column(s), not summarised here: nu_influence_bound, "
+                         "gamma_spectral_norm, gamma_spectral_radius, gamma_max_row_sum)"), lines
+
+
 def test_sweep_summary_covers_the_current_version_only(tmp_path):
     """Rows an earlier version left in the folder were mixed into the closing summary's
     count and figures; they are now counted on a line of their own."""

@@ -124,8 +124,9 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
     files = part_files(path)
     if not files:
         return "(no rows stored)"
-    numeric = [name for name, typ in experiment.columns.items()
-               if pa.types.is_floating(typ) or pa.types.is_integer(typ)][:MAX_COLUMNS]
+    declared = [name for name, typ in experiment.columns.items()
+                if pa.types.is_floating(typ) or pa.types.is_integer(typ)]
+    numeric, not_shown = declared[:MAX_COLUMNS], declared[MAX_COLUMNS:]
     total = sum(pq.read_metadata(f).num_rows for f in files)
     stride = max(1, total // SAMPLE)
     current = 0  # rows of this version
@@ -195,6 +196,9 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
             med = float(np.median(np.concatenate(samples[c]))) if samples[c] else np.nan
             low, high = (lo[c], hi[c]) if samples[c] else (np.nan, np.nan)
             lines.append(f"{c:<{width}}  {low:>12.6g}  {med:>12.6g}  {high:>12.6g}  {nulls[c]:>6}")
+        if not_shown:  # a terminal's width: the first MAX_COLUMNS, and the others named
+            lines.append(f"(and {len(not_shown)} more numeric column(s), not summarised here: "
+                         f"{', '.join(not_shown)})")
     return "\n".join(lines)
 
 
