@@ -406,9 +406,10 @@ def test_load_refuses_a_status_or_version_that_selects_nothing_by_a_typo(mixed_s
         load(status="okk")
     with pytest.raises(SelectionError, match="status='okk'"):
         load(status="okk", select=["experiment=independent_sets"])
-    with pytest.raises(ValueError, match="no rows of version 7 are stored .* stored: 0, 1"):
+    # a SelectionError as for a run_id or a status (it was a plain ValueError alone)
+    with pytest.raises(SelectionError, match="no rows of version 7 are stored .* stored: 0, 1"):
         load(version=7)
-    with pytest.raises(ValueError, match="no rows of version 7"):
+    with pytest.raises(SelectionError, match="no rows of version 7"):
         load(version=[0, 7])
     assert load(status="failed").empty  # valid, and nothing failed
     assert sorted(load(version=0, status="ok").m) == [1, 2]

@@ -28,11 +28,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.store.errors import SelectionError  # (callers import it from here too)
+
 MISSING_SHOWN = 5  # missing grid points listed by value in a coverage summary
-
-
-class SelectionError(ValueError):
-    """A bad selection key or value (exit code 2)."""
 
 
 @dataclass

@@ -17,6 +17,12 @@ QUARANTINE = "_quarantine"
 MANIFEST = "_manifest.json"  # the run records (pipeline.store.manifest writes it)
 
 
+class SelectionError(ValueError):
+    """A bad selection key or value (exit code 2): a version, run id or status that selects
+    nothing. Defined here, where the store's own ``load`` refuses an absent version, and
+    re-exported by :mod:`pipeline.report.selection`, where the other selections are checked."""
+
+
 class BadPartFile(RuntimeError):
     """A part file that cannot be read; the message names it and the repair command."""
 

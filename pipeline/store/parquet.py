@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.store.errors import SelectionError
 from pipeline.store.integrity import (ForeignPartFile, find_bad_parts, folder_experiment,
                                       foreign_parts, read_parts, read_schemas, record_part)
 
@@ -380,7 +381,7 @@ def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
         stored = sorted(pc.unique(table["experiment_version"]).to_pylist())
         absent = sorted(set(wanted) - set(stored))
         if absent:  # a typo selected nothing, silently
-            raise ValueError(f"version={version!r}: no rows of version "
+            raise SelectionError(f"version={version!r}: no rows of version "
                              f"{', '.join(map(str, absent))} are stored for '{name}'; stored: "
                              f"{', '.join(map(str, stored))} (or 'latest')")
         table = table.filter(pc.is_in(table["experiment_version"],
