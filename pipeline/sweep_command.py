@@ -381,7 +381,16 @@ def _summarise(grid, path, plan, stats) -> int:
     _note_strays(path)
     tasks_ok = plan.done_ok + (stats.ok if stats else 0)
     tasks_failed = plan.done_failed + failed_now
-    print(summary_table(path, grid.experiment, tasks_ok, tasks_failed, grid=grid))
+    from pipeline.store.integrity import BadPartFile
+
+    try:
+        print(summary_table(path, grid.experiment, tasks_ok, tasks_failed, grid=grid))
+    except BadPartFile as exc:  # damaged (or copied in) since the sweep began: not its rows
+        if stats and stats.ran:
+            print(ran_line(stats))
+        print(f"error: the sweep's rows are written, but the folder cannot be summarised: {exc}",
+              file=sys.stderr)
+        return EXIT_BAD_STORE
     if stats and stats.ran:
         print(ran_line(stats))
     if failed_now or plan.done_failed:

@@ -430,6 +430,36 @@ def test_sweep_summary_covers_the_current_version_only(tmp_path):
     assert value[1:] == ["1", "1.5", "2", "0"]  # min, median, max, null: not 1,000 .. 3,000
 
 
+def test_sweep_summary_of_a_part_damaged_during_the_sweep_exits_4(tmp_path, capsys):
+    """A part file truncated (or another experiment's part copied in) while a sweep ran: its
+    closing summary read the footers raw, and the sweep ended on an ArrowInvalid traceback
+    with exit 2 ("bad input, nothing written"). Now the store's own error and exit 4."""
+    from types import SimpleNamespace
+
+    from pipeline.exit_codes import EXIT_BAD_STORE
+    from pipeline.sweep_command import _summarise
+
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": [0, 1, 2, 3]}, {"work_us": 0.0})
+    folder = tmp_path / "calibration"
+    PartWriter(folder, "20260102T000000Z-bbbbbb").write(run_batch(grid, range(4))[0])
+    plan = SimpleNamespace(done_ok=4, done_failed=0)
+    (part,) = folder.glob("part-*.parquet")
+    part.write_bytes(part.read_bytes()[:200])
+    assert _summarise(grid, folder, plan, None) == EXIT_BAD_STORE
+    err = capsys.readouterr().err
+    assert "error: the sweep's rows are written, but the folder cannot be summarised: part " \
+           f"file {part}" in err and f"python -m pipeline verify {folder} --repair" in err, err
+    part.unlink()
+    other = Grid(get_experiment("composition"), {"k": [1]}, {})  # valid Parquet, not ours
+    PartWriter(tmp_path / "composition", "20260102T000000Z-cccccc").write(
+        run_batch(other, range(1))[0])
+    (foreign,) = (tmp_path / "composition").glob("part-*.parquet")
+    foreign.rename(folder / foreign.name)
+    assert _summarise(grid, folder, plan, None) == EXIT_BAD_STORE
+    assert "written by experiment 'composition'" in capsys.readouterr().err
+
+
 def test_sweep_summary_says_its_figures_are_the_ok_rows(tmp_path):
     """The head counts ok and failed tasks, and the min/median/max/null beneath were the ok
     rows' alone without a word ('value null 0' beside a failed row whose value is null)."""

@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from pipeline.store.parquet import part_files, read_again_if_swapped, unified_schema
+from pipeline.store.parquet import (checked_schemas, part_files, read_again_if_swapped,
+                                    unified_schema)
 
 MAX_COLUMNS = 6
 SAMPLE = 100_000
@@ -124,6 +125,7 @@ def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | N
     files = part_files(path)
     if not files:
         return "(no rows stored)"
+    checked_schemas(path, files)  # a damaged or foreign part: the store's errors, not Arrow's
     declared = [name for name, typ in experiment.columns.items()
                 if pa.types.is_floating(typ) or pa.types.is_integer(typ)]
     numeric, not_shown = declared[:MAX_COLUMNS], declared[MAX_COLUMNS:]
