@@ -21,8 +21,13 @@ Exit codes: 0 every file good (or, with ``--repair``, every bad file moved aside
 2 bad usage, not a results folder, another sweep holds the folder, or ``--repair`` cannot
 lock it (a read-only folder, a filesystem without file locks); 3 the lock file cannot be
 written (a full disk);
-4 bad files found (not repaired), or files this user may not read (with or without
-``--repair``, which leaves them).
+4 bad files found (not repaired), part files the index lost (not repaired), or files this
+user may not read (with or without ``--repair``, which leaves them).
+
+The index (``_parts.jsonl``) is itself checked: every part a sweep or compaction names is
+recorded in it before the file appears, so a good part written since the index began but
+absent from it means the index lost lines; a part file that is a byte-for-byte copy of an
+indexed one (its rows read twice by ``pandas.read_parquet``) is foreign.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from pathlib import Path
 from pipeline.exit_codes import EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED, EXIT_OK
 
 USAGE = "usage: python -m pipeline verify RESULTS_DIR/NAME [--repair]"
+UNRECORDED_TEXT = ("The part index (_parts.jsonl) has lost entries: part files written since it "
+                   "began are not in it (it was cut or edited), so a part file deleted since "
+                   "would go unnoticed, and the table would look whole.")
 
 
 class _CannotLock(Exception):
@@ -115,14 +123,29 @@ def _verify(argv: list[str]) -> int:
                   + _rerun_advice(report.held_tasks, bad), file=sys.stderr)
         if report.unreadable:
             print("\n" + _unreadable_text(report.unreadable, repair=False), file=sys.stderr)
+        if report.unrecorded:
+            print(f"\n{UNRECORDED_TEXT} Record them with:\n  python -m pipeline verify {folder} "
+                  "--repair\nthen check the stored counts against your sweeps (python -m "
+                  "pipeline status), or rerun the sweep: it recomputes whatever is not there.",
+                  file=sys.stderr)
         return EXIT_BAD_STORE
     again = {}
 
     def repair_now(f):  # checked again under the lock
+        from pipeline.store.integrity import record_unrecorded
+
         again["report"] = verify_store(f, experiment)
-        return quarantine(again["report"])
+        moved = quarantine(again["report"])
+        again["recorded"] = record_unrecorded(again["report"])
+        return moved
 
     moved = _locked(folder, repair_now)
+    if again["recorded"]:
+        print(f"{len(again['recorded'])} part(s) recorded in the index as they are now: "
+              f"{', '.join(again['recorded'][:3])}"
+              + (f" and {len(again['recorded']) - 3} more" if len(again["recorded"]) > 3 else "")
+              + "; a part deleted before this repair is not known to it: rerun the sweep to "
+              "recompute whatever is not there")
     if again["report"].missing:
         missing = again["report"].missing
         print(f"{len(missing)} missing part(s) forgotten in the index; rerun the sweep (the same "
@@ -132,14 +155,19 @@ def _verify(argv: list[str]) -> int:
     # only parts that held tasks need a rerun (a stray file or folder held none)
     held = set(again["report"].held_tasks)
     parts = [name for name, _ in moved if name in held]
-    others = [name for name, _ in moved if name != MANIFEST and name not in held]
+    copies = [name for name, _ in moved if name in again["report"].copies]
+    others = [name for name, _ in moved
+              if name != MANIFEST and name not in held and name not in copies]
     if parts:
         print(f"{len(parts)} part file(s) quarantined; rerun the sweep (the same command) to "
               "recompute their tasks")
     if others:
         print(f"{len(others)} file(s) quarantined that held no tasks of this experiment: "
               "nothing to recompute")
-    if len(parts) + len(others) < len(moved):
+    if copies:
+        print(f"{len(copies)} copy(ies) of indexed part files quarantined: their rows are in "
+              "the parts they copy, nothing to recompute")
+    if len(parts) + len(others) + len(copies) < len(moved):
         print("the damaged run manifest was quarantined; the next sweep starts a new one")
     if again["report"].unreadable:  # its permissions, not damage: left as it is
         print(_unreadable_text(again["report"].unreadable, repair=True), file=sys.stderr)
@@ -246,6 +274,10 @@ def render(report, schema_checked: bool = True) -> str:
     if report.manifest is not None:
         lines.append(f"  the run manifest {MANIFEST} is damaged: {report.manifest} (the part "
                      "files do not depend on it; --repair moves it aside)")
+    if report.unrecorded:
+        lines.append(f"  not in the index: {len(report.unrecorded)} (good, written since the "
+                     "index began, without an entry: the index lost lines)")
+        lines += [f"    {name}" for name in report.unrecorded[:10]]
     if report.missing:
         lines.append(f"  missing: {len(report.missing)} (recorded in the index, not on disk: "
                      f"{sum(report.missing.values()):,} rows the table lacks)")

@@ -760,3 +760,67 @@ def test_a_declaration_changed_without_a_version_bump_says_to_bump_it(tmp_path):
     assert verify_store(folder, dataclasses.replace(after, version=3)).foreign == []
     other = dataclasses.replace(before, name="t_other")  # another experiment's part: no hint
     assert "bump" not in verify_store(folder, other).foreign[0][1]
+
+
+def _store_of_three_runs(root):
+    """Parts as sweeps name them (run ids are UTC stamps), one run a day."""
+    folder = root / "calibration"
+    for day, start in ((1, 0), (2, 10), (3, 20)):
+        PartWriter(folder, f"2026010{day}T000000Z-{day:06x}").write(
+            calibration_table(range(start, start + 10)))
+    return folder, sorted(folder.glob("part-*.parquet"))
+
+
+def test_verify_finds_an_index_that_lost_entries_and_repair_records_them(tmp_path, capsys):
+    """_parts.jsonl cut short (5 of 10 lines, mid-line), then a part deleted whose entry was
+    gone: verify said 'good: 10 (4 without a recorded checksum)', exit 0, while load returned
+    16,736 of 20,000 rows. Every part a sweep names since the index began has an entry
+    (appended before its rename): one without is a part the index lost, exit 4."""
+    folder, parts = _store_of_three_runs(tmp_path)
+    index = folder / PART_INDEX
+    lines = index.read_text().splitlines(keepends=True)
+    index.write_text(lines[0] + lines[1][:20])  # the first entry and a torn second one
+    parts[1].unlink()  # its entry was cut: nothing records that it existed
+    assert verify_main([str(folder)]) == 4
+    captured = capsys.readouterr()
+    assert ("  not in the index: 1 (good, written since the index began, without an entry: "
+            f"the index lost lines)\n    {parts[2].name}\n") in captured.out, captured.out
+    assert "The part index (_parts.jsonl) has lost entries" in captured.err
+    assert f"python -m pipeline verify {folder} --repair" in captured.err
+    assert verify_main([str(folder), "--repair"]) == 0
+    out = capsys.readouterr().out
+    assert f"1 part(s) recorded in the index as they are now: {parts[2].name}; a part deleted " \
+           "before this repair is not known to it" in out, out
+    assert verify_main([str(folder)]) == 0  # recorded: its checksum is checked from now on
+    assert file_sha256(parts[2]) in index.read_text()
+    assert sorted(pipeline.load(tmp_path, "calibration").x) == [*range(10), *range(20, 30)]
+
+
+def test_verify_keeps_parts_written_before_the_index_began(tmp_path, capsys):
+    """A folder first swept by a version without the index, resumed by one with it: its
+    older parts have no entries, by design, and are decoded in full instead: good."""
+    folder, parts = _store_of_three_runs(tmp_path)
+    index = folder / PART_INDEX
+    index.write_text("".join(index.read_text().splitlines(keepends=True)[1:]))
+    assert verify_main([str(folder)]) == 0
+    assert "good:    3 (1 without a recorded checksum, decoded in full)" in capsys.readouterr().out
+
+
+def test_verify_finds_a_copied_part_file(tmp_path, capsys):
+    """'part-X (copy).parquet' beside part-X: verify said good (it decodes), while
+    pandas.read_parquet of the folder read its rows twice. A byte-for-byte copy of an
+    indexed part is foreign; --repair moves it aside, and nothing needs recomputing."""
+    folder, parts = _store_of_three_runs(tmp_path)
+    copy = folder / parts[0].name.replace(".parquet", " (copy).parquet")
+    copy.write_bytes(parts[0].read_bytes())
+    assert len(pd.read_parquet(folder)) == 40  # 10 rows twice
+    assert verify_main([str(folder)]) == 4
+    out = capsys.readouterr().out
+    assert (f"    {copy.name}: a byte-for-byte copy of {parts[0].name}: pandas.read_parquet "
+            "would read its rows twice (pipeline.load keeps one)") in out, out
+    assert verify_main([str(folder), "--repair"]) == 0
+    out = capsys.readouterr().out
+    assert ("1 copy(ies) of indexed part files quarantined: their rows are in the parts they "
+            "copy, nothing to recompute") in out and "rerun the sweep" not in out, out
+    assert len(pd.read_parquet(folder)) == 30 and not copy.exists()
+    assert verify_main([str(folder)]) == 0

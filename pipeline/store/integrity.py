@@ -252,6 +252,12 @@ class VerifyReport:
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     # the foreign files that are part files (part-*.parquet; the others: strays, folders)
     foreign_parts: list[str] = field(default_factory=list)
+    # good parts a sweep or compaction wrote after the index began (their names' stamps) that
+    # it has no entry for: the index lost lines (cut, edited), so a part deleted since would
+    # go unnoticed; --repair records them as they are now
+    unrecorded: list[str] = field(default_factory=list)
+    # foreign parts that are byte-for-byte copies of indexed ones (their rows are there)
+    copies: list[str] = field(default_factory=list)
     # the bad part files that held tasks of the experiment (damaged ones are presumed to):
     # a rerun recomputes their tasks once they are moved aside; the other bad files, none
     held_tasks: list[str] = field(default_factory=list)
@@ -271,7 +277,7 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return (not self.bad and self.manifest is None and not self.missing
-                and not self.unreadable)
+                and not self.unreadable and not self.unrecorded)
 
 
 def _schema_problem(schema, experiment) -> str | None:
@@ -350,9 +356,19 @@ class _Vanished(Exception):
     pass
 
 
+def _index_began(index: dict[str, dict]) -> str | None:
+    """The stamp (``YYYYMMDDTHHMMSSZ``) of the oldest indexed part a sweep or compaction
+    named: every part written since has an entry (appended before its rename)."""
+    stamps = [name[5:21] for name in index if _SWEEP_PART_NAME.match(name)]
+    return min(stamps, default=None)
+
+
 def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
     report = VerifyReport(folder)
     index = read_index(folder)
+    began = _index_began(index)
+    # the indexed parts by checksum: an unindexed file with one of them is a copy
+    copies_of = {e.get("sha256"): name for name, e in index.items() if e.get("sha256")}
     vanished = False
     for path in sorted(folder.iterdir()):
         name = path.name
@@ -362,6 +378,13 @@ def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
             _verify_file(report, path, index.get(name), experiment)
         except (_Vanished, FileNotFoundError):
             vanished = True
+            continue
+        if name in report.unindexed and index:
+            _check_unindexed(report, path, began, copies_of)
+    if report.unrecorded:  # a compaction may have swapped its files in meanwhile: ask again
+        now = read_index(folder)
+        if any(name in now for name in report.unrecorded):
+            vanished = True
     report.missing = missing_parts(folder)
     try:
         parse_manifest(folder / MANIFEST)
@@ -370,6 +393,39 @@ def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
     except DamagedManifest as exc:
         report.manifest = exc.reason
     return report, vanished
+
+
+def _check_unindexed(report: VerifyReport, path: Path, began: str | None,
+                     copies_of: dict[str, str]) -> None:
+    """A good part with no index entry, in a folder that has an index: a byte-for-byte copy
+    of an indexed part (``pandas.read_parquet`` reads its rows twice) is foreign; one named
+    by a sweep or compaction since the index began is a part the index lost."""
+    name = path.name
+    original = copies_of.get(file_sha256(path))
+    if original is not None and original != name and (path.parent / original).exists():
+        report.unindexed.remove(name)
+        report.rows -= _rows(path)
+        report.foreign.append((name, f"a byte-for-byte copy of {original}: pandas.read_parquet "
+                                     "would read its rows twice (pipeline.load keeps one)"))
+        report.foreign_parts.append(name)
+        report.copies.append(name)
+    elif began is not None and _SWEEP_PART_NAME.match(name) and name[5:21] >= began:
+        report.unrecorded.append(name)
+
+
+def _rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(path).num_rows
+
+
+def record_unrecorded(report: VerifyReport) -> list[str]:
+    """``--repair``: index the parts the index lost (checked good just now, under the lock),
+    with their checksums as they are now."""
+    for name in report.unrecorded:
+        path = report.folder / name
+        record_part(report.folder, name, path, _rows(path))
+    return list(report.unrecorded)
 
 
 def _verify_file(report: VerifyReport, path: Path, entry: dict | None, experiment) -> None:
