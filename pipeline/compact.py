@@ -73,7 +73,10 @@ def main(argv: list[str]) -> int:
         if exc.errno in NO_LOCKS_ERRNOS:  # compaction must exclude sweeps: it takes their lock
             state = f"{why_not_locked(exc)[0]}; {state}"
         print(f"error: could not compact {folder}: {exc}\n{state}", file=sys.stderr)
-        return EXIT_BAD_CONFIG if exc.errno in NO_LOCKS_ERRNOS else EXIT_CRASHED
+        # a folder this user cannot change (read-only, no locks), untouched: bad input, as
+        # for verify --repair; a full disk, or a swap under way: exit 3
+        untouched = read_intent(folder) is None
+        return EXIT_BAD_CONFIG if why_not_locked(exc)[1] and untouched else EXIT_CRASHED
     if result.recovered:
         print(f"an interrupted compaction was {result.recovered}")
     if result.files_before == 0:

@@ -93,7 +93,10 @@ def main(argv: list[str]) -> int:
         print(f"error: could not export {source} to {options['--to']}: {exc.strerror or exc}"
               f"{f' ({exc.filename})' if exc.filename else ''}\nnothing was exported (an "
               "earlier package there is left as it was)", file=sys.stderr)
-        return EXIT_CRASHED
+        from pipeline.store.manifest import why_not_locked
+
+        # a --to this user cannot write (read-only, another's): bad input; a full disk: 3
+        return 2 if why_not_locked(exc)[1] else EXIT_CRASHED
     for warning in cov["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     if not authors:

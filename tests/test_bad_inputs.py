@@ -327,6 +327,41 @@ def test_a_results_dir_that_cannot_be_written_exits_2_without_a_traceback(tmp_pa
     assert list(mount.iterdir()) == []
 
 
+def test_report_compact_export_on_a_mount_made_read_only_exit_2(tmp_path, tmpfs, monkeypatch,
+                                                               capsys):
+    """A swept folder on a mount made read-only since: report=true, compact and export (its
+    package on that mount) exited 3 (a
+    crash of the machinery), while a sweep and verify --repair there exit 2 (the folder is
+    the user's to change, nothing was written)."""
+    import subprocess
+
+    from pipeline.cli import main
+    from pipeline.compact import main as compact_main
+
+    mount = tmpfs("size=8m")
+    monkeypatch.chdir(tmp_path)
+    results = mount / "results"
+    assert main(["experiment=calibration", "grid.x=[1,2]", "params.work_us=0",
+                 f"results_dir={results}", "progress=false", "cluster.n_workers=1",
+                 "cluster.dashboard_address=:0"]) == 0
+    proc = subprocess.run(["mount", "-o", "remount,ro", str(mount)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot remount the tmpfs read-only: {proc.stderr.strip()}")
+    capsys.readouterr()
+    assert main(["experiment=calibration", "grid.x=[1,2]", "params.work_us=0", "report=true",
+                 f"results_dir={results}", "progress=false"]) == 2
+    err = capsys.readouterr().err
+    assert "could not build the report of calibration: Read-only file system" in err, err
+    assert compact_main([str(results / "calibration")]) == 2
+    err = capsys.readouterr().err
+    assert "Read-only file system" in err and "nothing was changed" in err, err
+    from pipeline.export_command import main as export_main
+
+    assert export_main([str(results / "calibration"), "--to", str(mount / "pkg")]) == 2
+    err = capsys.readouterr().err
+    assert "could not export" in err and "Read-only file system" in err, err
+
+
 def test_a_results_dir_without_file_locks_exits_2_and_leaves_nothing(tmp_path, monkeypatch,
                                                                      capsys):
     """On NFS without a lock daemon, flock fails with ENOLCK: the error advised freeing disk
