@@ -33,15 +33,18 @@ def refuse_fixed_axes(grid_conf: dict, params_typed: set[str]) -> None:
     axes = {k for k in grid_conf if k != "zip"} | set(zipped)
     for key in sorted(params_typed & axes):
         if key in zipped:  # no axis of its own: grid.KEY and ~grid.KEY are refused
-            group = list(zipped[key])
-            others = [k for k in group if k != key]
-            shape = ",".join(f"{k}:[{'VALUE,...' if k == key else '...'}]" for k in group)
+            from pipeline.engine.grid import zip_rewrite
+
+            others = [k for k in zipped[key] if k != key]
+            rest = [k for k in zipped if k != key]  # every group's: ~grid.zip drops them all
+            groups = [g for g in groups if isinstance(g, dict)]
             raise ConfigError(
                 f"params.{key} is set, but {key} is also a grid axis, zipped with "
                 f"{', '.join(others) or 'nothing else'} in grid.zip (from the command line or "
-                f"the experiment's config), which would win: to fix {key}, give the zip with "
-                f"your value ('grid.zip=[{{{shape}}}]'), or drop it with '~grid.zip' and set "
-                f"{', '.join(others) or 'the rest'} with params. or grid.")
+                f"the experiment's config), which would win: to fix {key}, write grid.zip "
+                f"again with your value, {zip_rewrite(groups, key, value_slot=True)}, or drop "
+                f"it with '~grid.zip' and set {', '.join(rest) or 'the rest'} with params. "
+                "or grid.")
         raise ConfigError(f"params.{key} is set, but {key} is also a grid axis (grid.{key}, from "
                           f"the command line or the experiment's config), which would win: to "
                           f"fix {key}, write grid.{key}=[VALUE], or drop the axis with "

@@ -90,6 +90,15 @@ CASES = [
     (["experiment=lattice", "grid.L1=[4]"],
      ["parameter 'L1': appears both in a zip group (L1, L2) and in the grid",
       "'~grid.zip'", "'grid.zip=[{L1:[...],L2:[...]}]'"]),
+    # two groups: the advice gives both (grid.zip=[one group] would drop the other silently)
+    (["experiment=lattice", "grid.zip=[{L1:[4,8],L2:[4,8]},{base:[square,hexagonal],"
+      "boundary:[torus,free]}]", "grid.L1=[4]"],
+     ["'grid.zip=[{L1:[...],L2:[...]},{base:[...],boundary:[...]}]' (every group: it replaces "
+      "grid.zip whole)", "and the other groups' parameters too"]),
+    (["experiment=lattice", "grid.zip=[{L1:[4,8],L2:[4,8]},{base:[square,hexagonal],"
+      "boundary:[torus,free]}]", "params.L2=4"],
+     ["'grid.zip=[{L1:[...],L2:[VALUE,...]},{base:[...],boundary:[...]}]' (every group: it "
+      "replaces grid.zip whole)", "drop it with '~grid.zip' and set L1, base, boundary"]),
     # a zip group of empty lists is no grid, as an empty axis (it ran a sweep of 0 tasks, exit 0)
     (["experiment=lattice", "grid.zip=[{L1:[],L2:[]}]"],
      ["parameters (L1, L2): empty lists of values in a zip group"]),

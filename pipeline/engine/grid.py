@@ -176,6 +176,18 @@ def _unique(values: list, key) -> tuple[list, int]:
     return out, len(values) - len(out)
 
 
+
+def zip_rewrite(groups, key: str, value_slot: bool) -> str:
+    """How to write ``grid.zip`` again so that ``key`` is set there: every group (Hydra
+    replaces the list whole, so a group left out would silently stop being swept), with
+    ``VALUE,...`` in ``key``'s list when ``value_slot``, ``...`` elsewhere."""
+    shape = ",".join("{" + ",".join(
+        f"{k}:[{'VALUE,...' if k == key and value_slot else '...'}]" for k in group) + "}"
+        for group in groups)
+    return f"'grid.zip=[{shape}]'" + (" (every group: it replaces grid.zip whole)"
+                                       if len(groups) > 1 else "")
+
+
 class Grid:
     """A validated experiment grid: typed axes, fixed values and task identities."""
 
@@ -238,9 +250,10 @@ class Grid:
             group = zipped_with.get(key, (key,))
             p, vals = claim(key, raw, (
                 f"appears both in a zip group ({', '.join(group)}) and in the grid. Either drop "
-                f"the group with '~grid.zip' (then grid.{key} is an axis of its own), or give "
-                "the whole group, e.g. 'grid.zip=[{" + ",".join(f"{k}:[...]" for k in group)
-                + "}]', without grid." + key))
+                f"grid.zip with '~grid.zip' (then grid.{key} is an axis of its own"
+                + (", and the other groups' parameters too" if len(zip_groups) > 1 else "")
+                + f"), or write it again without grid.{key}, e.g. "
+                + zip_rewrite(zip_groups, key, value_slot=False)))
             if len(vals) == 0:
                 raise ParamError(self.name, key, "empty list of values")
             typed, dropped = _coerce_axis(p, vals, self.name)
