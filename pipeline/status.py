@@ -100,7 +100,13 @@ def _count_lines(path: Path) -> tuple[list[str], bool, int]:
     lines = [f"{path.name}: {ok:,} ok, {failed:,} failed stored"
              + (f" (version {version})" if version is not None else "")]
     if failed:  # what report and export send the user here for
-        lines += _failure_lines(path, version)
+        try:
+            lines += _failure_lines(path, version)
+        except _ErrorsUnknown as wrapped:
+            exc = wrapped.exc
+            lines.append(f"  their errors unknown: part file {exc.path.name} {exc.problem} "
+                         f"({exc.reason}); {exc.remedy}")
+            return lines, True, failed
     from pipeline.store.integrity import missing_parts, missing_parts_text
 
     missing = missing_parts(path)
@@ -113,9 +119,13 @@ def _count_lines(path: Path) -> tuple[list[str], bool, int]:
 
 
 def _failure_lines(path: Path, version: int) -> list[str]:
+    from pipeline.store.integrity import BadPartFile
     from pipeline.store.parquet import stored_failure_errors
 
-    top, distinct = stored_failure_errors(path, version)
+    try:
+        top, distinct = stored_failure_errors(path, version)
+    except BadPartFile as exc:  # the error column is read here first: bit rot shows here
+        raise _ErrorsUnknown(exc) from None
     if not top:
         return []
     head = (f"  their errors, most common first ({len(top)} of {distinct:,} distinct; all: "
@@ -124,8 +134,13 @@ def _failure_lines(path: Path, version: int) -> list[str]:
     return [head] + [f"    {n:,} task(s): {_one_line(error)}" for n, error in top]
 
 
+class _ErrorsUnknown(Exception):
+    def __init__(self, exc):
+        self.exc = exc
+
+
 def _one_line(text: str, width: int = 300) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text.split()) or "(an empty error text)"
     return text if len(text) <= width else text[:width - 1] + "…"
 
 

@@ -824,3 +824,38 @@ def test_verify_finds_a_copied_part_file(tmp_path, capsys):
             "copy, nothing to recompute") in out and "rerun the sweep" not in out, out
     assert len(pd.read_parquet(folder)) == 30 and not copy.exists()
     assert verify_main([str(folder)]) == 0
+
+
+def test_status_of_a_part_whose_error_column_rotted_exits_4(tmp_path, capsys):
+    """status reads the error column where tasks failed (their errors): bit rot there, with
+    the id and status columns intact, was a BadPartFile traceback, exit 1. Now the counts,
+    the part named with its repair, exit 4."""
+    from pipeline.status import main as status_main
+
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": {"range": [0, 200]}}, {"work_us": 0.0, "fail_every": 2})
+    folder = tmp_path / "calibration"
+    PartWriter(folder, "20260101T000000Z-000001").write(run_batch(grid, range(200))[0])
+    (part,) = folder.glob("part-*.parquet")
+    meta = pq.read_metadata(part).row_group(0)
+    error = next(meta.column(i) for i in range(meta.num_columns)
+                 if meta.column(i).path_in_schema == "error")
+    start = error.dictionary_page_offset or error.data_page_offset
+    original = part.read_bytes()
+    for fraction in (0.3, 0.5, 0.7, 0.9):  # a byte of the error column's pages, flipped
+        rotted = bytearray(original)
+        rotted[start + int(error.total_compressed_size * fraction)] ^= 0xFF
+        part.write_bytes(bytes(rotted))
+        try:
+            pq.read_table(part, columns=["error"], page_checksum_verification=True)
+        except Exception:
+            break
+    else:
+        pytest.skip("no flipped byte of the error column failed its page checksum")
+    pq.read_table(part, columns=["task_id", "status", "experiment_version"],
+                  page_checksum_verification=True)  # the counts' columns read
+    assert status_main([str(tmp_path), "calibration"]) == 4
+    out = capsys.readouterr().out
+    assert "calibration: 100 ok, 100 failed stored (version 2)" in out, out
+    assert (f"  their errors unknown: part file {part.name} ") in out, out
+    assert f"python -m pipeline verify {folder} --repair moves it aside" in out, out

@@ -191,6 +191,10 @@ def stored_failure_errors(path: str | os.PathLike, version: int,
     """The errors of the tasks of ``version`` stored only as failed (none of their attempts
     ok), most common first: up to ``limit`` (tasks, error) pairs, and how many distinct
     errors there are. A task counts once, with the error of its last stored attempt."""
+    return read_again_if_swapped(lambda: _stored_failure_errors(path, version, limit))
+
+
+def _stored_failure_errors(path, version: int, limit: int):
     files = part_files(path)
     if not files:
         return [], 0
@@ -205,7 +209,8 @@ def stored_failure_errors(path: str | os.PathLike, version: int,
     frame = pd.DataFrame({"id": id_prefixes(failed["task_id"]),
                           "error": failed["error"].fill_null("(no error recorded)").to_pylist()})
     frame = frame[~contains(ok, frame["id"].to_numpy())].drop_duplicates("id", keep="last")
-    counts = frame["error"].value_counts(sort=True)
+    counts = frame.groupby("error", sort=False).size()  # ties: in the order first stored
+    counts = counts.iloc[np.argsort(-counts.to_numpy(), kind="stable")]
     return [(int(n), str(e)) for e, n in counts.head(limit).items()], int(counts.size)
 
 
