@@ -38,9 +38,10 @@ from pathlib import Path
 from pipeline.exit_codes import EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED, EXIT_OK
 
 USAGE = "usage: python -m pipeline verify RESULTS_DIR/NAME [--repair]"
-UNRECORDED_TEXT = ("The part index (_parts.jsonl) has lost entries: part files written since it "
-                   "began are not in it (it was cut or edited), so a part file deleted since "
-                   "would go unnoticed, and the table would look whole.")
+UNRECORDED_TEXT = ("Part files written since the part index (_parts.jsonl) began are not in it: "
+                   "the index lost their lines (cut or edited), or they were put back from "
+                   "_quarantine/ or copied in from another folder. If lines were lost, a part "
+                   "file deleted since would go unnoticed, and the table would look whole.")
 
 
 class _CannotLock(Exception):
@@ -275,8 +276,8 @@ def render(report, schema_checked: bool = True) -> str:
         lines.append(f"  the run manifest {MANIFEST} is damaged: {report.manifest} (the part "
                      "files do not depend on it; --repair moves it aside)")
     if report.unrecorded:
-        lines.append(f"  not in the index: {len(report.unrecorded)} (good, written since the "
-                     "index began, without an entry: the index lost lines)")
+        lines.append(f"  not in the index: {len(report.unrecorded)} (good, named as written since "
+                     "the index began, without an entry: lost lines, or put back, or copied in)")
         lines += [f"    {name}" for name in report.unrecorded[:10]]
     if report.missing:
         lines.append(f"  missing: {len(report.missing)} (recorded in the index, not on disk: "

@@ -496,10 +496,12 @@ def test_repair_of_a_commit_damaged_mid_swap_forgets_only_the_old_parts_the_new_
     assert out.returncode == 0, text
     assert "the damaged compaction commit was set aside" in out.stdout
     if lost_new_file:  # genuinely missing: reported, with the rows the table lacks
+        # (the lost compacted file too: it was indexed before it appeared, as a sweep's are)
         assert "forgotten in the index: their" not in text
-        assert f"missing: 1 (recorded in the index, not on disk: {old[removed[0]]['rows']} rows"\
-            in out.stdout and f"{removed[0]}: " in out.stdout
-        assert "1 missing part(s) forgotten in the index; rerun the sweep" in out.stdout
+        assert "missing: 2 (recorded in the index, not on disk: " in out.stdout, out.stdout
+        assert f"{removed[0]}: {old[removed[0]]['rows']} rows" in out.stdout
+        assert f"{new[2].name}: " in out.stdout
+        assert "2 missing part(s) forgotten in the index; rerun the sweep" in out.stdout
         return
     assert (f"1 old part file(s) its swap had already removed were forgotten in the index: "
             f"their {old[removed[0]]['rows']} row(s) are in its compacted files") in out.stdout
@@ -511,3 +513,31 @@ def test_repair_of_a_commit_damaged_mid_swap_forgets_only_the_old_parts_the_new_
     assert "without a recorded checksum" not in again.stdout
     assert _run("-m", "pipeline", "compact", str(folder), "--target-rows", "2000").returncode == 0
     pd.testing.assert_frame_equal(_sorted(pd.read_parquet(folder)), before[0])
+
+
+@pytest.mark.timeout(120)
+def test_compacted_parts_are_indexed_before_they_appear(tmp_path):
+    """verify reads a part named since the index began, with no entry, as one the index lost.
+    Compaction renamed its new files in, then indexed them: verify during the swap found them
+    unrecorded. They are indexed first now, as a sweep's parts are."""
+    from pipeline.store.integrity import read_index, verify_store
+
+    grid = _grid()
+    folder = tmp_path / "calibration"
+    for day in range(1, 6):
+        PartWriter(folder, f"2026010{day}T000000Z-{day:06x}").write(
+            run_batch(grid, range(day * 10, day * 10 + 10))[0])
+    env = dict(os.environ, PIPELINE_COMPACT_PAUSE_AT="swapping")  # after the first rename
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "compact", str(folder)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "compaction paused at swapping"
+        moved_in = [p.name for p in folder.glob("part-*-compacted-*.parquet")]
+        assert len(moved_in) == 1
+        assert moved_in[0] in read_index(folder)
+        report = verify_store(folder, grid.experiment)
+        assert report.unrecorded == [] and report.good  # every part known to the index
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

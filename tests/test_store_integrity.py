@@ -783,9 +783,11 @@ def test_verify_finds_an_index_that_lost_entries_and_repair_records_them(tmp_pat
     parts[1].unlink()  # its entry was cut: nothing records that it existed
     assert verify_main([str(folder)]) == 4
     captured = capsys.readouterr()
-    assert ("  not in the index: 1 (good, written since the index began, without an entry: "
-            f"the index lost lines)\n    {parts[2].name}\n") in captured.out, captured.out
-    assert "The part index (_parts.jsonl) has lost entries" in captured.err
+    assert ("  not in the index: 1 (good, named as written since the index began, without an "
+            f"entry: lost lines, or put back, or copied in)\n    {parts[2].name}\n"
+            ) in captured.out, captured.out
+    assert ("Part files written since the part index (_parts.jsonl) began are not in it: the "
+            "index lost their lines (cut or edited)") in captured.err
     assert f"python -m pipeline verify {folder} --repair" in captured.err
     assert verify_main([str(folder), "--repair"]) == 0
     out = capsys.readouterr().out
@@ -859,3 +861,33 @@ def test_status_of_a_part_whose_error_column_rotted_exits_4(tmp_path, capsys):
     assert "calibration: 100 ok, 100 failed stored (version 2)" in out, out
     assert (f"  their errors unknown: part file {part.name} ") in out, out
     assert f"python -m pipeline verify {folder} --repair moves it aside" in out, out
+
+
+def test_verify_keeps_the_copy_of_a_damaged_part_and_finds_copies_of_unindexed_ones(tmp_path,
+                                                                                   capsys):
+    """A copy is foreign only beside a good original: a copy of a part that rotted since
+    holds the only intact rows (--repair quarantined both, "nothing to recompute", and load
+    lost them). And two identical parts without index entries (a folder written before the
+    index) are one part and a copy: pandas.read_parquet read its rows twice, verify said good."""
+    folder, parts = _store_of_three_runs(tmp_path)
+    copy = folder / parts[0].name.replace(".parquet", " (copy).parquet")
+    copy.write_bytes(parts[0].read_bytes())
+    rotted = bytearray(parts[0].read_bytes())
+    rotted[len(rotted) // 2] ^= 0xFF
+    parts[0].write_bytes(bytes(rotted))
+    assert verify_main([str(folder), "--repair"]) == 0
+    out = capsys.readouterr().out
+    assert f"moved {parts[0].name}" in out and f"moved {copy.name}" not in out, out
+    assert sorted(pipeline.load(tmp_path, "calibration").x) == list(range(30))
+
+    legacy = tmp_path / "legacy"
+    folder, parts = _store_of_three_runs(legacy)
+    (folder / PART_INDEX).unlink()  # as written before the index existed
+    copy = folder / parts[1].name.replace(".parquet", " (copy).parquet")
+    copy.write_bytes(parts[1].read_bytes())
+    assert verify_main([str(folder)]) == 4
+    out = capsys.readouterr().out
+    assert f"    {parts[1].name}: a byte-for-byte copy of {copy.name}" in out or \
+        f"    {copy.name}: a byte-for-byte copy of {parts[1].name}" in out, out
+    assert verify_main([str(folder), "--repair"]) == 0
+    assert len(pd.read_parquet(folder)) == 30

@@ -243,6 +243,14 @@ def _settle_index(path: Path, staging: Path) -> dict[str, int]:
 
 def _swap(path: Path, intent: dict) -> None:
     staging = path / intent["staging"]
+    # Indexed before they appear, as a sweep's parts are: verify reads a part named since the
+    # index began but without an entry as one the index lost. (Entries of new files are never
+    # "missing" while the intent stands; an undo forgets them.)
+    from pipeline.store.part_index import append_entries, read_index
+
+    staged, known = read_index(staging), read_index(path)
+    append_entries(path, [staged[name] for name in intent["new"]
+                          if name in staged and name not in known and (staging / name).exists()])
     for i, name in enumerate(intent["new"]):
         if (staging / name).exists():
             os.replace(staging / name, path / name)

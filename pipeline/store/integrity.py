@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Sequence
 
 # the part index has its own module; its names are re-exported here, where callers found them
-from pipeline.store.part_index import (PART_INDEX, file_sha256, forget_parts,  # noqa: F401
-                                       missing_parts, missing_parts_text, read_index,
-                                       record_part)
+from pipeline.store.part_index import (COMPACTION_INTENT, PART_INDEX,  # noqa: F401
+                                       file_sha256, forget_parts, missing_parts,
+                                       missing_parts_text, read_index, record_part)
 # so do the errors (and the run manifest's parser), in their own module
 from pipeline.store.errors import (MANIFEST, NOT_DAMAGED, PERMISSION_DENIED,  # noqa: F401
                                    QUARANTINE, BadPartFile, DamagedManifest, ForeignPartFile,
@@ -366,9 +366,6 @@ def _index_began(index: dict[str, dict]) -> str | None:
 def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
     report = VerifyReport(folder)
     index = read_index(folder)
-    began = _index_began(index)
-    # the indexed parts by checksum: an unindexed file with one of them is a copy
-    copies_of = {e.get("sha256"): name for name, e in index.items() if e.get("sha256")}
     vanished = False
     for path in sorted(folder.iterdir()):
         name = path.name
@@ -378,12 +375,14 @@ def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
             _verify_file(report, path, index.get(name), experiment)
         except (_Vanished, FileNotFoundError):
             vanished = True
-            continue
-        if name in report.unindexed and index:
-            _check_unindexed(report, path, began, copies_of)
+    try:
+        _check_unindexed(report, index)
+    except FileNotFoundError:
+        vanished = True
     if report.unrecorded:  # a compaction may have swapped its files in meanwhile: ask again
         now = read_index(folder)
-        if any(name in now for name in report.unrecorded):
+        if any(name in now for name in report.unrecorded) or \
+                (folder / COMPACTION_INTENT).exists():
             vanished = True
     report.missing = missing_parts(folder)
     try:
@@ -395,22 +394,41 @@ def _verify_once(folder: Path, experiment) -> tuple[VerifyReport, bool]:
     return report, vanished
 
 
-def _check_unindexed(report: VerifyReport, path: Path, began: str | None,
-                     copies_of: dict[str, str]) -> None:
-    """A good part with no index entry, in a folder that has an index: a byte-for-byte copy
-    of an indexed part (``pandas.read_parquet`` reads its rows twice) is foreign; one named
-    by a sweep or compaction since the index began is a part the index lost."""
-    name = path.name
-    original = copies_of.get(file_sha256(path))
-    if original is not None and original != name and (path.parent / original).exists():
+def _check_unindexed(report: VerifyReport, index: dict[str, dict]) -> None:
+    """The good parts with no index entry. A byte-for-byte copy of a good part (indexed or
+    not) is foreign: ``pandas.read_parquet`` reads its rows twice. Where the folder has an
+    index, a part named by a sweep or compaction since the index began is one it lost (a
+    cut or edited index: a part deleted since would go unnoticed). Only files whose size
+    another part shares are hashed (an unindexed part was decoded in full already)."""
+    if not report.unindexed:
+        return
+    folder = report.folder
+    size = {name: (folder / name).stat().st_size for name in report.unindexed}
+    sizes: dict[int, int] = {}
+    for name in report.good:
+        sizes[index[name].get("bytes")] = sizes.get(index[name].get("bytes"), 0) + 1
+    for n in size.values():
+        sizes[n] = sizes.get(n, 0) + 1
+    good_by_sha = {index[name].get("sha256"): name for name in report.good}
+    for name in sorted(report.unindexed):
+        if sizes.get(size[name], 0) < 2:
+            continue
+        digest = file_sha256(folder / name)
+        original = good_by_sha.get(digest)
+        if original is None:  # the first of identical unindexed files is the original
+            good_by_sha[digest] = name
+            continue
         report.unindexed.remove(name)
-        report.rows -= _rows(path)
+        report.rows -= _rows(folder / name)
         report.foreign.append((name, f"a byte-for-byte copy of {original}: pandas.read_parquet "
                                      "would read its rows twice (pipeline.load keeps one)"))
         report.foreign_parts.append(name)
         report.copies.append(name)
-    elif began is not None and _SWEEP_PART_NAME.match(name) and name[5:21] >= began:
-        report.unrecorded.append(name)
+    began = _index_began(index)
+    if began is None:  # no index (a folder written before it existed), or it lost every line
+        return
+    report.unrecorded = [name for name in report.unindexed
+                         if _SWEEP_PART_NAME.match(name) and name[5:21] >= began]
 
 
 def _rows(path: Path) -> int:
