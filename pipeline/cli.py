@@ -266,14 +266,14 @@ def execute(cfg, node_actions=()) -> int:
                       "is left as it was", file=sys.stderr)
                 return getattr(exc, "exit_code", EXIT_INTERRUPTED)
             except OSError as exc:  # a full disk, a read-only folder: was a Hydra traceback
-                from pipeline.store.manifest import why_not_locked
+                from pipeline.store.manifest import not_writable_here
 
                 print(f"error: could not build the report of {name}: {exc.strerror or exc}"
                       f"{f' ({exc.filename})' if exc.filename else ''}; the previous report, "
                       "if any, is left as it was", file=sys.stderr)
                 # a folder this user cannot write (read-only, another's) is bad input, as for
                 # a sweep; a full disk or an I/O error is a fault of the moment
-                return EXIT_BAD_CONFIG if why_not_locked(exc)[1] else EXIT_CRASHED
+                return EXIT_BAD_CONFIG if not_writable_here(exc) else EXIT_CRASHED
         if options["dry_run"]:
             from pipeline.dry_run_command import dry_run
 

@@ -62,10 +62,14 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}\nnothing was compacted", file=sys.stderr)
         return EXIT_BAD_STORE
     except OSError as exc:  # a full disk, a read-only folder, a filesystem without locks
-        from pipeline.store.compaction import read_intent
-        from pipeline.store.manifest import NO_LOCKS_ERRNOS, why_not_locked
+        from pipeline.store.compaction import DamagedIntent, read_intent
+        from pipeline.store.manifest import NO_LOCKS_ERRNOS, not_writable_here, why_not_locked
 
-        if read_intent(folder) is None:
+        try:
+            untouched = read_intent(folder) is None
+        except DamagedIntent:  # torn as the disk failed: verify --repair sets it aside
+            untouched = False
+        if untouched:
             state = "nothing was changed: the folder holds its old files, as before"
         else:
             state = ("the new files were committed; the next sweep, compaction or "
@@ -75,8 +79,9 @@ def main(argv: list[str]) -> int:
         print(f"error: could not compact {folder}: {exc}\n{state}", file=sys.stderr)
         # a folder this user cannot change (read-only, no locks), untouched: bad input, as
         # for verify --repair; a full disk, or a swap under way: exit 3
-        untouched = read_intent(folder) is None
-        return EXIT_BAD_CONFIG if why_not_locked(exc)[1] and untouched else EXIT_CRASHED
+        no_locks = exc.errno in NO_LOCKS_ERRNOS
+        return (EXIT_BAD_CONFIG if (no_locks or not_writable_here(exc)) and untouched
+                else EXIT_CRASHED)
     if result.recovered:
         print(f"an interrupted compaction was {result.recovered}")
     if result.files_before == 0:

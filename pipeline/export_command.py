@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pipeline.exit_codes import EXIT_BAD_STORE, EXIT_CRASHED
+from pipeline.exit_codes import EXIT_BAD_CONFIG, EXIT_BAD_STORE, EXIT_CRASHED
 from pipeline.report.export import (DEFAULT_LICENSE, LICENSES, ExportError, default_author,
                                     export_package)
 from pipeline.report.selection import SelectionError
@@ -93,10 +93,10 @@ def main(argv: list[str]) -> int:
         print(f"error: could not export {source} to {options['--to']}: {exc.strerror or exc}"
               f"{f' ({exc.filename})' if exc.filename else ''}\nnothing was exported (an "
               "earlier package there is left as it was)", file=sys.stderr)
-        from pipeline.store.manifest import why_not_locked
+        from pipeline.store.manifest import not_writable_here
 
         # a --to this user cannot write (read-only, another's): bad input; a full disk: 3
-        return 2 if why_not_locked(exc)[1] else EXIT_CRASHED
+        return EXIT_BAD_CONFIG if not_writable_here(exc) else EXIT_CRASHED
     for warning in cov["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     if not authors:

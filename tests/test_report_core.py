@@ -127,9 +127,9 @@ def test_report_and_export_before_a_running_sweeps_first_flush_say_so(tmp_path, 
                              "pid": os.getpid(), "started_at": "2026-12-06T07:00:00Z"})
     before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
     writing = (f"a sweep is writing it now (run r1, pid {os.getpid()} on {socket.gethostname()}, "
-               "since 2026-12-06T07:00:00Z) and has stored nothing yet: its finished rows are "
-               "written every flush_seconds (60 s by default) or flush_rows; try again then "
-               f"(python -m pipeline status {folder} shows its progress)")
+               "since 2026-12-06T07:00:00Z) and has stored nothing yet: finished rows are "
+               "written every flush_seconds (60 s by default) or flush_rows once its tasks "
+               f"finish; try again then (python -m pipeline status {folder} shows its progress)")
     assert main(["experiment=calibration", "report=true", f"results_dir={tmp_path}",
                  "progress=false"]) == 2
     err = capsys.readouterr().err

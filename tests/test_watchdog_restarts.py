@@ -120,9 +120,10 @@ def test_no_workers_left_is_said_once_on_the_terminal_then_in_the_run_log(caplog
     """A point that kills its worker empties a one-worker cluster at each attempt, a restart
     a second apart: the terminal got "no Dask workers left" each time. Once now; the repeats
     within NO_WORKERS_REPEAT_S go to the run log (pipeline.runlog, which never reaches the
-    terminal), and one after that quiet spell is said again."""
+    terminal), and one after that quiet spell, or after NO_WORKERS_BACK_S with workers, is
+    said again."""
     from pipeline.engine.progress import runlog
-    from pipeline.engine.watchdog import NO_WORKERS_REPEAT_S, Watchdog
+    from pipeline.engine.watchdog import NO_WORKERS_BACK_S, NO_WORKERS_REPEAT_S, Watchdog
 
     now = [0.0]
     dog = Watchdog(None, clock=lambda: now[0])
@@ -136,13 +137,17 @@ def test_no_workers_left_is_said_once_on_the_terminal_then_in_the_run_log(caplog
     logging.getLogger("pipeline").addHandler(keep)
     runlog.addHandler(keep)
     try:
-        for t in (1.0, 2.0, 3.0, 3.0 + NO_WORKERS_REPEAT_S + 1):
-            now[0] = t
+        for back, gone in ((1.0, 1.5), (2.0, 2.5), (3.0, 3.5), (4.0, 4.0 + NO_WORKERS_BACK_S),
+                           (200.0, 200.5 + NO_WORKERS_REPEAT_S)):
+            now[0] = back
             dog._log_membership({"tcp://w:1"})
+            now[0] = gone
             dog._log_membership(set())  # all gone
     finally:
         logging.getLogger("pipeline").removeHandler(keep)
         runlog.removeHandler(keep)
     gone = [name for name, message in said if message.startswith("no Dask workers left")]
-    assert gone == ["pipeline", "pipeline.runlog", "pipeline.runlog", "pipeline"]
+    # a crash loop (back for a second) quiet; an outage after a minute with workers, or
+    # after the quiet spell, said again
+    assert gone == ["pipeline", "pipeline.runlog", "pipeline.runlog", "pipeline", "pipeline"]
     assert runlog.propagate is False

@@ -49,7 +49,8 @@ WATCHDOG_KEYS = ("no_workers_timeout", "no_progress_timeout", "scheduler_timeout
 LOCAL_RESTARTS = 3  # LocalCluster restarts in a row with no batch returning, then give up
 LOCAL_START_GRACE = 30.0  # after a restart, time for the new worker processes to join
 SCHEDULER_CALL_TIMEOUT = 5.0
-NO_WORKERS_REPEAT_S = 600.0  # "no Dask workers left" again within this: in the run log only
+NO_WORKERS_REPEAT_S = 600.0  # "no Dask workers left" again within this: in the run log only,
+NO_WORKERS_BACK_S = 60.0  # unless the workers had been back for this long
 
 
 class SweepAborted(RuntimeError):
@@ -129,6 +130,7 @@ class Watchdog:
         self.workers: set[str] = set()
         self.workers_seen_at = now  # last time the cluster had a worker (or we started)
         self.none_left_said_at: float | None = None  # "no Dask workers left" on the terminal
+        self.back_at: float | None = None  # when workers last joined an empty cluster
         self.progress_at = now  # last time a task finished (or nothing was queued)
         self.pending: set = set()
         self.scheduler_ok_at = now
@@ -270,12 +272,16 @@ class Watchdog:
             # (not a reason to reset self.restarts: a restart's workers always join)
         for w in sorted(self.workers - workers):
             runlog.info("worker left: %s (%d now)", w, len(workers))
+        now = self.clock()
+        if workers and not self.workers:
+            self.back_at = now
         if self.workers and not workers:
             # a point that kills its worker empties a small cluster at each attempt (each a
-            # restart in a second): once on the terminal, the repeats in the run log
-            now = self.clock()
+            # restart in a second): once on the terminal, the repeats in the run log; after a
+            # minute with workers, an outage is news again
             repeat = (self.none_left_said_at is not None
-                      and now - self.none_left_said_at < NO_WORKERS_REPEAT_S)
+                      and now - self.none_left_said_at < NO_WORKERS_REPEAT_S
+                      and (self.back_at is None or now - self.back_at < NO_WORKERS_BACK_S))
             (runlog.warning if repeat else log.warning)(
                 "no Dask workers left; waiting for workers to (re)join")
             if not repeat:

@@ -98,6 +98,14 @@ def why_not_locked(exc: OSError) -> tuple[str, bool]:
     return "rerun once the filesystem answers again", False  # EIO, ESTALE: a fault of the moment
 
 
+def not_writable_here(exc: OSError) -> bool:
+    """An error writing into an existing folder that is the user's to change (a read-only
+    mount, another user's folder: exit 2), not a fault of the moment (a full disk, a file
+    that vanished, an I/O error: exit 3). Narrower than :func:`why_not_locked`, whose
+    creation errors (ENOENT, EEXIST...) mean a bad path only before anything is made."""
+    return isinstance(exc, PermissionError) or exc.errno == errno.EROFS
+
+
 # a path that cannot be a writable folder (a read-only mount, a dangling or looping symbolic
 # link, a file on the way, /proc): the user's to change, not a fault of the moment
 _NOT_A_FOLDER_ERRNOS = (errno.EROFS, errno.EEXIST, errno.ELOOP, errno.ENOTDIR, errno.ENOENT,
@@ -324,10 +332,13 @@ def nothing_stored_yet(path: str | os.PathLike) -> str | None:
     if not runs:
         return None
     run = runs[-1]
+    if not (run.get("pid") and run.get("host") and run.get("started_at")):
+        return None  # a record that cannot say whose sweep: the caller's own message stands
     return (f"a sweep is writing it now (run {run.get('run_id')}, pid {run.get('pid')} on "
             f"{run.get('host')}, since {run.get('started_at')}) and has stored nothing yet: "
-            "its finished rows are written every flush_seconds (60 s by default) or "
-            f"flush_rows; try again then (python -m pipeline status {path} shows its progress)")
+            "finished rows are written every flush_seconds (60 s by default) or flush_rows "
+            f"once its tasks finish; try again then (python -m pipeline status {path} shows "
+            "its progress)")
 
 
 def _parse_utc(stamp: str) -> float:
