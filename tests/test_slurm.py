@@ -305,6 +305,58 @@ def test_nonexistent_partition_exits_2_before_anything_is_written(tmp_path, job_
     assert not squeue(job_name)
 
 
+@pytest.mark.timeout(180)
+def test_a_worker_job_that_ends_before_its_workers_join_stops_the_start_at_once(tmp_path,
+                                                                                job_name):
+    """A bad cluster.python: the job fails at its first line. The driver waited the whole
+    worker_start_timeout (10 min), then advised waiting longer for jobs 'still queued?'. Now
+    it stops as soon as squeue no longer lists the job, quoting the job's own log."""
+    results = tmp_path / "results"
+    started = time.monotonic()
+    proc = run_cli(f"results_dir={results}", "grid.x={range:[0,20]}", *JOBS,
+                   "cluster.maximum_jobs=1", "cluster.python=/nonexistent/python",
+                   f"cluster.job_name={job_name}", f"cluster.log_directory={tmp_path / 'logs'}",
+                   timeout=150)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert time.monotonic() - started < 120  # worker_start_timeout is 10 min
+    assert re.search(r"SLURM will not start the worker jobs: job \d+ ended before any worker "
+                     r"joined \(its log \S+\.err: .*/nonexistent/python: No such file",
+                     proc.stderr), proc.stderr
+    assert "still queued" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not squeue(job_name)
+
+
+@pytest.mark.timeout(300)
+def test_a_pending_worker_job_cancelled_mid_sweep_is_replaced(tmp_path, job_name):
+    """Two jobs of 12 cores on a 16-core node: the second waits. scancel'ed while pending,
+    it left the queue with no worker ever joined, and adaptive scaling, which counted it as
+    coming, never submitted another: the sweep ran on half its workers all night. Now it is
+    forgotten, said, and another submitted."""
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        cli(f"results_dir={results}", "grid.x={range:[0,600]}", "params.work_us=100000", *JOBS,
+            "cluster.cores=12", "cluster.processes=2", "cluster.maximum_jobs=2",
+            f"cluster.job_name={job_name}", f"cluster.log_directory={tmp_path / 'logs'}"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: [j for j, state in squeue(job_name) if state == "R"]
+                 and [j for j, state in squeue(job_name) if state == "PD"], 120,
+                 "one job running, one pending")
+        pending = [j for j, state in squeue(job_name) if state == "PD"]
+        subprocess.run(["scancel", *pending], timeout=15)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out + err
+    assert (f"SLURM job {pending[0]} ended before its workers joined" in err
+            and "another is submitted while work remains" in err), err
+    submitted = re.findall(r"SLURM job (\d+) submitted", err)
+    assert len(submitted) >= 3 and submitted.index(pending[0]) < len(submitted) - 1, err
+    assert_complete(results, 600, 100000.0)
+
+
 @pytest.fixture
 def short_partition():
     """A partition of this node with a 10-minute time limit, removed after the test."""

@@ -205,6 +205,7 @@ class SubmissionWatch:
         self._started = time.monotonic()
         self._first_worker_at: float | None = None
         self._pending_checked_at = time.monotonic() - PENDING_CHECK_S + PENDING_FIRST_CHECK_S
+        self._forgotten: set[str] = set()  # ended jobs already forgotten (said once)
 
     def submitted(self, job_id: str) -> None:
         with self._lock:
@@ -232,7 +233,10 @@ class SubmissionWatch:
                 f"{label} refused {self.consecutive_failures} job submissions in a row; the "
                 f"last said: {self.last_error}")
         if self._first_worker_at is not None:
-            return  # later gaps (jobs retiring at walltime) are the watchdog's, not a start-up failure
+            # later gaps (jobs retiring at walltime) are the watchdog's, not a start-up
+            # failure; a job that ends before its workers join is replaced
+            self._replace_ended_jobs(time.monotonic())
+            return
         if self.workers():
             self._first_worker_at = time.monotonic()
             return
@@ -242,8 +246,9 @@ class SubmissionWatch:
         if never:  # waiting longer would not help: said now, not at worker_start_timeout
             raise ClusterStartError(
                 f"{BATCH_SYSTEMS[self.kind].label} will not start the worker jobs: "
-                + "; ".join(f"job {job} is pending for {why}" for job, why in never.items())
-                + f" (squeue -j {','.join(never)} -o %r)")
+                + "; ".join(f"job {job} {why}" for job, why in never.items())
+                + (f" (squeue -j {','.join(never)} -o %r)"
+                   if any(why.startswith("is pending") for why in never.values()) else ""))
         if waited > self.start_timeout:
             why = (f"; the last submission error: {self.last_error}" if self.last_error else
                    f"; jobs submitted: {', '.join(self.job_ids[-5:]) or 'none'} (still queued? "
@@ -262,11 +267,69 @@ class SubmissionWatch:
         self._pending_checked_at = now
         from pipeline.engine.slurm_limits import never_starting, queued_jobs
 
-        jobs = queued_jobs(self.job_ids[-50:])
-        if not jobs:
+        ids = self.job_ids[-50:]
+        jobs = queued_jobs(ids)
+        if jobs is None:
             return {}
-        never = never_starting(jobs)
+        ended = [job for job in ids if job not in jobs]
+        if ended and not jobs:  # every job submitted has ended, and no worker ever joined
+            return {job: f"ended before any worker joined{self._log_tail(job)}"
+                    for job in ended[-3:]}
+        self._forget(ended)  # ended, while others wait: replaced
+        never = {job: f"is pending for {why}" for job, why in never_starting(jobs).items()}
         return never if len(never) == len(jobs) else {}  # none running, none merely waiting
+
+    def _replace_ended_jobs(self, now: float) -> None:
+        """The cluster's jobs that left the queue before their workers joined (a bad
+        cluster.python, a node that failed at launch, an scancel while pending): adaptive
+        scaling counted them as coming for good, and the sweep ran on fewer workers all
+        night. Forgotten, so that it submits others (SLURM; squeue at most every
+        PENDING_CHECK_S, bounded)."""
+        if self.kind != "slurm" or now - self._pending_checked_at < PENDING_CHECK_S:
+            return
+        self._pending_checked_at = now
+        from pipeline.engine.slurm_limits import queued_jobs
+
+        ids = [str(h.job_id) for h in list(getattr(self.cluster, "workers", {}).values())
+               if getattr(h, "job_id", None)]
+        jobs = queued_jobs(ids)
+        if jobs is not None:  # (None: squeue did not answer)
+            self._forget([job for job in ids if job not in jobs])
+
+    def _forget(self, ended: list[str]) -> None:
+        """Forget the ended jobs ``ended`` that no worker of joined (on the cluster's loop:
+        ``WatchedCluster._forget_job_if_gone`` checks that again there)."""
+        cluster = self.cluster
+        forget = getattr(cluster, "_forget_job_if_gone", None)
+        if forget is None or not ended:
+            return
+        # a job whose workers joined once is _update_worker_status's, after its grace
+        joined = set(getattr(cluster, "__dict__", {}).get("pipeline_jobs_joined", ()))
+        for name, handle in list(cluster.workers.items()):
+            job_id = str(getattr(handle, "job_id", None))
+            if job_id in ended and job_id not in joined and job_id not in self._forgotten:
+                self._forgotten.add(job_id)
+                log.warning("%s job %s ended before its workers joined%s; another is submitted "
+                            "while work remains", BATCH_SYSTEMS[self.kind].label, job_id,
+                            self._log_tail(job_id))
+                cluster.loop.add_callback(forget, name, handle.job_id)
+
+    def _log_tail(self, job_id: str) -> str:
+        """`` (its log PATH: LAST LINE)`` of the job's stderr file, where dask-jobqueue's
+        log_directory holds one, else ''."""
+        folder = (getattr(self.cluster, "_job_kwargs", None) or {}).get("log_directory")
+        if not folder:
+            return ""
+        for path in Path(folder).glob(f"*-{job_id}.err"):
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(max(0, path.stat().st_size - 4096))
+                    lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines()]
+            except OSError:
+                continue
+            last = next((ln for ln in reversed(lines) if ln), "")
+            return f" (its log {path}" + (f": {last[:300]}" if last else ": empty") + ")"
+        return ""
 
 
 def batch_error_text(exc: BaseException) -> str:
@@ -518,6 +581,8 @@ def make_batch_cluster(cfg: Mapping[str, Any]):
                     handle = self.workers.get(job_of(self, info.get("name")))
                     if getattr(handle, "job_id", None):
                         job_ids[address] = handle.job_id
+                        self.__dict__.setdefault("pipeline_jobs_joined", set()).add(
+                            str(handle.job_id))
             elif op == "remove":
                 info = self.scheduler_info.get("workers", {}).get(msg)
                 job_id = job_ids.pop(msg, None)
