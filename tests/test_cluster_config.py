@@ -105,7 +105,7 @@ def test_walltime_forms_and_lifetime_arithmetic():
     assert cc.parse_walltime("04:00:00") == 4 * 3600
     assert cc.parse_walltime("1-12:30:00") == 36 * 3600 + 1800
     assert cc.parse_walltime("90m") == 5400 and cc.parse_walltime("2h") == 7200
-    for bad in ("forever", "10", "01:61:00", "00:00:00", "-1"):
+    for bad in ("forever", "10", "01:61:00", "00:00:00", "-1", "2-25:00:00"):  # (25 h in a day)
         with pytest.raises(cc.ClusterConfigError, match="cluster.walltime"):
             cc.parse_walltime(bad)
     assert cc.format_walltime(36 * 3600 + 1800, "hms") == "36:30:00"
@@ -119,6 +119,14 @@ def test_walltime_forms_and_lifetime_arithmetic():
         cc.validate({**base, "walltime": "00:04:00"})
     with pytest.raises(cc.ClusterConfigError, match="lifetime_stagger .* shorter than"):
         cc.validate({**base, "lifetime_stagger": "5m"})
+    # a lifetime (walltime - margin) no longer than the stagger: workers could retire at once
+    # (00:05:01 gave --lifetime 1s +- 1m); just longer is accepted
+    for walltime in ("00:05:01", "00:06:00"):
+        with pytest.raises(cc.ClusterConfigError, match=r"leaves the workers a lifetime of "
+                           r"\S+ \(walltime - lifetime_margin 5m\), not more than "
+                           r"cluster.lifetime_stagger \(1m\)"):
+            cc.validate({**base, "walltime": walltime})
+    assert cc.lifetime({**base, "walltime": "00:06:01"}) == (61, 60)
     # a --lifetime the user gives wins; ours is not added beside it
     own = bc.job_kwargs({**base, "worker_extra_args": ["--lifetime", "1h"]})
     assert own["worker_extra_args"] == ["--lifetime", "1h"]

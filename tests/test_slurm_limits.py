@@ -85,6 +85,9 @@ def test_only_jobs_all_pending_for_good_are_never_starting():
     assert sl.never_starting({"1": ("PENDING", "PartitionTimeLimit")}) == {
         "1": "PartitionTimeLimit: the walltime is over the partition's time limit: lower "
              "cluster.walltime or choose another cluster.queue"}
+    # a partition's MaxMemPerNode below cluster.memory: the job waited worker_start_timeout
+    assert sl.never_starting({"1": ("PENDING", "MaxMemPerLimit")})["1"].startswith(
+        "MaxMemPerLimit: the job asks for more memory than the partition allows")
     assert sl.never_starting({"1": ("PENDING", "Resources"), "2": ("PENDING", "Priority")}) == {}
     assert sl.never_starting({"1": ("RUNNING", "None")}) == {}
     # "required nodes are DOWN or DRAINED" is also PartitionNodeLimit: it clears by itself

@@ -204,7 +204,7 @@ def parse_walltime(value: Any, key: str = "walltime") -> int:
     m = _WALLTIME.match(text)
     if m:
         days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
-        if minutes < 60 and seconds < 60:
+        if minutes < 60 and seconds < 60 and (not days or hours < 24):  # 2-25:00:00: no
             total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
             if total > 0:
                 return total
@@ -440,6 +440,13 @@ def lifetime(cfg: Mapping[str, Any]) -> tuple[int, int] | None:
             f"cluster.lifetime_stagger ({format_duration(stagger)}) must be shorter than "
             f"cluster.lifetime_margin ({format_duration(margin)}): a worker retires at "
             "walltime - margin ± stagger, and must do so before the walltime")
+    if walltime - margin <= stagger:  # 00:05:01 gave --lifetime 1s ± 1m: retired as they started
+        raise ClusterConfigError(
+            f"cluster.walltime ({cfg['walltime']}) leaves the workers a lifetime of "
+            f"{format_duration(walltime - margin)} (walltime - lifetime_margin "
+            f"{format_duration(margin)}), not more than cluster.lifetime_stagger "
+            f"({format_duration(stagger)}): a worker could retire as soon as it starts; raise "
+            "cluster.walltime, or lower cluster.lifetime_margin and cluster.lifetime_stagger")
     return int(walltime - margin), int(stagger)
 
 

@@ -48,6 +48,9 @@ NEVER_STARTS = {
     "AssocMaxMemoryPerJob": "the job asks for more memory than the account allows",
     "QOSMaxNodePerJobLimit": "the job asks for more nodes than the QOS allows",
     "DependencyNeverSatisfied": "the job depends on a job that can no longer satisfy it",
+    "MaxMemPerLimit": "the job asks for more memory than the partition allows a node or a CPU "
+                      "(MaxMemPerNode, MaxMemPerCPU): lower cluster.memory or choose another "
+                      "cluster.queue",
 }
 # job_extra_directives that move a job to other limits than the ones checked here
 _OVERRIDES = ("--partition", "--time", "--qos", "--mem", "--mem-per-cpu", "--cpus-per-task",
