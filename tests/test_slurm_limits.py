@@ -143,3 +143,43 @@ def test_slurm_worker_jobs_carry_their_driver_unless_a_comment_is_given():
     assert comment_directives("slurm", ["--qos=long"]) == ["--qos=long", mine]
     assert comment_directives("slurm", ["--comment=mine"]) == ["--comment=mine"]
     assert comment_directives("pbs", ["-m n"]) == ["-m n"]
+
+
+def test_a_job_gone_from_the_queue_before_its_workers_joined_is_forgotten_mid_sweep(
+        monkeypatch, caplog):
+    """Mid-sweep (a worker joined long ago), every PENDING_CHECK_S: a job of the cluster that
+    squeue no longer lists and no worker of joined is handed to the cluster's loop to be
+    forgotten (then replaced), once; a job whose workers joined is left to its own grace; an
+    squeue that does not answer is not asked again for SQUEUE_QUIET_S (the driver's loop waits
+    on it)."""
+    import logging
+    from types import SimpleNamespace
+
+    import pipeline.engine.batch_cluster as bc
+
+    answers = []
+    monkeypatch.setattr(sl, "queued_jobs", lambda ids: answers.pop(0))
+    calls = []
+    cluster = SimpleNamespace(
+        workers={"job-a": SimpleNamespace(job_id="11"), "job-b": SimpleNamespace(job_id="12"),
+                 "job-c": SimpleNamespace(job_id="13")},
+        loop=SimpleNamespace(add_callback=lambda fn, *args: calls.append(args)),
+        _forget_job_if_gone=object(), _job_kwargs={})
+    cluster.__dict__["pipeline_jobs_joined"] = {"13"}  # its workers joined, then left
+    watch = bc.SubmissionWatch("slurm", max_failures=3, start_timeout=600)
+    watch.cluster = cluster
+    watch._first_worker_at = 0.0
+    caplog.set_level(logging.WARNING, logger="pipeline")
+    now = watch._pending_checked_at + bc.PENDING_CHECK_S + 1
+    answers.append(None)  # squeue does not answer
+    watch._replace_ended_jobs(now)
+    assert calls == [] and watch._pending_checked_at == now + bc.SQUEUE_QUIET_S
+    watch._replace_ended_jobs(now + bc.PENDING_CHECK_S + 1)  # too soon: squeue not asked
+    answers.append({"11": ("RUNNING", "None")})  # 12 left the queue, 13 too
+    later = now + bc.SQUEUE_QUIET_S + bc.PENDING_CHECK_S + 1
+    watch._replace_ended_jobs(later)
+    assert calls == [("job-b", "12")]
+    assert "SLURM job 12 ended before its workers joined; another is submitted" in caplog.text
+    answers.append({"11": ("RUNNING", "None")})
+    watch._replace_ended_jobs(later + bc.PENDING_CHECK_S + 1)
+    assert calls == [("job-b", "12")]  # once

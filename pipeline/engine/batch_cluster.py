@@ -188,6 +188,7 @@ def dry_run_text(cfg: Mapping[str, Any]) -> str | None:
 SUBMIT_BACKOFF_S = 2.0  # first pause before resubmitting a refused job; doubles each time
 PENDING_CHECK_S = 15.0  # until a worker joins, squeue is asked this often why jobs still wait
 PENDING_FIRST_CHECK_S = 5.0  # the first time: SLURM gives a job its reason within seconds
+SQUEUE_QUIET_S = 300.0  # after squeue did not answer mid-sweep, asked again this much later
 
 
 class SubmissionWatch:
@@ -290,11 +291,16 @@ class SubmissionWatch:
         self._pending_checked_at = now
         from pipeline.engine.slurm_limits import queued_jobs
 
-        ids = [str(h.job_id) for h in list(getattr(self.cluster, "workers", {}).values())
-               if getattr(h, "job_id", None)]
+        try:  # (the cluster's loop changes the dict: a changed size asks again next time)
+            ids = [str(h.job_id) for h in list(getattr(self.cluster, "workers", {}).values())
+                   if getattr(h, "job_id", None)]
+        except RuntimeError:
+            return
         jobs = queued_jobs(ids)
-        if jobs is not None:  # (None: squeue did not answer)
-            self._forget([job for job in ids if job not in jobs])
+        if jobs is None:  # squeue did not answer within its bound: not again for a while,
+            self._pending_checked_at = now + SQUEUE_QUIET_S  # the driver's loop waits on it
+            return
+        self._forget([job for job in ids if job not in jobs])
 
     def _forget(self, ended: list[str]) -> None:
         """Forget the ended jobs ``ended`` that no worker of joined (on the cluster's loop:
@@ -304,8 +310,12 @@ class SubmissionWatch:
         if forget is None or not ended:
             return
         # a job whose workers joined once is _update_worker_status's, after its grace
-        joined = set(getattr(cluster, "__dict__", {}).get("pipeline_jobs_joined", ()))
-        for name, handle in list(cluster.workers.items()):
+        try:
+            joined = set(getattr(cluster, "__dict__", {}).get("pipeline_jobs_joined", ()))
+            handles = list(cluster.workers.items())
+        except RuntimeError:  # changed by the cluster's loop meanwhile: next time
+            return
+        for name, handle in handles:
             job_id = str(getattr(handle, "job_id", None))
             if job_id in ended and job_id not in joined and job_id not in self._forgotten:
                 self._forgotten.add(job_id)
