@@ -128,10 +128,13 @@ def _failure_lines(path: Path, version: int) -> list[str]:
         raise _ErrorsUnknown(exc) from None
     if not top:
         return []
-    head = (f"  their errors, most common first ({len(top)} of {distinct:,} distinct; all: "
-            f"pipeline.load({str(path.parent)!r}, {path.name!r}, status='failed')):"
-            if distinct > len(top) else "  their error(s), most common first:")
-    return [head] + [f"    {n:,} task(s): {_one_line(error)}" for n, error in top]
+    everything = f"pipeline.load({str(path.parent)!r}, {path.name!r}, status='failed')"
+    head = (f"  their errors, most common first ({len(top)} of {distinct:,} kinds, texts that "
+            f"differ only in numbers as one; all: {everything}):" if distinct > len(top)
+            else "  their error(s), most common first:")
+    return [head] + [f"    {n:,} task(s): {_one_line(error)}"
+                     + (f" (and {texts - 1:,} more like it but for its numbers)" if texts > 1
+                        else "") for n, error, texts in top]
 
 
 class _ErrorsUnknown(Exception):

@@ -891,3 +891,31 @@ def test_verify_keeps_the_copy_of_a_damaged_part_and_finds_copies_of_unindexed_o
         f"    {copy.name}: a byte-for-byte copy of {parts[1].name}" in out, out
     assert verify_main([str(folder), "--repair"]) == 0
     assert len(pd.read_parquet(folder)) == 30
+
+
+def test_status_groups_errors_that_differ_only_in_numbers(tmp_path, capsys):
+    """Errors name their points' values ("at x=7"): listed by exact text, the three "most
+    common" of a sweep were three singletons of one cause. Texts that differ only in numbers
+    are one kind now, counted together, with an example."""
+    from pipeline.engine.batch_table import failed_batch_table
+    from pipeline.status import main as status_main
+
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": {"range": [0, 7]}}, {"work_us": 0.0})
+    folder = tmp_path / "calibration"
+    writer = PartWriter(folder, "20260101T000000Z-000001")
+    for i, error in enumerate(["KernelError: no convergence at x=0 after 1e3 steps",
+                               "KernelError: no convergence at x=1 after 2.5e3 steps",
+                               "KernelError: no convergence at x=2 after 1e3 steps",
+                               "MemoryError", "ValueError: bad n=-4", "ValueError: bad n=7",
+                               "OSError: disk"]):
+        writer.write(failed_batch_table(grid, [i], error))
+    assert status_main([str(tmp_path), "calibration"]) == 0
+    out = capsys.readouterr().out
+    where = f"{str(tmp_path)!r}, 'calibration'"
+    assert ("  their errors, most common first (3 of 4 kinds, texts that differ only in numbers "
+            f"as one; all: pipeline.load({where}, status='failed')):\n"
+            "    3 task(s): KernelError: no convergence at x=0 after 1e3 steps (and 2 more like "
+            "it but for its numbers)\n"
+            "    2 task(s): ValueError: bad n=-4 (and 1 more like it but for its numbers)\n"
+            "    1 task(s): MemoryError\n") in out, out

@@ -187,10 +187,12 @@ def _stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, i
 
 
 def stored_failure_errors(path: str | os.PathLike, version: int,
-                          limit: int = 3) -> tuple[list[tuple[int, str]], int]:
+                          limit: int = 3) -> tuple[list[tuple[int, str, int]], int]:
     """The errors of the tasks of ``version`` stored only as failed (none of their attempts
-    ok), most common first: up to ``limit`` (tasks, error) pairs, and how many distinct
-    errors there are. A task counts once, with the error of its last stored attempt."""
+    ok), by kind, most common first: up to ``limit`` (tasks, an example, how many distinct
+    texts) triples, and how many kinds there are. Texts that differ only in their numbers
+    are one kind (an error names its point's values: "at x=7"). A task counts once, with the
+    error of its last stored attempt."""
     return read_again_if_swapped(lambda: _stored_failure_errors(path, version, limit))
 
 
@@ -209,9 +211,15 @@ def _stored_failure_errors(path, version: int, limit: int):
     frame = pd.DataFrame({"id": id_prefixes(failed["task_id"]),
                           "error": failed["error"].fill_null("(no error recorded)").to_pylist()})
     frame = frame[~contains(ok, frame["id"].to_numpy())].drop_duplicates("id", keep="last")
-    counts = frame.groupby("error", sort=False).size()  # ties: in the order first stored
-    counts = counts.iloc[np.argsort(-counts.to_numpy(), kind="stable")]
-    return [(int(n), str(e)) for e, n in counts.head(limit).items()], int(counts.size)
+    frame["kind"] = frame["error"].str.replace(_NUMBER, "#", regex=True)
+    kinds = frame.groupby("kind", sort=False).agg(  # ties: in the order first stored
+        tasks=("id", "size"), example=("error", "first"), texts=("error", "nunique"))
+    kinds = kinds.iloc[np.argsort(-kinds["tasks"].to_numpy(), kind="stable")]
+    return ([(int(k.tasks), str(k.example), int(k.texts)) for k in kinds.head(limit).itertuples()],
+            len(kinds))
+
+
+_NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"  # what makes one error text another's kind
 
 
 def checked_schemas(path: str | os.PathLike, files: list[Path] | None = None) -> list:
