@@ -118,6 +118,28 @@ def test_a_sweep_whose_jobs_can_never_start_stops_without_waiting_worker_start_t
     assert "raise cluster.worker_start_timeout" not in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.timeout(120)
+def test_the_start_timeout_says_why_squeue_says_the_jobs_wait(tmp_path):
+    """A partition DOWN: waiting may clear it, so the sweep waits worker_start_timeout, but
+    then said only "still queued?". It quotes squeue's state and reason now."""
+    bindir = tmp_path / "bin"
+    _fake(bindir, "sbatch", 'echo "Submitted batch job 4242"')
+    _fake(bindir, "scancel", "exit 0")
+    _fake(bindir, "sinfo", "exit 1")
+    _fake(bindir, "squeue", 'echo "4242|PENDING|PartitionDown"')
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "experiment=calibration",
+         f"results_dir={tmp_path / 'results'}", "grid.x=[1,2,3]", "cluster=slurm",
+         "cluster.cores=1", "cluster.processes=1", "cluster.maximum_jobs=1",
+         "cluster.worker_start_timeout=20s", "cluster.dashboard_address=:0", "progress=false"],
+        cwd=ROOT, env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"},
+        capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert ("no Dask worker joined within cluster.worker_start_timeout=20s; jobs submitted: 4242 "
+            "(squeue: 4242 PENDING (PartitionDown); raise cluster.worker_start_timeout to wait "
+            "longer)") in proc.stderr, proc.stderr
+
+
 # ------------------------------------------------------------ worker jobs of killed drivers
 def test_orphan_jobs_are_those_of_dead_drivers_of_this_host_only():
     from pipeline.engine.orphan_jobs import orphan_jobs

@@ -207,6 +207,7 @@ class SubmissionWatch:
         self._first_worker_at: float | None = None
         self._pending_checked_at = time.monotonic() - PENDING_CHECK_S + PENDING_FIRST_CHECK_S
         self._forgotten: set[str] = set()  # ended jobs already forgotten (said once)
+        self._last_queue: dict = {}  # job id -> (state, reason), squeue's last answer
 
     def submitted(self, job_id: str) -> None:
         with self._lock:
@@ -251,9 +252,13 @@ class SubmissionWatch:
                 + (f" (squeue -j {','.join(never)} -o %r)"
                    if any(why.startswith("is pending") for why in never.values()) else ""))
         if waited > self.start_timeout:
+            queue = self._last_queue  # what squeue said just now (SLURM), to say why they wait
+            said = ", ".join(f"{job} {state} ({reason})" for job, (state, reason)
+                             in list(queue.items())[-5:]) if queue else ""
             why = (f"; the last submission error: {self.last_error}" if self.last_error else
-                   f"; jobs submitted: {', '.join(self.job_ids[-5:]) or 'none'} (still queued? "
-                   f"raise cluster.worker_start_timeout to wait longer)")
+                   f"; jobs submitted: {', '.join(self.job_ids[-5:]) or 'none'} ("
+                   + (f"squeue: {said}; " if said else "still queued? ")
+                   + "raise cluster.worker_start_timeout to wait longer)")
             raise ClusterStartError(
                 f"no Dask worker joined within cluster.worker_start_timeout="
                 f"{format_duration(self.start_timeout)}{why}")
@@ -270,6 +275,7 @@ class SubmissionWatch:
 
         ids = self.job_ids[-50:]
         jobs = queued_jobs(ids)
+        self._last_queue = jobs or {}
         if jobs is None:
             return {}
         ended = [job for job in ids if job not in jobs]
