@@ -40,7 +40,8 @@ def test_a_job_no_partition_could_start_is_refused_naming_the_limit():
                                                  r"partition short has \(4 CPUs\)"):
         check(queue="short", cores=8)
     with pytest.raises(ClusterConfigError, match=r"cluster.memory=9GB is more than any node of "
-                                                 r"partition short has \(8000 MB\)"):
+                                                 r"partition short has, or the partition allows "
+                                                 r"a job \(8000 MB"):
         check(queue="short", memory="9GB")
     with pytest.raises(ClusterConfigError, match="more than any node of partition debug"):
         check(cores=17)  # no queue: the default partition's limits
@@ -75,6 +76,11 @@ def test_partitions_are_read_from_sinfo_and_a_silent_sinfo_is_no_answer(tmp_path
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     found = sl.partitions()
     assert found == {"debug": DEBUG, "short": sl.Partition("short", False, 600, 8, 32000)}
+    # a partition's MaxMemPerNode below its nodes' memory: the job pended for MaxMemPerLimit
+    _fake(bindir, "scontrol", 'printf "PartitionName=debug MaxMemPerNode=UNLIMITED State=UP\\n'
+                              'PartitionName=short MaxMemPerNode=1000 State=UP\\n"')
+    assert sl.partitions()["short"] == sl.Partition("short", False, 600, 8, 1000)
+    assert sl.partitions()["debug"] == DEBUG
     _fake(bindir, "sinfo", "echo 'slurm_load_partitions: Unable to contact slurm controller' >&2"
                            "; exit 1")
     assert sl.partitions() is None

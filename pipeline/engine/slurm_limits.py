@@ -118,8 +118,23 @@ def partitions() -> dict[str, Partition] | None:
             return None
         seen["cpus"] = max(seen["cpus"], _number(cpus) or 0)
         seen["memory"] = max(seen["memory"], _number(memory) or 0)
-    return {name: Partition(name, p["default"], p["max_time_s"], p["cpus"], p["memory"] or None)
+    caps = _memory_caps()  # a partition may allow a job less memory than its nodes have
+    return {name: Partition(name, p["default"], p["max_time_s"], p["cpus"],
+                            min(filter(None, (p["memory"], caps.get(name))), default=None))
             for name, p in found.items()}
+
+
+def _memory_caps() -> dict[str, int]:
+    """Partition -> its MaxMemPerNode in MB, where one is set (``scontrol``; {} if it does not
+    answer). A job over it pends for MaxMemPerLimit, never to start."""
+    out = _run(["scontrol", "show", "partition", "--oneliner"])
+    caps = {}
+    for line in (out or "").splitlines():
+        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
+        cap = _number(fields.get("MaxMemPerNode", ""))
+        if fields.get("PartitionName") and cap:
+            caps[fields["PartitionName"]] = cap
+    return caps
 
 
 def check_partition_limits(cfg: Mapping[str, Any], found: dict[str, Partition] | None = None
@@ -169,8 +184,9 @@ def check_partition_limits(cfg: Mapping[str, Any], found: dict[str, Partition] |
         memory = setting(cfg, "memory", DEFAULTS["memory"])
         if _bytes("memory", memory) > max(memories) * 2**20:
             raise ClusterConfigError(
-                f"cluster.memory={memory} is more than any node of {where} has "
-                f"({max(memories)} MB): SLURM would queue the worker jobs and never start them")
+                f"cluster.memory={memory} is more than any node of {where} has, or the "
+                f"partition allows a job ({max(memories)} MB: sinfo's memory, scontrol's "
+                "MaxMemPerNode): SLURM would queue the worker jobs and never start them")
 
 
 def _clock(seconds: int) -> str:
