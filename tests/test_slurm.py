@@ -3,6 +3,7 @@ sweeps through the real CLI with cluster=slurm, adaptive jobs, a worker job canc
 mid-run, jobs retiring before a 2-minute walltime, a nonexistent partition, SIGTERM and
 kill -9 to the driver, and the driver itself as a batch job (scripts/driver.sbatch)."""
 
+import contextlib
 import json
 import os
 import re
@@ -357,21 +358,37 @@ def test_a_pending_worker_job_cancelled_mid_sweep_is_replaced(tmp_path, job_name
     assert_complete(results, 600, 100000.0)
 
 
+@contextlib.contextmanager
+def partition_of_this_node(prefix: str, *limits: str):
+    """A partition of this node with ``limits`` (``MaxTime=00:10:00``...), removed after; the
+    test skips, saying why, where one cannot be made."""
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
+                          timeout=15).stdout.split()[0]
+    name = f"{prefix}{os.getpid()}"
+    made = subprocess.run(["scontrol", "create", f"PartitionName={name}", f"Nodes={node}",
+                           *limits, "State=UP"], capture_output=True, text=True, timeout=30)
+    if made.returncode != 0:
+        pytest.skip(f"cannot create a SLURM partition here ({made.stderr.strip()}): needs root")
+    try:
+        yield name
+    finally:
+        subprocess.run(["scontrol", "delete", f"PartitionName={name}"], timeout=30)
+
+
+@pytest.fixture
+def short_partition():
+    """A partition of this node with a 10-minute time limit, removed after the test."""
+    with partition_of_this_node("short", "MaxTime=00:10:00") as name:
+        yield name
+
+
 @pytest.mark.timeout(120)
 def test_memory_over_a_partitions_max_mem_per_node_is_refused_before_submitting(tmp_path,
                                                                                 job_name):
     """A partition allowing a job less memory than its nodes have (MaxMemPerNode): the job
     pended for MaxMemPerLimit, and the sweep waited worker_start_timeout. Refused now, exit 2,
     from scontrol's limit; memory under it is accepted."""
-    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
-                          timeout=15).stdout.split()[0]
-    name = f"memcap{os.getpid()}"
-    made = subprocess.run(["scontrol", "create", f"PartitionName={name}", f"Nodes={node}",
-                           "MaxMemPerNode=1000", "State=UP"], capture_output=True, text=True,
-                          timeout=30)
-    if made.returncode != 0:
-        pytest.skip(f"cannot create a SLURM partition here ({made.stderr.strip()}): needs root")
-    try:
+    with partition_of_this_node("memcap", "MaxMemPerNode=1000") as name:
         results = tmp_path / "results"
         over = run_cli(f"results_dir={results}", "grid.x=[1]", *JOBS, f"cluster.queue={name}",
                        "cluster.memory=2GB", f"cluster.job_name={job_name}", "dry_run=true",
@@ -383,25 +400,6 @@ def test_memory_over_a_partitions_max_mem_per_node_is_refused_before_submitting(
                         "cluster.memory=900MB", f"cluster.job_name={job_name}", "dry_run=true",
                         timeout=60)
         assert under.returncode == 0, under.stdout + under.stderr
-    finally:
-        subprocess.run(["scontrol", "delete", f"PartitionName={name}"], timeout=30)
-
-
-@pytest.fixture
-def short_partition():
-    """A partition of this node with a 10-minute time limit, removed after the test."""
-    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
-                          timeout=15).stdout.split()[0]
-    name = f"short{os.getpid()}"
-    made = subprocess.run(["scontrol", "create", f"PartitionName={name}", f"Nodes={node}",
-                           "MaxTime=00:10:00", "State=UP"], capture_output=True, text=True,
-                          timeout=30)
-    if made.returncode != 0:
-        pytest.skip(f"cannot create a SLURM partition here ({made.stderr.strip()}): needs root")
-    try:
-        yield name
-    finally:
-        subprocess.run(["scontrol", "delete", f"PartitionName={name}"], timeout=30)
 
 
 @pytest.mark.timeout(240)
