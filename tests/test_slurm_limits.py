@@ -177,7 +177,8 @@ def test_a_job_gone_from_the_queue_before_its_workers_joined_is_forgotten_mid_sw
         monkeypatch, caplog):
     """Mid-sweep (a worker joined long ago), every PENDING_CHECK_S: a job of the cluster that
     squeue no longer lists and no worker of joined is handed to the cluster's loop to be
-    forgotten (then replaced), once; a job whose workers joined is left to its own grace; an
+    forgotten (then replaced), once; a job whose workers joined is left to its own grace, one
+    the cluster scaled down (out of its plan) to its own close; an
     squeue that does not answer is not asked again for SQUEUE_QUIET_S (the driver's loop waits
     on it)."""
     import logging
@@ -192,7 +193,10 @@ def test_a_job_gone_from_the_queue_before_its_workers_joined_is_forgotten_mid_sw
         workers={"job-a": SimpleNamespace(job_id="11"), "job-b": SimpleNamespace(job_id="12"),
                  "job-c": SimpleNamespace(job_id="13")},
         loop=SimpleNamespace(add_callback=lambda fn, *args: calls.append(args)),
-        _forget_job_if_gone=object(), _job_kwargs={})
+        _forget_job_if_gone=object(), _job_kwargs={},
+        worker_spec={"job-a": {}, "job-b": {}, "job-c": {}, "job-d": {}})
+    # job-e was scaled down (out of the plan): its scancel is the cluster's own, not news
+    cluster.workers["job-e"] = SimpleNamespace(job_id="14")
     cluster.__dict__["pipeline_jobs_joined"] = {"13"}  # its workers joined, then left
     watch = bc.SubmissionWatch("slurm", max_failures=3, start_timeout=600)
     watch.cluster = cluster

@@ -319,10 +319,13 @@ class SubmissionWatch:
         try:
             joined = set(getattr(cluster, "__dict__", {}).get("pipeline_jobs_joined", ()))
             handles = list(cluster.workers.items())
+            planned = set(getattr(cluster, "worker_spec", {}))
         except RuntimeError:  # changed by the cluster's loop meanwhile: next time
             return
         for name, handle in handles:
             job_id = str(getattr(handle, "job_id", None))
+            if name not in planned:  # scaled down by the cluster itself, which closes it
+                continue
             if job_id in ended and job_id not in joined and job_id not in self._forgotten:
                 self._forgotten.add(job_id)
                 log.warning("%s job %s ended before its workers joined%s; another is submitted "
