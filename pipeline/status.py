@@ -357,6 +357,10 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> li
                 f"pid {pid} still runs on {host} (ssh {host} ps -p {pid}); if not, {rerun}"]
     if state in ("killed", "interrupted"):
         return [f"  next: {rerun}"]
+    if state == "crashed" and any(full in (run.get("error") or "") for full in (
+            "No space left on device", "Disk quota exceeded")):
+        return [f"  next: free space where the results go (its disk or your quota is full: "
+                f"df -h {shlex.quote(str(path or '.'))}), then {rerun}"]
     if state == "crashed":
         return [f"  next: fix the cause (the error above, the log), then {rerun}"]
     if state == "finished" and failed_stored:

@@ -41,8 +41,10 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
     from pipeline.engine.watchdog import (Watchdog, shutdown_started, termination_signals,
                                           watchdog_options)
     from pipeline.engine.worker_calls import connected_threads
-    from pipeline.store.manifest import (FolderMoved, StoreLocked, SweepLock, mark_dead_runs,
-                                         update_manifest, why_not_locked)
+    from pipeline.store.manifest import (MANIFEST_RESERVE, FolderMoved, StoreLocked, SweepLock,
+                                         mark_dead_runs, release_manifest_space,
+                                         reserve_manifest_space, update_manifest,
+                                         update_manifest_even_if_full, why_not_locked)
     from pipeline.store.parquet import clean_temp_files, experiment_dir, new_run_id
     from pipeline.store.part_writer import PartWriter
 
@@ -108,6 +110,10 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         try:  # from the moment the handlers are in, every signal takes the except below
             record["log"] = os.path.abspath(scope.enter_context(run_log(path, run_id)))
             _start_run_log(record, mark_dead_runs(path, lock_held=True))
+            if not reserve_manifest_space(path):
+                log.warning("%s: could not set aside %s for the run's last record (disk "
+                            "nearly full?): if the disk fills, status may read this run as "
+                            "killed", path, MANIFEST_RESERVE)
             if recovered:
                 log.info("an interrupted compaction of %s was %s", path, recovered)
             removed = clean_temp_files(path)
@@ -221,10 +227,11 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                   "the run is not recorded (the next sweep there records it as killed)",
                   file=sys.stderr)
             return EXIT_CRASHED
-        update_manifest(path, record)
+        update_manifest_even_if_full(path, record)
         runlog.info("summary: finished; %s; first error: %s", json.dumps(record["counts"]),
                     stats.first_errors[0] if stats and stats.first_errors else None)
     finally:
+        release_manifest_space(path)
         lock.__exit__(None, None, None)
         scope.close()
         line_ended()  # its stream is main()'s, restored after: a later run must not write to it
@@ -251,12 +258,12 @@ def _record_end(path, record: dict, lock=None) -> None:
     """Record how the sweep stopped. The disk that stopped it (full, gone read-only) may refuse
     the manifest too: say so and keep the exit code (the error escaped as a traceback and
     exit 2, "invalid input"; a rerun marks the record left 'running' as killed)."""
-    from pipeline.store.manifest import FolderMoved, update_manifest
+    from pipeline.store.manifest import FolderMoved, update_manifest_even_if_full
 
     try:
         if lock is not None:
             lock.check_in_place()  # moved: recording it at `path` would recreate the folder
-        update_manifest(path, record)
+        update_manifest_even_if_full(path, record)
     except FolderMoved:
         print(f"warning: the run is not recorded as {record['status']}: its folder moved (the "
               "next sweep there records it as killed)", file=sys.stderr)

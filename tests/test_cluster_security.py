@@ -319,6 +319,22 @@ def test_no_password_reaches_the_manifest(tmp_path):
     assert run["error"] == "OSError: cannot reach tls://svc:***@host:8786"
 
 
+@pytest.mark.timeout(60)
+def test_redaction_takes_linear_time_on_long_texts():
+    """A scheme was tried from every letter of a long run of letters, each try scanning to
+    the run's end: a 2 MB error text took minutes (quadratic) to write to the manifest."""
+    from pipeline.store.redact import redact
+
+    long_run = "y" * 2_000_000
+    for text in (long_run, long_run + "@", "@" + long_run + ":/", "a1" * 1_000_000 + "@:/"):
+        assert redact(text) == text  # no password: unchanged (and returned in time)
+    assert redact(long_run + " tcp://u:pw@h " + long_run) == long_run + " tcp://u:***@h " + long_run
+    # the scheme is the whole run before ':/' (a digit first, too): still redacted
+    assert redact("x=1tcp://u:pw@h") == "x=1tcp://u:***@h"
+    assert redact("git+ssh://me:pw@host, sftp:/alice:pw@h") == \
+        "git+ssh://me:***@host, sftp:/alice:***@h"
+
+
 # --------------------------------------------------------------------------- not a scheduler
 class _Peer:
     """A listening TCP service that is not Dask: silent (like HTTP, which waits for a request)

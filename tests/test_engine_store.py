@@ -498,6 +498,36 @@ def test_a_manifest_write_on_a_full_disk_leaves_no_temp_file(small_disk):
     assert sorted(p.name for p in small_disk.iterdir()) == ["_filler", "_manifest.json"]
 
 
+def test_the_manifest_reserve_gives_the_last_record_room_on_a_full_disk(small_disk):
+    """The disk that stops a sweep refused its last record too, and `status` then read the
+    crash as "killed". The sweep sets space aside at its start; on a full disk the record is
+    written once more after giving it back. (A real full tmpfs.)"""
+    import errno
+
+    from pipeline.store.manifest import (MANIFEST_RESERVE, read_manifest, release_manifest_space,
+                                         reserve_manifest_space, update_manifest,
+                                         update_manifest_even_if_full)
+
+    update_manifest(small_disk, {"run_id": "a", "status": "running"})
+    assert reserve_manifest_space(small_disk)
+    assert (small_disk / MANIFEST_RESERVE).stat().st_blocks * 512 >= 1 << 20  # allocated
+    fill_disk(small_disk)  # to the last byte
+    crashed = {"run_id": "a", "status": "crashed", "error": "OSError: " + "x" * 8192}
+    with pytest.raises(OSError) as err:  # the plain write is refused
+        update_manifest(small_disk, crashed)
+    assert err.value.errno == errno.ENOSPC
+    update_manifest_even_if_full(small_disk, crashed)
+    assert read_manifest(small_disk)["runs"] == [crashed]
+    assert not (small_disk / MANIFEST_RESERVE).exists()
+    # given back once: a second refusal is the disk's error, not a loop
+    with pytest.raises(OSError) as err:
+        update_manifest_even_if_full(small_disk, {**crashed, "error": "y" * 2_000_000})
+    assert err.value.errno == errno.ENOSPC and not release_manifest_space(small_disk)
+    # a disk without the room for a reserve: no reserve, nothing left behind
+    assert not reserve_manifest_space(small_disk)
+    assert not (small_disk / MANIFEST_RESERVE).exists()
+
+
 def test_a_buffered_writer_on_a_full_disk_counts_the_rows_it_could_not_write(small_disk):
     """The sweep reports what a full disk cost (``PartWriter.unwritten_rows``): rows of the
     buffer the background writer failed on, and those given to it after (refused)."""

@@ -1351,6 +1351,37 @@ def test_a_ctrl_c_while_a_sweep_stops_on_a_full_disk_does_not_cut_the_stop_short
 
 
 @pytest.mark.timeout(300)
+def test_a_sweep_stopped_by_a_full_disk_is_recorded_as_crashed_with_its_cause(tmp_path, tmpfs):
+    """The disk filled mid-sweep refused the record of the crash too: the run stayed
+    'running' and `status` read it as "killed", whose advice is a plain rerun that fails the
+    same way. The space the sweep set aside at its start is given back for that record."""
+    from pipeline.store.manifest import MANIFEST_RESERVE
+
+    disk = tmpfs("size=16m", "disk")
+    args = ["experiment=calibration", "params.work_mode=sleep", "params.work_us=1000",
+            "grid.x={range:[0,60000]}", "cluster.n_workers=2", "cluster.threads_per_worker=8",
+            "flush_seconds=1", f"results_dir={disk}", *FAST]
+    driver = cli(*args)
+    with killed_at_exit(driver):
+        wait_for(lambda: list((disk / "calibration").glob("part-*.parquet")), 120,
+                 "the first part file", driver)
+        assert (disk / "calibration" / MANIFEST_RESERVE).exists()
+        fill_disk(disk)  # to the last byte
+        _, err = driver.communicate(timeout=120)
+    assert driver.returncode == 3, err
+    assert "could not record the run" not in err and "Traceback" not in err, err
+    run = last_run(disk / "calibration")
+    assert run["status"] == "crashed" and "No space left on device" in run["error"], run
+    shown = status(disk)
+    assert "crashed" in shown.stdout and "killed" not in shown.stdout, shown.stdout
+    assert "No space left on device" in shown.stdout, shown.stdout
+    assert f"next: free space where the results go (its disk or your quota is full: df -h {disk / 'calibration'}" \
+        in shown.stdout, shown.stdout
+    _rerun_with_space_freed(disk, args, 60_000)
+    assert not (disk / "calibration" / MANIFEST_RESERVE).exists()  # given back at the end
+
+
+@pytest.mark.timeout(300)
 def test_a_ctrl_c_on_a_full_disk_counts_what_it_could_not_write(tmp_path, tmpfs):
     """Ctrl-C right after the disk filled: the interrupt asks the batches in flight for their
     points and flushes, and the flush fails (or a heartbeat failed just before, and the

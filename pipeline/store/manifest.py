@@ -59,6 +59,63 @@ def update_manifest(path: str | os.PathLike, run: dict, make_latest: bool = True
         raise
 
 
+# Space set aside for a sweep's last manifest record: the disk that stops a sweep (full, or
+# over quota) would refuse that record too, and `status` then read the crash as "killed".
+MANIFEST_RESERVE = ".manifest-reserve"
+MANIFEST_RESERVE_MIN_BYTES = 1 << 20
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def reserve_manifest_space(path: str | os.PathLike) -> bool:
+    """Allocate ``MANIFEST_RESERVE`` in ``path``: twice the manifest's size and 64 KiB, at
+    least 1 MiB, for :func:`update_manifest_even_if_full`. False (nothing kept) where the disk
+    cannot spare it: the sweep goes on without, as before the reserve existed."""
+    path = Path(path)
+    try:
+        manifest_bytes = (path / MANIFEST).stat().st_size
+    except OSError:
+        manifest_bytes = 0
+    size = max(MANIFEST_RESERVE_MIN_BYTES, 2 * manifest_bytes + (64 << 10))
+    reserve = path / MANIFEST_RESERVE
+    try:
+        fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:  # a filesystem without fallocate: real bytes do the same
+                if exc.errno in _DISK_FULL_ERRNOS:
+                    raise
+                for _ in range(0, size, 1 << 16):
+                    os.write(fd, bytes(1 << 16))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
+    except OSError:
+        reserve.unlink(missing_ok=True)
+        return False
+
+
+def release_manifest_space(path: str | os.PathLike) -> bool:
+    """Remove the reserve (the sweep ended); True if there was one."""
+    try:
+        (Path(path) / MANIFEST_RESERVE).unlink()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def update_manifest_even_if_full(path: str | os.PathLike, run: dict) -> None:
+    """:func:`update_manifest`; on a full disk or quota, once more after giving the
+    reserve's space back (the record that says how the sweep ended matters most)."""
+    try:
+        update_manifest(path, run)
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL_ERRNOS or not release_manifest_space(path):
+            raise
+        update_manifest(path, run)
+
+
 MANIFEST_TEMP_MAX_AGE_S = 60.0  # a live writer holds its temp file for well under a second
 
 
