@@ -170,7 +170,7 @@ def describe(path: Path) -> tuple[list[str], bool]:
     if any(dead_run_state(run) or (run.get("status") == "running" and run.get("host") == here)
            for run in runs):
         try:
-            with SweepLock(path):
+            with SweepLock(path, holder="status"):
                 mark_dead_runs(path, lock_free_here=True)
         except (StoreLocked, OSError):  # a sweep writes, or a folder we may only read
             pass

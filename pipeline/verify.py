@@ -58,7 +58,7 @@ def _lock(folder: Path, when_busy: str):
     from pipeline.store.manifest import NO_LOCKS_ERRNOS, StoreLocked, SweepLock, why_not_locked
 
     try:
-        return SweepLock(folder).__enter__()
+        return SweepLock(folder, holder="repair").__enter__()
     except StoreLocked as exc:
         print(f"error: {exc}; {when_busy}", file=sys.stderr)
         raise _CannotLock(EXIT_BAD_CONFIG) from None

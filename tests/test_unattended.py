@@ -163,6 +163,30 @@ def test_lock_file_names_its_holder(tmp_path):
     assert f"since {held['started_at']}" in message and "run RUN1" in message
 
 
+def test_the_lock_error_says_what_holds_the_lock(tmp_path):
+    """A sweep refused while a compaction held the folder was told "another sweep is
+    writing" (the compaction's pid): the lock file now says what holds it."""
+    with SweepLock(tmp_path, "RUN1"):
+        with pytest.raises(StoreLocked, match="^another sweep is writing to"):
+            SweepLock(tmp_path, "RUN2").__enter__()
+    for holder, who in [("compaction", "a compaction (python -m pipeline compact)"),
+                        ("repair", "a repair (python -m pipeline verify --repair)")]:
+        with SweepLock(tmp_path, holder=holder):
+            with pytest.raises(StoreLocked) as err:
+                SweepLock(tmp_path, "RUN2").__enter__()
+        assert str(err.value).startswith(f"{who} is writing to {tmp_path} (host "), err.value
+        assert " run " not in str(err.value)
+    # a record from before the holder was written: no run id, so not a sweep
+    with SweepLock(tmp_path, holder="compaction") as lock:
+        lock.fh.seek(0)
+        lock.fh.truncate()
+        lock.fh.write(json.dumps({"host": "h", "pid": 7, "run_id": None}) + "\n")
+        lock.fh.flush()
+        with pytest.raises(StoreLocked, match="^another command \\(a compaction or repair\\?\\) "
+                                              "is writing to .* \\(host h, pid 7\\)"):
+            SweepLock(tmp_path, "RUN2").__enter__()
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([PY, "-c", "pass"])
     proc.wait()

@@ -349,7 +349,7 @@ def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
                                         read_table, write_part_file)
 
     path = Path(path)
-    with SweepLock(path):
+    with SweepLock(path, holder="compaction"):
         recovered = recover(path)
         clean_temp_files(path)
         old = part_files(path)

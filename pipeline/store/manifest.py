@@ -218,12 +218,15 @@ class SweepLock:
     is writing" error can name the holder."""
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None, wait_s: float = 0.0,
-                 on_wait: Callable[[], None] | None = None):
+                 on_wait: Callable[[], None] | None = None, holder: str = "sweep"):
         """``wait_s``: how long a lock held by someone else is waited for before
         :class:`StoreLocked` (``status`` holds it for milliseconds while it records a dead
-        run; a sweep starting then was refused). ``on_wait``: called once if it waits."""
+        run; a sweep starting then was refused). ``on_wait``: called once if it waits.
+        ``holder``: what holds it (sweep, compaction, repair, status), for the error that
+        names the holder (a compaction's lock was reported as "another sweep")."""
         self.path = Path(path)
         self.run_id = run_id
+        self.holder = holder
         self.wait_s = wait_s
         self.on_wait = on_wait
         self.fh = None
@@ -242,10 +245,10 @@ class SweepLock:
             raise
         if not got:
             self.fh.seek(0)
-            holder = _describe_holder(self.fh.read())
+            who, holder = _describe_holder(self.fh.read())
             self.fh.close()
             self.fh = None
-            raise StoreLocked(f"another sweep is writing to {self.path}{holder} "
+            raise StoreLocked(f"{who} is writing to {self.path}{holder} "
                               f"(lock {self.path / '.lock'})")
         try:
             self.fh.seek(0)
@@ -253,7 +256,7 @@ class SweepLock:
             self.fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
                                       "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                   time.gmtime()),
-                                      "run_id": self.run_id}) + "\n")
+                                      "run_id": self.run_id, "holder": self.holder}) + "\n")
             self.fh.flush()
         except OSError:  # a full disk: the lock is of no use without its holder's record
             self.__exit__()
@@ -313,17 +316,28 @@ class SweepLock:
                 fh.close()
 
 
-def _describe_holder(text: str) -> str:
+_HOLDERS = {"sweep": "another sweep", "compaction": "a compaction (python -m pipeline compact)",
+            "repair": "a repair (python -m pipeline verify --repair)",
+            "status": "python -m pipeline status, recording a dead run,"}
+
+
+def _describe_holder(text: str) -> tuple[str, str]:
+    """Who holds a lock (from its file's record) and the details: host, pid, since, run."""
     try:
         info = json.loads(text)
     except ValueError:
-        return ""
+        return "another sweep or command", ""
+    if not isinstance(info, dict):
+        return "another sweep or command", ""
+    # (a record written before the holder was: a sweep's has a run id, the commands' none)
+    who = _HOLDERS.get(info.get("holder") or ("sweep" if info.get("run_id") else ""),
+                       "another command (a compaction or repair?)")
     parts = [f"{k} {info[k]}" for k in ("host", "pid") if info.get(k) is not None]
     if info.get("started_at"):
         parts.append(f"since {info['started_at']}")
     if info.get("run_id"):
         parts.append(f"run {info['run_id']}")
-    return f" ({', '.join(parts)})" if parts else ""
+    return who, f" ({', '.join(parts)})" if parts else ""
 
 
 STALE_HEARTBEAT_S = 600.0  # a live driver rewrites its record every few seconds
