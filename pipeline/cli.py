@@ -80,6 +80,27 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = saved
 
 
+def leave_on_signals_with(code: int) -> None:
+    """From now on, a SIGINT, SIGTERM or SIGHUP exits at once with ``code``, the command's own
+    outcome (everything is written and recorded by then). A second Ctrl-C that landed while
+    the interpreter shut down (Dask's exit handlers, thread joins) killed the process by the
+    signal itself: no exit code 130, whatever the sweep had recorded."""
+    import os
+
+    def leave(_signum, _frame):
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, leave)  # (not one the caller ignores: `nohup`, `&`)
+
+
 @contextlib.contextmanager
 def _interrupts_after_imports():
     """Hold a Ctrl-C that arrives during Hydra's import (under a second) until it is over.

@@ -163,6 +163,32 @@ def test_lock_file_names_its_holder(tmp_path):
     assert f"since {held['started_at']}" in message and "run RUN1" in message
 
 
+@pytest.mark.timeout(240)
+def test_ctrl_c_again_while_the_interrupted_sweep_exits_keeps_exit_130(tmp_path):
+    """Ctrl-C, then Ctrl-C again just after "interrupted (SIGINT)" was printed, as an
+    impatient user does: the interpreter's teardown puts the default handlers back, and the
+    second signal landing there killed the driver by the signal (returncode -2, no 130),
+    though the sweep had recorded itself. Signals are sent every 20 ms until it ends."""
+    driver = cli("experiment=calibration", "params.work_mode=sleep", "params.work_us=100000",
+                 "grid.x={range:[0,3000]}", "cluster.n_workers=2",
+                 "cluster.threads_per_worker=4", f"results_dir={tmp_path}", *FAST,
+                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    with killed_at_exit(driver):
+        read_until = stderr_reader(driver)
+        wait_for(lambda: (last_run(tmp_path / "calibration").get("progress") or {}).get("done", 0)
+                 > 0, 120, "the first point done", driver)
+        driver.send_signal(signal.SIGINT)
+        read_until("interrupted (SIGINT)")
+        while driver.poll() is None:
+            driver.send_signal(signal.SIGINT)
+            time.sleep(0.02)
+        err = "".join(read_until.seen) + driver.stderr.read()
+    assert driver.returncode == 130, err
+    assert "Traceback" not in err, err
+    run = last_run(tmp_path / "calibration")
+    assert run["status"] == "interrupted" and run["written"]["flushed"] is True, run
+
+
 def test_the_lock_error_says_what_holds_the_lock(tmp_path):
     """A sweep refused while a compaction held the folder was told "another sweep is
     writing" (the compaction's pid): the lock file now says what holds it."""
