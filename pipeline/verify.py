@@ -19,8 +19,10 @@ A folder that is not a results folder at all (no manifest, part index or result 
 
 Exit codes: 0 every file good (or, with ``--repair``, every bad file moved aside);
 2 bad usage, not a results folder, another sweep holds the folder, or ``--repair`` cannot
-lock it (a read-only folder, a filesystem without file locks); 3 the lock file cannot be
-written (a full disk);
+lock it (a read-only folder, a filesystem without file locks) or cannot write in it (a
+read-only folder, another user's); 3 the lock file cannot be written, or the repair fails
+midway (a full disk, an I/O error): said in one line, the folder left as a plain verify
+describes it (a failed move or index rewrite is undone), and a rerun of ``--repair`` goes on;
 4 bad files found (not repaired), part files the index lost (not repaired), or files this
 user may not read (with or without ``--repair``, which leaves them).
 
@@ -32,6 +34,7 @@ indexed one (its rows read twice by ``pandas.read_parquet``) is foreign.
 
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 
@@ -45,7 +48,8 @@ UNRECORDED_TEXT = ("Part files written since the part index (_parts.jsonl) began
 
 
 class _CannotLock(Exception):
-    """The folder's lock could not be had; the reason is printed, ``code`` is the exit code."""
+    """The folder's lock could not be had, or a repair step failed; the reason is printed,
+    ``code`` is the exit code."""
 
     def __init__(self, code: int):
         self.code = code
@@ -136,11 +140,28 @@ def _verify(argv: list[str]) -> int:
         from pipeline.store.integrity import record_unrecorded
 
         again["report"] = verify_store(f, experiment)
-        moved = quarantine(again["report"])
+        moved = again["moved"] = quarantine(again["report"])
         again["recorded"] = record_unrecorded(again["report"])
         return moved
 
-    moved = _locked(folder, repair_now)
+    def left_after():  # what a failed repair_now leaves, for its error line
+        report = again.get("report")
+        if report is None:
+            return "nothing was changed"
+        if "moved" in again:  # quarantine done; recording the unrecorded parts failed
+            done = (f"the bad files were moved to {QUARANTINE}/ and forgotten in the index, "
+                    "the missing parts too; " if again["moved"] or report.missing else "")
+            return done + "the parts not in the index are not all recorded: verify lists them"
+        # quarantine puts back what it moved; a move it could not undo is a missing part
+        stuck = [name for name, _ in report.bad if not (folder / name).exists()]
+        if report.manifest is not None and not (folder / MANIFEST).exists():
+            stuck.append(MANIFEST)
+        if not stuck:
+            return "nothing was changed"
+        return (f"{len(stuck)} file(s) moved to {QUARANTINE}/ could not be put back "
+                f"({', '.join(stuck[:3])}): verify lists them as missing, the rerun forgets them")
+
+    moved = _locked(folder, repair_now, left_after)
     if again["recorded"]:
         print(f"{len(again['recorded'])} part(s) recorded in the index as they are now: "
               f"{', '.join(again['recorded'][:3])}"
@@ -213,7 +234,7 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
         if not repair:
             print(f"verify {folder}: {exc}", file=sys.stderr)
             return EXIT_BAD_STORE
-        moved, forgotten = _locked(folder, set_aside_damaged_intent)
+        moved, forgotten = _locked(folder, set_aside_damaged_intent, _compaction_left)
         print(f"the damaged compaction commit was set aside: {', '.join(map(str, moved))}; "
               "every part file was kept (pipeline.load keeps one row per task). To leave one "
               f"file set for a raw read: python -m pipeline compact {folder}")
@@ -229,15 +250,36 @@ def _pending_compaction(folder: Path, repair: bool) -> int | None:
               f"Finish it with: python -m pipeline verify {folder} --repair (a sweep or "
               "`python -m pipeline compact` on the folder finishes it too)", file=sys.stderr)
         return EXIT_BAD_STORE
-    print(f"the interrupted compaction was finished ({_locked(folder, recover)})")
+    print(f"the interrupted compaction was finished "
+          f"({_locked(folder, recover, _compaction_left)})")
     return None
 
 
-def _locked(folder: Path, step, when_busy: str = "repair when it has finished"):
-    """``step(folder)`` under the folder's lock (see :func:`_lock`)."""
+def _compaction_left() -> str:
+    # recover and set_aside_damaged_intent are made to be rerun after a kill mid-way
+    return "the interrupted compaction is not settled yet; the rerun goes on from where it stopped"
+
+
+def _locked(folder: Path, step, left, when_busy: str = "repair when it has finished"):
+    """``step(folder)`` under the folder's lock (see :func:`_lock`). An OSError of the step
+    (a full disk: was a traceback) is one line, with ``left()``, what the failure left,
+    and :class:`_CannotLock`: exit 2 for a folder this user cannot write, else 3."""
+    from pipeline.store.manifest import not_writable_here
+
     lock = _lock(folder, when_busy)
     try:
         return step(folder)
+    except OSError as exc:
+        rerun = f"python -m pipeline verify {folder} --repair"
+        if not_writable_here(exc):
+            advice = f"make the folder writable (or run as its owner), then rerun {rerun}"
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            advice = f"free space, then rerun {rerun}"
+        else:  # EIO, ESTALE: a fault of the moment
+            advice = f"rerun {rerun} once the filesystem answers again"
+        print(f"error: cannot repair {folder}: {exc.strerror or exc} ({advice}); {left()}",
+              file=sys.stderr)
+        raise _CannotLock(EXIT_BAD_CONFIG if not_writable_here(exc) else EXIT_CRASHED) from None
     finally:
         lock.__exit__(None, None, None)
 

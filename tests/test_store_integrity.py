@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pipeline
+from conftest import fill_disk
 from pipeline.engine.batch import run_batch
 from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
@@ -556,6 +557,46 @@ def test_a_part_deleted_by_hand_is_reported_not_read_as_a_smaller_table(tmp_path
     assert f"{60 - len(lost)} already done, {len(lost)} to run" in resume.stderr
     df = pipeline.load(tmp_path, "calibration")
     assert len(df) == 60 and df.task_id.is_unique and lost <= set(df.task_id)
+
+
+def test_repair_on_a_full_disk_says_so_and_leaves_the_folder_as_verify_describes_it(
+        small_disk):
+    """verify --repair on a full disk moved the corrupt part to _quarantine/, then failed to
+    rewrite the index: a traceback, exit 1, an empty ._parts.jsonl.tmp, and the moved part
+    still indexed, so verify called it deleted by hand. Now: one line, exit 3, the move
+    undone, and once space is freed the same --repair completes."""
+    folder = small_disk / "calibration"
+    writer = PartWriter(folder, "run1")
+    for start in (0, 10, 20):
+        writer.write(calibration_table(range(start, start + 10)))
+    with SweepLock(folder, "run1"):  # a sweep leaves its .lock (its record is rewritten in place)
+        pass
+    corrupt, gone, _ = sorted(folder.glob("part-*.parquet"))
+    with open(corrupt, "r+b") as fh:
+        fh.truncate(corrupt.stat().st_size // 2)
+    gone.unlink()  # a part deleted by hand: the same index rewrite forgets it
+    before = files(folder)
+    fill_disk(small_disk)  # to the last byte; beside the folder, not in it
+
+    repair = run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert repair.returncode == 3, repair.stdout + repair.stderr
+    assert repair.stderr.strip() == (
+        f"error: cannot repair {folder}: No space left on device (free space, then rerun "
+        f"python -m pipeline verify {folder} --repair); nothing was changed"), repair.stderr
+    assert files(folder) == before  # no ._parts.jsonl.tmp, nothing moved
+    assert not (folder / "_quarantine").exists()
+    check = run("-m", "pipeline", "verify", str(folder))  # what is there, truly
+    assert check.returncode == 4
+    assert f"corrupt: 1\n    {corrupt.name}" in check.stdout
+    assert "missing: 1 (" in check.stdout and f"    {gone.name}: 10 rows" in check.stdout
+    assert corrupt.name not in check.stdout.split("missing:")[1], check.stdout
+
+    (small_disk / "_filler").unlink()
+    again = run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (folder / "_quarantine" / corrupt.name).exists()
+    assert set(read_index(folder)) == {p.name for p in folder.glob("part-*.parquet")}
+    assert run("-m", "pipeline", "verify", str(folder)).returncode == 0
 
 
 def test_a_part_never_renamed_after_its_index_line_is_not_missing(tmp_path):

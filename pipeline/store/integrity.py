@@ -523,19 +523,37 @@ def quarantine(report: VerifyReport) -> list[tuple[str, Path]]:
     """Move every bad file of ``report`` (a damaged manifest too) to ``folder/_quarantine/``
     (never deleting; a name already there gets a numeric suffix) and forget the parts and the
     vanished ones in the index. Unreadable files (permissions) stay where they are, indexed.
-    Returns (name, new path) pairs."""
+    All or nothing: if a move or the index rewrite fails (a full disk), the files moved so far
+    are put back before the error is raised, so the index never lists a part that was moved
+    (verify read it as deleted by hand). Returns (name, new path) pairs."""
     folder = report.folder
     target_dir = folder / QUARANTINE
+    made_dir = not target_dir.exists()
     moved = []
     damaged = [(MANIFEST, report.manifest)] if report.manifest is not None else []
-    for name, _ in report.bad + damaged:
-        target_dir.mkdir(exist_ok=True)
-        target = target_dir / name
-        n = 1
-        while target.exists():
-            target = target_dir / f"{name}.{n}"
-            n += 1
-        shutil.move(str(folder / name), str(target))
-        moved.append((name, target))
-    forget_parts(folder, [name for name, _ in moved] + list(report.missing))
+    try:
+        for name, _ in report.bad + damaged:
+            target_dir.mkdir(exist_ok=True)
+            target = target_dir / name
+            n = 1
+            while target.exists():
+                target = target_dir / f"{name}.{n}"
+                n += 1
+            shutil.move(str(folder / name), str(target))
+            moved.append((name, target))
+        forget_parts(folder, [name for name, _ in moved] + list(report.missing))
+    except OSError:  # not after a Ctrl-C: the index may have been replaced already
+        # a rename back to the name just freed needs no space; if it fails all the same, the
+        # part reads as missing and the next --repair forgets it (its file is in _quarantine/)
+        for name, target in reversed(moved):
+            try:
+                shutil.move(str(target), str(folder / name))
+            except OSError:
+                pass
+        if made_dir:
+            try:
+                target_dir.rmdir()  # only if empty: nothing stays moved
+            except OSError:
+                pass
+        raise
     return moved

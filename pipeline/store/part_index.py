@@ -43,7 +43,9 @@ def append_entries(folder: str | os.PathLike, entries: Iterable[dict]) -> None:
         try:
             if os.fstat(fd).st_size and _last_byte(index) != b"\n":
                 line = "\n" + line  # the previous append was torn by a kill: start afresh
-            os.write(fd, line.encode())
+            data = memoryview(line.encode())
+            while data:  # a nearly full disk takes part of it; the next write raises ENOSPC
+                data = data[os.write(fd, data):]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -89,11 +91,15 @@ def forget_parts(folder: str | os.PathLike, names: Iterable[str]) -> int:
         if len(keep) == len(entries):
             return 0
         tmp = folder / f".{PART_INDEX}.tmp"
-        with open(tmp, "w") as fh:
-            fh.writelines(json.dumps(e, separators=(",", ":")) + "\n" for e in keep.values())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, folder / PART_INDEX)
+        try:
+            with open(tmp, "w") as fh:
+                fh.writelines(json.dumps(e, separators=(",", ":")) + "\n" for e in keep.values())
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, folder / PART_INDEX)
+        except BaseException:  # a full disk: the old index stands, no temp file beside it
+            tmp.unlink(missing_ok=True)
+            raise
     return len(entries) - len(keep)
 
 
