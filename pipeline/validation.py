@@ -83,6 +83,8 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
     if conf.get("dry_run") and conf.get("report"):  # the report was written, silently
         raise ConfigError("dry_run=true and report=true: a dry run runs and writes nothing, "
                           "report=true writes the report; give one of the two")
+    if conf.get("report"):
+        _refuse_sweep_options(conf)
     batch_size = conf.get("batch_size", "auto")
     if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
                                      and batch_size >= 1):
@@ -391,6 +393,23 @@ def _holds_sweep_records(folder: Path) -> bool:
 
 # Engine tuning keys (top level): name -> (type, default, what it means). Defaults are
 # measured (BENCHMARKS.md, engine at cluster scale).
+def _refuse_sweep_options(conf: dict) -> None:
+    """report=true runs nothing, so a sweep's option set with it was ignored silently
+    (``report=true retry_failed=true`` exited 0 with the old failures in the tables), as the
+    report's selections are refused with a sweep."""
+    defaults = {"retry_failed": False, "rerun_changed": False, "batch_size": "auto",
+                "task_timeout": None, "max_tasks": DEFAULT_MAX_TASKS,
+                **{key: default for key, (_, default, _) in ENGINE_KEYS.items()}}
+    given = [f"{key}={str(conf[key]).lower() if isinstance(conf[key], bool) else conf[key]}"
+             for key, default in defaults.items()
+             if key in conf and conf[key] != default]
+    if given:
+        raise ConfigError(f"{', '.join(given)} with report=true: the report is made from the "
+                          "rows stored and runs nothing, so the sweep option(s) would be "
+                          "ignored; run the sweep with them first (the same command without "
+                          "report=true), then the report")
+
+
 ENGINE_KEYS = {
     "max_tasks_per_second": (float, 50.0, "cap on Dask tasks per second for the whole cluster"),
     "max_batch_seconds": (float, 60.0, "bound on each batch's predicted duration, seconds"),

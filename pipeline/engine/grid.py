@@ -237,8 +237,9 @@ class Grid:
                 columns.append([p.coerce(_python_scalar(v), self.name) for v in vals])
             lengths = {len(c) for c in columns}
             if len(lengths) != 1:
+                counts = ", ".join(f"{key} has {len(c)}" for key, c in zip(group, columns))
                 raise ParamError(self.name, ",".join(group), f"zip group lists differ in length "
-                                 f"({sorted(lengths)}); they must be equal")
+                                 f"({counts} value(s)); they must be equal")
             if lengths == {0}:  # as for an axis: a grid of no points is a mistake, not a sweep
                 raise ParamError(self.name, ",".join(group), "empty lists of values in a zip group")
             rows, dropped = _unique(list(zip(*columns)),
