@@ -272,6 +272,58 @@ def test_lattice_and_edge_dp_figures_label_every_size(tmp_path):
         assert shown == [4, 5], (locs, labels)
 
 
+def _numbered(ax) -> bool:
+    """Whether the panel shows x tick numbers (call after a draw)."""
+    return any(t.get_visible() and t.get_text() for t in ax.get_xticklabels())
+
+
+@pytest.mark.parametrize("n_panels, max_cols", [(4, 3), (5, 3), (7, 3), (5, 4), (3, 3)])
+def test_shared_x_small_multiples_number_the_lowest_panel_of_each_column(n_panels, max_cols):
+    """sharex numbered the last row only: with 4 panels on 3 columns the panels above the two
+    empty cells showed an x label without numbers."""
+    from pipeline.report.style import small_multiples
+
+    fig, axes = small_multiples("paper", n_panels, max_cols=max_cols, sharex=True, sharey=True)
+    for ax in axes:
+        ax.plot([0, 0.5, 1], [1, 2, 3])
+    fig.canvas.draw()
+    ncols = min(max_cols, n_panels)
+    lowest = [i + ncols >= n_panels for i in range(n_panels)]  # nothing below it
+    assert [_numbered(ax) for ax in axes] == lowest
+    # sharey: the first panel of each row keeps its y numbers
+    assert [any(t.get_visible() and t.get_text() for t in ax.get_yticklabels())
+            for ax in axes] == [i % ncols == 0 for i in range(n_panels)]
+
+
+def test_lattice_error_panels_above_an_empty_cell_show_x_numbers(tmp_path):
+    """convergence_errors with 4 lattices on 3 columns: the 2nd and 3rd panels (nothing below
+    them) had the x label but no tick numbers."""
+    from pipeline.experiments.lattice import LATTICE
+
+    rows = []
+    for base in ("square", "hexagonal"):
+        for k in (0, 1):
+            for L in (3, 4):
+                p = LATTICE.resolve(base=base, insertions=k, L1=L, L2=L, boundary="torus")
+                rows.append({**p, **LATTICE.run(p, 0), "status": "ok"})
+    df = pd.DataFrame(rows)
+    df.attrs["experiment"] = "lattice"
+    shown = {}
+
+    class Out(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            super().figure(name, fig, caption)  # draws the figure
+            shown[name] = [(_numbered(ax), ax.get_xlabel() != "")
+                           for ax in fig.axes if ax.get_visible()]
+
+    out = Out(tmp_path)
+    with out.style_context():
+        reports("lattice")[0](df, out)
+    # panels 1 and 2 are the lowest of their columns, as is panel 3; panel 0 has 3 below it
+    assert shown["convergence_errors"] == [(False, False), (True, True), (True, True),
+                                           (True, True)]
+
+
 # --------------------------------------------------------------------------- 6. composition
 def test_composition_captions_state_the_per_step_delta_in_powers_of_ten(tmp_path):
     store_small(tmp_path, "composition")

@@ -122,7 +122,9 @@ def new_figure(style: str = "paper", nrows: int = 1, ncols: int = 1, span: str |
 def small_multiples(style: str, n_panels: int, max_cols: int = 3, aspect: float = 0.8,
                     sharex: bool = False, sharey: bool = False):
     """A grid of ``n_panels`` panels (two columns wide, at most ``max_cols`` across); returns
-    the figure and a flat list of the panels in use (surplus cells are hidden)."""
+    the figure and a flat list of the panels in use (surplus cells are hidden). The last
+    ``min(n_panels, max_cols)`` panels are the lowest of their columns: with ``sharex`` they
+    carry the x tick labels, so per-panel x labels belong on them."""
     import numpy as np
 
     ncols = min(max_cols, max(1, n_panels))
@@ -133,6 +135,13 @@ def small_multiples(style: str, n_panels: int, max_cols: int = 3, aspect: float 
     flat = list(np.ravel(axes))
     for ax in flat[n_panels:]:
         ax.set_visible(False)
+    if sharex:
+        # shared x axes number the last row only: a panel above a hidden cell (4 panels on 3
+        # columns) had none. The last ncols panels are the lowest of their columns.
+        for ax in flat[max(0, n_panels - ncols):n_panels]:
+            ax.xaxis.set_tick_params(which="both", labelbottom=True)
+            ax.xaxis.offsetText.set_visible(True)
+    # sharey needs nothing: hidden cells end the last row, so every row keeps its first panel
     return fig, flat[:n_panels]
 
 
