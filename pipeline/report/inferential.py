@@ -106,6 +106,7 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
     eps_all = sorted(df["eps"].unique())
     panels = [(key, part) for key in families for part in chunks(eps_all, MAX_CURVES // 3)]
     fig, axes = out.small_multiples(len(panels), sharex=True)
+    drawn: set = set()  # what some panel shows: the legend lists these only
     for ax, ((fam, mech, prior), part) in zip(axes, panels):
         sub = df[(df["family"] == fam) & (df["mechanism"] == mech) & (df["prior"] == prior)]
         for eps in part:
@@ -115,31 +116,46 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
             i = eps_all.index(eps)
             color, marker = curve_style(i)["color"], curve_style(i)["marker"]
             ax.plot(g["J_effective"], g["nu_over_eps"], color=color, marker=marker, ls="-")
+            drawn |= {("eps", eps), "nu"}
             if not np.allclose(g["nu"], g["nu_affiliated"], rtol=1e-7):
                 ax.plot(g["J_effective"], g["nu_affiliated"] / eps, color=color, ls=":", marker="")
-            bound = g["nu_influence_bound"].astype(float) / eps
-            ax.plot(g["J_effective"], bound.where(np.isfinite(bound)), color=color, ls="--",
-                    marker="")
+                drawn.add("formula6")
+            bound = g["nu_influence_bound"].astype(float).to_numpy() / eps
+            finite = np.isfinite(bound)
+            if finite.any():
+                # a finite point between infinite ones has no segment: a short dash marks it
+                # (the bound is often finite at J = 0 only)
+                padded = np.concatenate(([False], finite, [False]))
+                lone = [int(k) for k in np.flatnonzero(finite & ~padded[:-2] & ~padded[2:])]
+                ax.plot(g["J_effective"], np.where(finite, bound, np.nan), color=color, ls="--",
+                        marker="_" if lone else "", markevery=lone or None, markersize=8,
+                        markeredgewidth=1.5)
+                drawn.add("bound")
         jc = critical_coupling(sub.iloc[0].to_dict())
         if jc is not None:
             ax.axvline(jc, color="0.4", ls="-.", lw=0.9, marker="")
+            drawn.add("critical")
         ax.set_yscale("log")
         ax.set_title(fam + ("" if mech == "worst_case" else f"\n{mech}"))
     for ax in axes[-min(3, len(axes)):]:
         ax.set_xlabel("Ising coupling $J$")
     fig.supylabel(r"inferential privacy $\nu/\varepsilon$")
     handles = [Line2D([], [], color=curve_style(i)["color"], marker=curve_style(i)["marker"],
-                      ls="", label=rf"$\varepsilon={e:g}$") for i, e in enumerate(eps_all)]
-    handles += [Line2D([], [], color="k", ls="-", label=r"exact $\nu$"),
-                Line2D([], [], color="k", ls="--", label=r"Thm 4.2 bound $2(\Phi\varepsilon)_i$"),
-                Line2D([], [], color="k", ls=":", label="formula (6), where it differs"),
-                Line2D([], [], color="0.4", ls="-.",
-                       label=r"critical $J$: $\tanh J = 1/d$; 2-D: $\frac{1}{2}\ln(1+\sqrt{2})$")]
+                      ls="", label=rf"$\varepsilon={e:g}$") for i, e in enumerate(eps_all)
+               if ("eps", e) in drawn]
+    handles += [h for key, h in (
+        ("nu", Line2D([], [], color="k", ls="-", label=r"exact $\nu$")),
+        ("bound", Line2D([], [], color="k", ls="--", label=r"Thm 4.2 bound $2(\Phi\varepsilon)_i$")),
+        ("formula6", Line2D([], [], color="k", ls=":", label="formula (6), where it differs")),
+        ("critical", Line2D([], [], color="0.4", ls="-.", label=r"critical $J$: $\tanh J = 1/d$; "
+                            r"2-D: $\frac{1}{2}\ln(1+\sqrt{2})$"))) if key in drawn]
     legend_outside(fig, handles=handles, ncols=3)
     out.figure("inferential_nu_vs_J", fig,
                caption="ν/ε against J for each graph family (worst case = formula (6) on these "
                        "affiliated priors), Theorem 4.2's bound 2(Φε)ᵢ/ε where the spectral "
-                       "radius of Γ is < 1, and the critical couplings of the infinite lattices.")
+                       "radius of Γ is < 1 (a short dash where that holds at a single J)"
+                       + (", and the critical couplings of the infinite lattices."
+                          if "critical" in drawn else "."))
 
 
 @report_for("inferential_bethe_limit")
