@@ -270,6 +270,13 @@ def execute(cfg, node_actions=()) -> int:
     try:
         if options["report"]:
             from pipeline.report.build import build_report
+            from pipeline.validation import sweep_choices_ignored
+
+            ignored = sweep_choices_ignored(conf)
+            if ignored:  # (the report was made from the old rows with no word)
+                print(f"note: report=true runs nothing: {' and '.join(ignored)} applies to a "
+                      "sweep (the same command without report=true); this report is of the "
+                      "rows stored now", file=sys.stderr)
             from pipeline.report.selection import selection_from_options
 
             from pipeline.engine.watchdog import termination_signals

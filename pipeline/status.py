@@ -175,7 +175,8 @@ def describe(path: Path) -> tuple[list[str], bool]:
         except (StoreLocked, OSError):  # a sweep writes, or a folder we may only read
             pass
     lines, damaged, failed_stored = _count_lines(path)
-    runs = read_manifest(path).get("runs", [])
+    manifest = read_manifest(path)
+    runs = manifest.get("runs", [])
     for run in runs:
         run["status"] = dead_run_state(run) or run.get("status")
     if not runs:
@@ -234,7 +235,9 @@ def describe(path: Path) -> tuple[list[str], bool]:
         if origin is not None and (path / "_logs" / log.name).is_file():
             log = path / "_logs" / log.name  # the copy's own log, not the original folder's
         lines.append(f"  log: {log}")
-    steps = next_step(run, failed_stored, path)
+    repaired = _repaired_since(manifest.get("repairs", []), run)
+    lines += repaired
+    steps = next_step(run, failed_stored, path, repaired=bool(repaired))
     if origin is not None:  # (a finished run has no command below: none was promised)
         # a sweep writes to results_dir/NAME: a copy under another name is found only once
         # renamed back (results_dir=its parent swept a new folder NAME beside it)
@@ -317,9 +320,27 @@ def earlier_runs(runs: list[dict]) -> list[str]:
     return lines
 
 
-def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> list[str]:
+def _repaired_since(repairs: list[dict], run: dict) -> list[str]:
+    """A line for the ``verify --repair`` runs since ``run`` ended that took tasks out of the
+    store: the last run's record alone read as complete ("finished ... ran 600 task(s): 600
+    ok", no next step) beside 175 tasks set aside."""
+    ended = run.get("finished_at") or run.get("started_at") or ""
+    since = [r for r in repairs if isinstance(r, dict) and str(r.get("at", "")) >= ended]
+    if run.get("status") in ("running", "stale") or not since:
+        return []
+    parts = sum(len(r.get("quarantined") or []) for r in since)
+    gone = sum(len(r.get("forgotten") or []) for r in since)
+    what = [f"{parts} part file(s) with tasks set aside in _quarantine/"] if parts else []
+    what += [f"{gone} missing part(s) forgotten"] if gone else []
+    return [f"  repaired since (verify --repair, at {since[-1].get('at')}): {' and '.join(what)}; "
+            "their tasks are no longer stored"]
+
+
+def next_step(run: dict, failed_stored: int = 0, path: Path | None = None,
+              repaired: bool = False) -> list[str]:
     """What to do about the last run, in the morning: the line read after "killed" or
-    "crashed" (the state alone left the reader to guess that a rerun resumes)."""
+    "crashed" (the state alone left the reader to guess that a rerun resumes). ``repaired``:
+    a repair took tasks out of the store since: the rerun recomputes them."""
     import shlex
 
     argv = [str(a) for a in run.get("argv") or []]
@@ -357,6 +378,9 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None) -> li
                 f"pid {pid} still runs on {host} (ssh {host} ps -p {pid}); if not, {rerun}"]
     if state in ("killed", "interrupted"):
         return [f"  next: {rerun}"]
+    if repaired and state in ("finished", "crashed"):
+        return [f"  next: rerun to recompute the tasks the repair took out (tasks stored are "
+                f"not run again): {command}"]
     if state == "crashed" and any(full in (run.get("error") or "") for full in (
             "No space left on device", "Disk quota exceeded")):
         return [f"  next: free space where the results go (its disk or your quota is full: "

@@ -83,8 +83,6 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
     if conf.get("dry_run") and conf.get("report"):  # the report was written, silently
         raise ConfigError("dry_run=true and report=true: a dry run runs and writes nothing, "
                           "report=true writes the report; give one of the two")
-    if conf.get("report"):
-        _refuse_sweep_options(conf)
     batch_size = conf.get("batch_size", "auto")
     if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
                                      and batch_size >= 1):
@@ -393,21 +391,12 @@ def _holds_sweep_records(folder: Path) -> bool:
 
 # Engine tuning keys (top level): name -> (type, default, what it means). Defaults are
 # measured (BENCHMARKS.md, engine at cluster scale).
-def _refuse_sweep_options(conf: dict) -> None:
-    """report=true runs nothing, so a sweep's option set with it was ignored silently
-    (``report=true retry_failed=true`` exited 0 with the old failures in the tables), as the
-    report's selections are refused with a sweep."""
-    defaults = {"retry_failed": False, "rerun_changed": False, "batch_size": "auto",
-                "task_timeout": None, "max_tasks": DEFAULT_MAX_TASKS,
-                **{key: default for key, (_, default, _) in ENGINE_KEYS.items()}}
-    given = [f"{key}={str(conf[key]).lower() if isinstance(conf[key], bool) else conf[key]}"
-             for key, default in defaults.items()
-             if key in conf and conf[key] != default]
-    if given:
-        raise ConfigError(f"{', '.join(given)} with report=true: the report is made from the "
-                          "rows stored and runs nothing, so the sweep option(s) would be "
-                          "ignored; run the sweep with them first (the same command without "
-                          "report=true), then the report")
+def sweep_choices_ignored(conf: dict) -> list[str]:
+    """The sweep options of ``conf`` that choose which rows a sweep makes (retry_failed=true,
+    rerun_changed=true), for a note with report=true, which runs nothing: the report was made
+    from the old rows with no word. (A sweep's engine options, batch_size, flush_rows...,
+    are left alone: report=true is typed after the sweep's own command.)"""
+    return [f"{key}=true" for key in ("retry_failed", "rerun_changed") if conf.get(key) is True]
 
 
 ENGINE_KEYS = {

@@ -142,6 +142,7 @@ def _verify(argv: list[str]) -> int:
         again["report"] = verify_store(f, experiment)
         moved = again["moved"] = quarantine(again["report"])
         again["recorded"] = record_unrecorded(again["report"])
+        _record_repair(f, again["report"], moved)
         return moved
 
     def left_after():  # what a failed repair_now leaves, for its error line
@@ -195,6 +196,25 @@ def _verify(argv: list[str]) -> int:
         print(_unreadable_text(again["report"].unreadable, repair=True), file=sys.stderr)
         return EXIT_BAD_STORE
     return EXIT_OK
+
+
+def _record_repair(folder: Path, report, moved) -> None:
+    """Tell the manifest which parts with tasks this repair took out of the store, for
+    `status` (best effort: the repair is done, and its own lines say what to rerun)."""
+    import time
+
+    from pipeline.store.manifest import record_repair
+
+    held = set(report.held_tasks)
+    set_aside = [name for name, _ in moved if name in held]
+    if not set_aside and not report.missing:
+        return
+    try:
+        record_repair(folder, {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "quarantined": set_aside, "forgotten": sorted(report.missing),
+                               "forgotten_rows": int(sum(report.missing.values()))})
+    except Exception:  # a damaged manifest (set aside just now, too) or a full disk
+        pass
 
 
 def _rerun_advice(held_tasks: list[str], bad: int) -> str:

@@ -151,10 +151,6 @@ BAD_INPUTS = [
     # the report was written, with no word that the dry run was ignored
     (["experiment=calibration", "dry_run=true", "report=true"],
      "dry_run=true and report=true: a dry run runs and writes nothing"),
-    # a sweep's option with report=true: ignored, exit 0, the old failures in the tables
-    (["experiment=calibration", "report=true", "retry_failed=true", "flush_rows=5"],
-     "retry_failed=true, flush_rows=5 with report=true: the report is made from the rows "
-     "stored and runs nothing, so the sweep option(s) would be ignored"),
     (["experiment=calibration", "max_tasks_per_second=0"],
      "max_tasks_per_second (cap on Dask tasks per second for the whole cluster) must be a number > 0"),
     (["experiment=calibration", "flush_rows=2.5"], "flush_rows (buffered result rows that trigger"),

@@ -103,6 +103,25 @@ def test_failed_rows_are_reported_in_index(tmp_path):
     assert summary.loc["value", "mean"] == pytest.approx(np.mean([x for x in range(20) if x % 7]))
 
 
+def test_a_report_with_retry_failed_says_it_retries_nothing(tmp_path, capsys):
+    """report=true retry_failed=true made the report from the old failures with no word;
+    the note says it runs nothing. A sweep's engine options (typed in the sweep's own
+    command, then report=true added) pass without one."""
+    from pipeline.cli import main
+
+    store(tmp_path, "calibration", {"x": {"range": [0, 20]}}, {"work_us": 0.0, "fail_every": 7})
+    words = ["experiment=calibration", "grid.x={range:[0,20]}", "params.work_us=0",
+             "params.fail_every=7", f"results_dir={tmp_path}", "report=true"]
+    capsys.readouterr()
+    assert main([*words, "retry_failed=true", "batch_size=10", "flush_rows=5"]) == 0
+    err = capsys.readouterr().err
+    assert ("note: report=true runs nothing: retry_failed=true applies to a sweep (the same "
+            "command without report=true); this report is of the rows stored now") in err, err
+    assert "**3 task(s) failed**" in (tmp_path / "calibration" / "_report" / "index.md").read_text()
+    assert main([*words, "batch_size=10", "flush_rows=5"]) == 0
+    assert "note: report=true runs nothing" not in capsys.readouterr().err
+
+
 def test_report_without_results_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "report=true",
                            "experiment=composition", f"results_dir={tmp_path}"],

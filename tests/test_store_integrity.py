@@ -103,10 +103,21 @@ def test_truncated_part_cycle_through_the_cli(tmp_path, capsys):
     assert not victim.exists() and (folder / "_quarantine" / victim.name).exists()
     assert (folder / "_quarantine" / victim.name).stat().st_size == before[victim][1]  # moved, intact
     assert victim.name not in read_index(folder)
+    # status said "finished ... ran 60 task(s): 60 ok" and no next step beside 50 stored
+    shown = run("-m", "pipeline", "status", str(folder))
+    assert shown.returncode == 0, shown.stderr
+    assert "calibration: 50 ok" in shown.stdout, shown.stdout
+    assert "repaired since (verify --repair, at " in shown.stdout, shown.stdout
+    assert "1 part file(s) with tasks set aside in _quarantine/; their tasks are no longer " \
+        "stored" in shown.stdout, shown.stdout
+    assert "next: rerun to recompute the tasks the repair took out" in shown.stdout
+    assert "batch_size=10 flush_rows=10" in shown.stdout  # the last run's command
 
     resume = run("run.py", *SWEEP, f"results_dir={tmp_path}")
     assert resume.returncode == 0, resume.stderr
     assert "50 already done, 10 to run" in resume.stderr
+    shown = run("-m", "pipeline", "status", str(folder))
+    assert "calibration: 60 ok" in shown.stdout and "repaired" not in shown.stdout, shown.stdout
     new = set(sorted(folder.glob("part-*.parquet"))) - set(parts)
     assert len(new) == 1
     assert set(pq.read_table(new.pop(), columns=["task_id"])["task_id"].to_pylist()) == lost

@@ -46,6 +46,20 @@ def update_manifest(path: str | os.PathLike, run: dict, make_latest: bool = True
     manifest["runs"] = runs
     if make_latest or "latest" not in manifest:
         manifest["latest"] = run["run_id"]
+    _write_manifest(path, manifest)
+
+
+def record_repair(path: str | os.PathLike, repair: dict) -> None:
+    """Add a ``verify --repair`` that took tasks out of the store (parts set aside or
+    forgotten) to the manifest's ``repairs``: `status` says so after the last run, whose
+    record alone read as complete."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    manifest["repairs"] = [*manifest.get("repairs", []), redact_secrets(repair)][-20:]
+    _write_manifest(path, manifest)
+
+
+def _write_manifest(path: Path, manifest: dict) -> None:
     # A per-process temp name: the driver's heartbeat and `status` may write at once.
     tmp = path / f".{MANIFEST}.{os.getpid()}.tmp"  # left by a kill: clean_manifest_temp_files
     try:
