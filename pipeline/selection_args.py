@@ -114,8 +114,13 @@ def load_selected(results_dir, name: str, *, status=None, version=None, words=No
 
         try:
             selection = Selection(grid=Grid(get_experiment(name), grid or {}, params or {}))
-        except (ParamError, KeyError) as exc:
+        except ParamError as exc:
             raise SelectionError(str(exc)) from None
+        except KeyError:  # an unknown name: KeyError's bare repr ('calibraton') said nothing
+            from pipeline.validation import experiment_problem
+
+            raise SelectionError(experiment_problem(name) or f"unknown experiment {name!r}") \
+                from None
     else:
         selection = Selection()
     selection.run_ids += as_tuple(run_id)

@@ -224,3 +224,29 @@ def test_point_prefixes_are_the_task_ids_of_any_version():
             assert point_prefixes(grid, asked, version=version).tolist() == expected
             whole = grid_prefixes(grid, version)
             assert whole.size == grid.total and whole[asked].tolist() == expected
+
+
+def test_a_load_that_finds_nothing_says_what_to_give(tmp_path):
+    """pipeline.load named only the path it looked in, where run.py's checks say what to
+    give: the experiment's own folder as results_dir, a misspelt name, nothing stored."""
+    from pipeline.report.selection import SelectionError
+
+    store_version(tmp_path, 1, range(3), "r1")
+    folder = tmp_path / "calibration"
+    with pytest.raises(FileNotFoundError) as err:
+        pipeline.load(folder, "calibration")
+    assert str(err.value).endswith(f"({folder} is itself an experiment's folder: "
+                                   f"pipeline.load({str(tmp_path)!r}, 'calibration'))"), err.value
+    with pytest.raises(FileNotFoundError) as err:
+        pipeline.load(tmp_path, "calibraton")
+    assert str(err.value).endswith(f"(did you mean 'calibration'? stored under {tmp_path}: "
+                                   "calibration)"), err.value
+    with pytest.raises(FileNotFoundError, match=r"\(stored under .*: calibration\)$"):
+        pipeline.load(tmp_path, "composition")
+    with pytest.raises(FileNotFoundError, match=r"nowhere does not exist\)$"):
+        pipeline.load(tmp_path / "nowhere", "calibration")
+    # with a selection, the unknown name was KeyError's bare repr: 'calibraton'
+    with pytest.raises(SelectionError, match="unknown experiment 'calibraton'; did you mean "
+                                             "'calibration'?"):
+        pipeline.load(tmp_path, "calibraton", grid={"x": [1]})
+    assert len(pipeline.load(tmp_path, "calibration")) == 3

@@ -371,6 +371,28 @@ def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def where_results_are(results_dir: str | os.PathLike, name: str) -> str:
+    """A hint for a load that found nothing at results_dir/name: the experiment's own folder
+    given as results_dir, a misspelt name, or what is stored there (the message only named
+    the path, where run.py's checks say what to give)."""
+    import difflib
+
+    from pipeline.store.integrity import experiment_folders, is_results_folder
+
+    results = Path(results_dir)
+    if not results.is_dir():
+        return f" ({results} does not exist)"
+    if is_results_folder(results):  # results_dir=RESULTS_DIR/NAME
+        return (f" ({results} is itself an experiment's folder: "
+                f"pipeline.load({str(results.parent)!r}, {results.name!r}))")
+    stored = experiment_folders(results)
+    if not stored:
+        return f" (no experiment's results are stored under {results})"
+    close = difflib.get_close_matches(name, stored, n=1)
+    return ((f" (did you mean {close[0]!r}? " if close else " (")
+            + f"stored under {results}: {', '.join(stored)})")
+
+
 def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
          version: int | str | list | None = None, on_error: str = "raise") -> pd.DataFrame:
     """The whole result table of experiment ``name``, one row set per task id.
@@ -386,7 +408,8 @@ def load(results_dir: str | os.PathLike, name: str, status: str | None = None,
     path = experiment_dir(results_dir, name)
     table = read_table(path, on_error=on_error)
     if table is None:
-        raise FileNotFoundError(f"no results for experiment '{name}' under {path}")
+        raise FileNotFoundError(f"no results for experiment '{name}' under {path}"
+                                + where_results_are(results_dir, name))
     if version is not None:  # an int, "latest", or a list of them (as pipeline.load documents)
         latest = pc.max(table["experiment_version"]).as_py()
         wanted = [latest if v == "latest" else int(v)
