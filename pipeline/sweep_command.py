@@ -42,7 +42,7 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                                           watchdog_options)
     from pipeline.engine.worker_calls import connected_threads
     from pipeline.store.manifest import (MANIFEST_RESERVE, FolderMoved, StoreLocked, SweepLock,
-                                         mark_dead_runs, release_manifest_space,
+                                         mark_dead_runs, read_manifest, release_manifest_space,
                                          reserve_manifest_space, update_manifest,
                                          update_manifest_even_if_full, why_not_locked)
     from pipeline.store.parquet import clean_temp_files, experiment_dir, new_run_id
@@ -132,11 +132,16 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
                      _done_text(plan), plan.pending.size,
                      f" ({plan.failed_retried} stored failed: retry_failed=true reruns them)"
                      if plan.failed_retried else "", path)
-            from pipeline.engine.resume import other_versions_text
+            from pipeline.engine.resume import other_versions_text, settings_changed_text
 
             other = other_versions_text(grid, plan.other_versions)
             if other:
                 log.info("note: %s", other)
+            elif not plan.done_ok + plan.done_failed:
+                changed = settings_changed_text(conf, [r for r in read_manifest(path).get(
+                    "runs", []) if r.get("run_id") != run_id], len(parts))
+                if changed:
+                    log.info("note: %s", changed)
             # Each write first checks that the folder is still where it was locked: moved
             # mid-sweep, writing on at `path` recreated it and split the results in two.
             writer = PartWriter(path, run_id, stamp=provenance_stamp(grid.experiment, run_id),

@@ -117,6 +117,26 @@ def test_sweep_header_splits_skipped_failures_and_notes_other_versions(tmp_path)
 
 
 @pytest.mark.timeout(200)
+def test_a_sweep_of_other_settings_beside_stored_rows_says_what_changed(tmp_path):
+    """A mistyped fixed value (params.work_us=2000 for 1000) said '0 already done, 20 to run'
+    and ran everything again beside the old rows; only the closing summary told. The header
+    now names what differs from the last run. A resume of the same settings, or an extended
+    grid that finds points stored, has no such note."""
+    words = ["experiment=calibration", "grid.x={range:[0,20]}", f"results_dir={tmp_path}", *FAST]
+    first = run_cli(*words, "params.work_us=1000")
+    assert first.returncode == 0, first.stderr
+    assert "note: none of this grid" not in first.stderr  # nothing stored before it
+    typo = run_cli(*words, "params.work_us=2000", "params.rows=2")
+    assert typo.returncode == 0, typo.stderr
+    assert ("calibration: 20 tasks in grid, 0 already done, 20 to run" in typo.stderr
+            and "note: none of this grid's points are stored here, and the last run had other "
+            "settings (params.rows: unset -> 2; params.work_us: 1000 -> 2000): this sweep adds "
+            "rows of the new settings beside the stored ones; if a value is mistyped, stop it "
+            "(Ctrl-C) and fix the command\n" in typo.stderr), typo.stderr
+    again = run_cli(*words, "params.work_us=2000", "params.rows=2", "grid.x={range:[0,25]}")
+    assert "20 already done, 5 to run" in again.stderr and "note: none" not in again.stderr
+
+
 def test_an_interrupted_sweep_records_and_says_how_many_tasks_it_kept(tmp_path):
     """Ctrl-C: the record kept the last heartbeat's progress ('done': 1, 'remaining': 199)
     beside 'written': 78 rows, and the message said only '1 part file(s) kept'. The record's

@@ -114,6 +114,35 @@ def other_versions_text(grid, other_versions: dict) -> str:
             "anew (task ids include the version; the old rows stay stored)")
 
 
+def settings_changed_text(conf: dict, runs: list[dict], parts: int) -> str:
+    """For a sweep that finds none of its points stored in a folder that holds rows: how its
+    grid and fixed parameters differ from the last run's ('' if they do not, or nothing is
+    stored). A mistyped value (params.work_us=2000 for 1000) said '0 already done' and ran
+    everything again beside the old rows, told only by the closing summary."""
+    before = next((r.get("config") for r in reversed(runs) if isinstance(r.get("config"), dict)
+                   and r.get("status") != "running"), None)
+    if not parts or before is None:
+        return ""
+    changed = []
+    for section in ("params", "grid"):
+        now, then = conf.get(section) or {}, before.get(section) or {}
+        for key in sorted(set(now) | set(then)):
+            if now.get(key) != then.get(key):
+                changed.append(f"{section}.{key}: {_shown(then.get(key))} -> "
+                               f"{_shown(now.get(key))}")
+    if not changed:
+        return ""
+    more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
+    return ("none of this grid's points are stored here, and the last run had other settings ("
+            + "; ".join(changed[:4]) + more + "): this sweep adds rows of the new settings beside "
+            "the stored ones; if a value is mistyped, stop it (Ctrl-C) and fix the command")
+
+
+def _shown(value) -> str:
+    text = "unset" if value is None else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def grid_rows(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool = False):
     """The stored rows that are points of ``grid`` (a DataFrame of ``task_id``, ``status``,
     ``experiment_version`` and those of the ``extra`` columns stored), or None when nothing
