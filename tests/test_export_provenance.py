@@ -9,6 +9,7 @@ import csv
 import glob
 import hashlib
 import json
+import time
 import re
 import math
 import os
@@ -220,6 +221,31 @@ def test_export_is_a_valid_data_package_equal_to_load(tmp_path, name):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+def test_two_exports_of_the_same_rows_are_the_same_bytes(tmp_path):
+    """datapackage.json's "created" was the export's clock, so two exports of the same rows
+    differed there and in SHA256SUMS. It is now the end of the last run the rows come from,
+    or SOURCE_DATE_EPOCH, which CITATION.cff's date-released also takes."""
+    store(tmp_path / "r", "composition", {"eps": [0.1, 0.5], "k": [2]}, {}, "run1")
+    folder = tmp_path / "r" / "composition"
+    assert export(folder, tmp_path / "a").returncode == 0
+    time.sleep(1.1)  # the old clock's next second
+    assert export(folder, tmp_path / "b").returncode == 0
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*")
+                   if p.is_file())
+    assert Path("SHA256SUMS") in files and Path("datapackage.json") in files
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert json.loads((tmp_path / "a" / "datapackage.json").read_text())["created"] == \
+        "2026-01-01T00:01:00Z"  # the run's finished_at (store() above)
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "export", str(folder), "--to",
+                           str(tmp_path / "c")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "SOURCE_DATE_EPOCH": "86400"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "c" / "datapackage.json").read_text())["created"] == \
+        "1970-01-02T00:00:00Z"
+    assert "date-released: 1970-01-02\n" in (tmp_path / "c" / "CITATION.cff").read_text()
+
+
 def test_export_selection_and_bad_arguments(tmp_path):
     store(tmp_path / "r", "independent_sets", {"m": [1, 2, 3]}, {"lattice": "488", "n": 2}, "a")
     store(tmp_path / "r", "independent_sets", {"m": [4]}, {"lattice": "488", "n": 2}, "b")

@@ -158,6 +158,25 @@ def _strict_json(value):
 MACHINE_COLUMNS = ("worker",)
 
 
+def _created(runs: list[dict]) -> str:
+    """The package's ``created``: ``SOURCE_DATE_EPOCH`` where set (reproducible builds), else
+    the end of the last run whose rows it holds, so that two exports of the same rows are the
+    same bytes (the export's own clock made datapackage.json and SHA256SUMS differ), else now."""
+    epoch = _source_date_epoch()
+    if epoch is not None:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    ends = [str(r.get("finished_at")) for r in runs if r.get("finished_at")]
+    return max(ends) if ends else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _source_date_epoch() -> int | None:
+    """``SOURCE_DATE_EPOCH`` (reproducible-builds.org), or None: the time of the export."""
+    import os
+
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    return int(epoch) if epoch.isdigit() else None
+
+
 def _public_run(run: dict) -> dict:
     out = {k: run[k] for k in RUN_KEYS if k in run}
     config = dict(run.get("config") or {})
@@ -312,7 +331,7 @@ def _write_package(out: Path, table, name, fmt, experiment, manifest, cov, selec
         "name": package_name,
         "title": f"{name}: results of the pipeline experiment",
         "description": doc.split("\n\n")[0] if doc else name,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "created": _created(used),
         "licenses": [{"name": license, "title": title, "path": url}],
         "resources": [],
         "pipeline": {
@@ -429,7 +448,7 @@ def _citation(name, doc, license, cov, authors) -> str:
              f"title: {_yaml_str(f'{name}: results of the pipeline experiment')}",
              "authors:"]
     lines += [f"  - name: {_yaml_str(a)}" for a in authors]
-    lines += [f"date-released: {time.strftime('%Y-%m-%d', time.gmtime())}",
+    lines += [f"date-released: {time.strftime('%Y-%m-%d', time.gmtime(_source_date_epoch()))}",
               f"license: {license}"]
     if doc:
         lines.append(f"abstract: {_yaml_str(' '.join(doc.split()))}")
