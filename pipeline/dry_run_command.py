@@ -13,6 +13,7 @@ def dry_run(grid, options: dict) -> int:
     from pipeline.engine.resume import count_stored, other_versions_text
     from pipeline.engine.provenance import code_id, stale_points
     from pipeline.store.parquet import checked_schemas, experiment_dir, read_again_if_swapped
+    from pipeline.store.manifest import sweeps_writing
 
     path = experiment_dir(options["results_dir"], grid.name)
 
@@ -34,7 +35,7 @@ def dry_run(grid, options: dict) -> int:
     print(f"already done:  {done_ok:,} ok, {done_failed:,} failed ("
           f"{'re-run: retry_failed=true' if options['retry_failed'] else 'skipped'})")
     print(f"to run:        {to_run:,}")
-    for run in _writing(path):
+    for run in sweeps_writing(path):  # (a damaged manifest: left to the commands that need it)
         print(f"note: a sweep is writing this folder now (run {run.get('run_id')}, pid "
               f"{run.get('pid')} on {run.get('host')}, since {run.get('started_at')}): these "
               "counts are a snapshot, and a real run is refused (exit 2) until it ends")
@@ -61,13 +62,3 @@ def dry_run(grid, options: dict) -> int:
     return EXIT_OK
 
 
-def _writing(path) -> list[dict]:
-    """The sweeps writing ``path`` now (by their run records), for the note above; a damaged
-    manifest is left to the commands that need it (a dry run reads only the parts)."""
-    from pipeline.store.integrity import BadPartFile
-    from pipeline.store.manifest import live_runs, read_manifest
-
-    try:
-        return live_runs(read_manifest(path))
-    except (BadPartFile, OSError):
-        return []

@@ -404,16 +404,22 @@ def live_runs(manifest: dict) -> list[dict]:
             if r.get("status") == "running" and dead_run_state(r) is None]
 
 
+def sweeps_writing(path: str | os.PathLike) -> list[dict]:
+    """The run records of the sweeps writing ``path`` now; [] also where the manifest cannot
+    be read or is damaged (left to the commands that need it: a note's caller goes on)."""
+    from pipeline.store.integrity import BadPartFile
+
+    try:
+        return live_runs(read_manifest(path))
+    except (BadPartFile, OSError):
+        return []
+
+
 def nothing_stored_yet(path: str | os.PathLike) -> str | None:
     """Why a folder with no results has none, when a sweep is writing it: the driver keeps
     finished rows in memory until its first flush. None when no sweep writes it (or its run
     records cannot be read: the caller's own message stands)."""
-    from pipeline.store.integrity import BadPartFile
-
-    try:
-        runs = live_runs(read_manifest(path))
-    except (BadPartFile, OSError):
-        return None
+    runs = sweeps_writing(path)
     if not runs:
         return None
     run = runs[-1]
