@@ -378,7 +378,7 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None,
                 f"pid {pid} still runs on {host} (ssh {host} ps -p {pid}); if not, {rerun}"]
     if state in ("killed", "interrupted"):
         return [f"  next: {rerun}"]
-    if repaired and state in ("finished", "crashed"):
+    if repaired and state == "finished":  # (a crash's own advice comes first: its rerun recomputes them)
         return [f"  next: rerun to recompute the tasks the repair took out (tasks stored are "
                 f"not run again): {command}"]
     if state == "crashed" and any(full in (run.get("error") or "") for full in (

@@ -110,10 +110,14 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
         try:  # from the moment the handlers are in, every signal takes the except below
             record["log"] = os.path.abspath(scope.enter_context(run_log(path, run_id)))
             _start_run_log(record, mark_dead_runs(path, lock_held=True))
-            if not reserve_manifest_space(path):
-                log.warning("%s: could not set aside %s for the run's last record (disk "
-                            "nearly full?): if the disk fills, status may read this run as "
-                            "killed", path, MANIFEST_RESERVE)
+            unreserved = reserve_manifest_space(path)
+            if unreserved == "full":
+                log.warning("%s: could not set aside %s (1 MiB) for the run's last record: "
+                            "the disk is nearly full; if it fills, status may read this run "
+                            "as killed", path, MANIFEST_RESERVE)
+            elif unreserved:  # (ZFS and the like: every sweep there; the run log says so)
+                runlog.info("%s: this filesystem does not hold space for %s: on a full disk "
+                            "the run's last record may not be written", path, MANIFEST_RESERVE)
             if recovered:
                 log.info("an interrupted compaction of %s was %s", path, recovered)
             removed = clean_temp_files(path)
@@ -259,22 +263,27 @@ def _pause_at(step: str) -> None:
         time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, 120)))
 
 
-def _record_end(path, record: dict, lock=None) -> None:
-    """Record how the sweep stopped. The disk that stopped it (full, gone read-only) may refuse
-    the manifest too: say so and keep the exit code (the error escaped as a traceback and
-    exit 2, "invalid input"; a rerun marks the record left 'running' as killed)."""
+def _record_end(path, record: dict, lock=None, quiet: bool = False) -> bool:
+    """Record how the sweep stopped; whether it is recorded. The disk that stopped it (full,
+    gone read-only) may refuse the manifest too: say so (unless ``quiet``: recorded once
+    already) and keep the exit code (the error escaped as a traceback and exit 2, "invalid
+    input"; a rerun marks the record left 'running' as killed)."""
     from pipeline.store.manifest import FolderMoved, update_manifest_even_if_full
 
     try:
         if lock is not None:
             lock.check_in_place()  # moved: recording it at `path` would recreate the folder
         update_manifest_even_if_full(path, record)
+        return True
     except FolderMoved:
-        print(f"warning: the run is not recorded as {record['status']}: its folder moved (the "
-              "next sweep there records it as killed)", file=sys.stderr)
+        if not quiet:
+            print(f"warning: the run is not recorded as {record['status']}: its folder moved "
+                  "(the next sweep there records it as killed)", file=sys.stderr)
     except OSError as exc:
-        print(f"warning: could not record the run as {record['status']} in "
-              f"{path / '_manifest.json'}: {exc}", file=sys.stderr)
+        if not quiet:
+            print(f"warning: could not record the run as {record['status']} in "
+                  f"{path / '_manifest.json'}: {exc}", file=sys.stderr)
+    return False
 
 
 def _record_interrupted(path, record: dict, writer, exc: BaseException, lock, bar=None) -> str:
@@ -283,7 +292,12 @@ def _record_interrupted(path, record: dict, writer, exc: BaseException, lock, ba
     record.update(status="interrupted", finished_at=_now(), signal=signame,
                   written=_flushed(writer))
     _record_stopped_progress(record, writer, bar)
-    _record_end(path, record, lock)
+    # Recorded before the cluster closed (see the sweep): again now, with the final counts,
+    # and no warning if this one is refused (a disk filled again meanwhile)
+    recorded = getattr(exc, "recorded_interrupted", False)
+    if _record_end(path, record, lock, quiet=recorded) and not recorded:
+        with contextlib.suppress(Exception):  # (an exception type without a __dict__)
+            exc.recorded_interrupted = True
     return signame
 
 

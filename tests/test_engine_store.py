@@ -509,7 +509,7 @@ def test_the_manifest_reserve_gives_the_last_record_room_on_a_full_disk(small_di
                                          update_manifest_even_if_full)
 
     update_manifest(small_disk, {"run_id": "a", "status": "running"})
-    assert reserve_manifest_space(small_disk)
+    assert reserve_manifest_space(small_disk) is None
     assert (small_disk / MANIFEST_RESERVE).stat().st_blocks * 512 >= 1 << 20  # allocated
     fill_disk(small_disk)  # to the last byte
     crashed = {"run_id": "a", "status": "crashed", "error": "OSError: " + "x" * 8192}
@@ -524,8 +524,42 @@ def test_the_manifest_reserve_gives_the_last_record_room_on_a_full_disk(small_di
         update_manifest_even_if_full(small_disk, {**crashed, "error": "y" * 2_000_000})
     assert err.value.errno == errno.ENOSPC and not release_manifest_space(small_disk)
     # a disk without the room for a reserve: no reserve, nothing left behind
-    assert not reserve_manifest_space(small_disk)
+    assert reserve_manifest_space(small_disk) == "full"
     assert not (small_disk / MANIFEST_RESERVE).exists()
+
+
+def test_the_manifest_reserve_without_fallocate_and_its_release_never_raises(tmp_path,
+                                                                               monkeypatch):
+    """A filesystem without fallocate gets real bytes (random: compression must not fold
+    them away). Releasing runs as every sweep ends: an error there (a disk gone read-only)
+    replaced the sweep's outcome with a traceback and exit 2."""
+    import errno
+    import os
+    from pathlib import Path
+
+    from pipeline.store.manifest import (MANIFEST_RESERVE, release_manifest_space,
+                                         reserve_manifest_space)
+
+    def no_fallocate(*args):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_fallocate)
+    assert reserve_manifest_space(tmp_path) is None
+    data = (tmp_path / MANIFEST_RESERVE).read_bytes()
+    assert len(data) == 1 << 20 and len(set(data[:4096])) > 200  # not a run of one byte
+    real_fstat = os.fstat
+    monkeypatch.setattr(os, "fstat", lambda fd: type("S", (), {
+        "st_blocks": 8, "st_size": real_fstat(fd).st_size})())  # a file stored as a hole
+    assert reserve_manifest_space(tmp_path) == "not allocated"
+    assert not (tmp_path / MANIFEST_RESERVE).exists()
+    monkeypatch.undo()
+    assert reserve_manifest_space(tmp_path) is None
+
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(Path, "unlink", read_only)
+    assert release_manifest_space(tmp_path) is False
 
 
 def test_a_buffered_writer_on_a_full_disk_counts_the_rows_it_could_not_write(small_disk):

@@ -114,11 +114,15 @@ def test_nu_vs_J_legend_lists_only_what_the_panels_show(result_frame, tmp_path):
     # the bound, finite at J = 0 only, is marked there and so listed
     assert in_legend == drawn == {"Thm 4.2 bound"}
     assert labels[:2] == [r"$\varepsilon=1$", r"exact $\nu$"] and len(labels) == 3
+    assert "a short dash where that holds at a single J" in out.entries[-1]["caption"]
     # J >= 0.5: the bound is infinite everywhere, so not drawn and not listed
     out = _Keep(tmp_path / "b")
     nu_against_coupling(result_frame(INFERENTIAL, points=[p for p in pts if p["J"] > 0]), out)
     assert _legend_and_drawn(out.figs["inferential_nu_vs_J"]) == (
         [r"$\varepsilon=1$", r"exact $\nu$"], set(), set())
+    # nor in the caption, which described the bound and its dash whatever was drawn
+    caption = out.entries[-1]["caption"]
+    assert "Theorem 4.2" not in caption and "short dash" not in caption, caption
 
 
 def test_nu_vs_J_legend_keeps_every_entry_that_is_drawn(result_frame, tmp_path):
@@ -134,4 +138,5 @@ def test_nu_vs_J_legend_keeps_every_entry_that_is_drawn(result_frame, tmp_path):
     assert in_legend == drawn == set(_KIND.values())
     assert labels[:3] == [r"$\varepsilon=0.5$", r"$\varepsilon=1$", r"exact $\nu$"]
     assert len(labels) == 6
-    assert "critical couplings" in out.entries[-1]["caption"]
+    caption = out.entries[-1]["caption"]
+    assert "critical couplings" in caption and "Theorem 4.2's bound" in caption, caption

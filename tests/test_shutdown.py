@@ -774,3 +774,30 @@ def test_thread_counts_say_zero_when_no_worker_is_connected():
     with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         assert worker_calls.thread_counts(client) == (1, 1, 0)
+
+
+def test_an_interrupt_recorded_before_the_close_is_not_warned_of_again(tmp_path, monkeypatch,
+                                                                        capsys):
+    """The interrupt is recorded before the cluster closes and again after, with the final
+    counts. If the disk filled again meanwhile, the second write's refusal printed "could not
+    record the run as interrupted" beside a record already on disk. A first refusal is
+    warned of."""
+    import errno
+
+    import pipeline.store.manifest as manifest
+    from pipeline.sweep_command import _record_interrupted
+
+    record = {"run_id": "r1", "status": "running"}
+    exc = KeyboardInterrupt()
+    _record_interrupted(tmp_path, record, None, exc, None)
+    assert read_manifest(tmp_path)["runs"][0]["status"] == "interrupted"
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(manifest, "update_manifest_even_if_full", full)
+    _record_interrupted(tmp_path, record, None, exc, None)  # the outer handler, same interrupt
+    assert "could not record" not in capsys.readouterr().err
+    _record_interrupted(tmp_path, {"run_id": "r2", "status": "running"}, None,
+                        KeyboardInterrupt(), None)  # never recorded: said
+    assert "warning: could not record the run as interrupted" in capsys.readouterr().err

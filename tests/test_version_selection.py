@@ -250,3 +250,11 @@ def test_a_load_that_finds_nothing_says_what_to_give(tmp_path):
                                              "'calibration'?"):
         pipeline.load(tmp_path, "calibraton", grid={"x": [1]})
     assert len(pipeline.load(tmp_path, "calibration")) == 3
+    for part in folder.glob("part-*.parquet"):  # the right name, with nothing in it
+        part.unlink()
+    (folder / "_parts.jsonl").unlink()
+    with pytest.raises(FileNotFoundError) as err:
+        pipeline.load(tmp_path, "calibration")
+    assert str(err.value).endswith("(the folder holds no part file: nothing stored yet, or every "
+                                   f"part set aside; python -m pipeline status {folder} says "
+                                   "which)"), err.value

@@ -127,6 +127,8 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
                 # (the bound is often finite at J = 0 only)
                 padded = np.concatenate(([False], finite, [False]))
                 lone = [int(k) for k in np.flatnonzero(finite & ~padded[:-2] & ~padded[2:])]
+                if lone:
+                    drawn.add("lone_bound")
                 ax.plot(g["J_effective"], np.where(finite, bound, np.nan), color=color, ls="--",
                         marker="_" if lone else "", markevery=lone or None, markersize=8,
                         markeredgewidth=1.5)
@@ -152,8 +154,11 @@ def nu_against_coupling(df: pd.DataFrame, out) -> None:
     legend_outside(fig, handles=handles, ncols=3)
     out.figure("inferential_nu_vs_J", fig,
                caption="ν/ε against J for each graph family (worst case = formula (6) on these "
-                       "affiliated priors), Theorem 4.2's bound 2(Φε)ᵢ/ε where the spectral "
-                       "radius of Γ is < 1 (a short dash where that holds at a single J)"
+                       "affiliated priors)"
+                       + (", Theorem 4.2's bound 2(Φε)ᵢ/ε where the spectral radius of Γ is < 1"
+                          if "bound" in drawn else "")
+                       + (" (a short dash where that holds at a single J)"
+                          if "lone_bound" in drawn else "")
                        + (", and the critical couplings of the infinite lattices."
                           if "critical" in drawn else "."))
 

@@ -80,10 +80,12 @@ MANIFEST_RESERVE_MIN_BYTES = 1 << 20
 _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
-def reserve_manifest_space(path: str | os.PathLike) -> bool:
+def reserve_manifest_space(path: str | os.PathLike) -> str | None:
     """Allocate ``MANIFEST_RESERVE`` in ``path``: twice the manifest's size and 64 KiB, at
-    least 1 MiB, for :func:`update_manifest_even_if_full`. False (nothing kept) where the disk
-    cannot spare it: the sweep goes on without, as before the reserve existed."""
+    least 1 MiB, for :func:`update_manifest_even_if_full`. None when done, else why not:
+    "full" (the disk cannot spare it) or "not allocated" (a filesystem that stores such a
+    file without holding its space, e.g. ZFS compressing it away): the sweep goes on without,
+    as before the reserve existed."""
     path = Path(path)
     try:
         manifest_bytes = (path / MANIFEST).stat().st_size
@@ -96,38 +98,56 @@ def reserve_manifest_space(path: str | os.PathLike) -> bool:
         try:
             try:
                 os.posix_fallocate(fd, 0, size)
-            except OSError as exc:  # a filesystem without fallocate: real bytes do the same
+            except OSError as exc:  # no fallocate: bytes that no compression folds away
                 if exc.errno in _DISK_FULL_ERRNOS:
                     raise
                 for _ in range(0, size, 1 << 16):
-                    os.write(fd, bytes(1 << 16))
+                    os.write(fd, os.urandom(1 << 16))
             os.fsync(fd)
+            held = os.fstat(fd).st_blocks * 512 >= size
         finally:
             os.close(fd)
-        return True
-    except OSError:
-        reserve.unlink(missing_ok=True)
-        return False
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            reserve.unlink()
+        return "full" if exc.errno in _DISK_FULL_ERRNOS else "not allocated"
+    if not held:
+        with contextlib.suppress(OSError):
+            reserve.unlink()
+        return "not allocated"
+    return None
 
 
 def release_manifest_space(path: str | os.PathLike) -> bool:
-    """Remove the reserve (the sweep ended); True if there was one."""
+    """Remove the reserve (the sweep ended); True if there was one to remove. Never raises:
+    it runs as the sweep ends, also on a disk gone read-only or a folder gone."""
     try:
         (Path(path) / MANIFEST_RESERVE).unlink()
         return True
-    except FileNotFoundError:
+    except OSError:
         return False
 
 
 def update_manifest_even_if_full(path: str | os.PathLike, run: dict) -> None:
-    """:func:`update_manifest`; on a full disk or quota, once more after giving the
-    reserve's space back (the record that says how the sweep ended matters most)."""
+    """:func:`update_manifest`; on a full disk or quota, again after giving the reserve's
+    space back (the record that says how the sweep ended matters most). Copy-on-write and
+    network filesystems (btrfs, ZFS, Lustre quotas) return freed space a moment later: a few
+    tries over about two seconds, each after a sync."""
     try:
         update_manifest(path, run)
+        return
     except OSError as exc:
         if exc.errno not in _DISK_FULL_ERRNOS or not release_manifest_space(path):
             raise
-        update_manifest(path, run)
+    for attempt in range(4):
+        try:
+            update_manifest(path, run)
+            return
+        except OSError as exc:
+            if exc.errno not in _DISK_FULL_ERRNOS or attempt == 3:
+                raise
+            os.sync()
+            time.sleep(0.5)
 
 
 MANIFEST_TEMP_MAX_AGE_S = 60.0  # a live writer holds its temp file for well under a second

@@ -380,12 +380,18 @@ def where_results_are(results_dir: str | os.PathLike, name: str) -> str:
     from pipeline.store.integrity import experiment_folders, is_results_folder
 
     results = Path(results_dir)
-    if not results.is_dir():
-        return f" ({results} does not exist)"
-    if is_results_folder(results):  # results_dir=RESULTS_DIR/NAME
-        return (f" ({results} is itself an experiment's folder: "
-                f"pipeline.load({str(results.parent)!r}, {results.name!r}))")
-    stored = experiment_folders(results)
+    try:
+        if not results.is_dir():
+            return f" ({results} does not exist)"
+        if is_results_folder(results):  # results_dir=RESULTS_DIR/NAME
+            return (f" ({results} is itself an experiment's folder: "
+                    f"pipeline.load({str(results.parent)!r}, {results.name!r}))")
+        if (results / name).is_dir():  # the right folder, with no parts in it (yet)
+            return (f" (the folder holds no part file: nothing stored yet, or every part set "
+                    f"aside; python -m pipeline status {results / name} says which)")
+        stored = experiment_folders(results)
+    except OSError:  # another user's private folder beside ours: the plain message stands
+        return ""
     if not stored:
         return f" (no experiment's results are stored under {results})"
     close = difflib.get_close_matches(name, stored, n=1)
