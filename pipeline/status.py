@@ -175,6 +175,12 @@ def describe(path: Path) -> tuple[list[str], bool]:
         except (StoreLocked, OSError):  # a sweep writes, or a folder we may only read
             pass
     lines, damaged, failed_stored = _count_lines(path)
+    from pipeline.store.manifest import command_holding
+
+    holding = command_holding(path)
+    if holding:  # (it wrote no run record: status said nothing of it)
+        lines.append(f"  now: {holding} holds the folder; a sweep started meanwhile is "
+                     "refused (exit 2): run it again when this has finished")
     manifest = read_manifest(path)
     runs = manifest.get("runs", [])
     for run in runs:

@@ -213,6 +213,28 @@ def test_the_lock_error_says_what_holds_the_lock(tmp_path):
             SweepLock(tmp_path, "RUN2").__enter__()
 
 
+def test_status_says_when_a_compaction_or_repair_holds_the_folder(tmp_path):
+    """A compaction writes no run record: status said nothing while it held the folder, and
+    a sweep started then was refused. A sweep's lock is told by its own record instead."""
+    folder = tmp_path / "calibration"
+    update_manifest(folder, {"run_id": "r1", "status": "finished", "host": "h", "pid": 1,
+                             "started_at": "2026-01-01T00:00:00Z",
+                             "finished_at": "2026-01-01T00:01:00Z"})
+    with SweepLock(folder, holder="compaction"):
+        shown = status(tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert (f"  now: a compaction (python -m pipeline compact) (host {socket.gethostname()}, "
+            f"pid {os.getpid()}, since ") in shown.stdout, shown.stdout
+    assert "holds the folder; a sweep started meanwhile is refused (exit 2)" in shown.stdout
+    for holder in ("sweep", None):  # a sweep's, and nobody's (the file stays, unlocked)
+        if holder:
+            with SweepLock(folder, "RUN2", holder=holder):
+                shown = status(tmp_path)
+        else:
+            shown = status(tmp_path)
+        assert "now:" not in shown.stdout, shown.stdout
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([PY, "-c", "pass"])
     proc.wait()

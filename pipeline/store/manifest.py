@@ -374,6 +374,26 @@ def _describe_holder(text: str) -> tuple[str, str]:
     return who, f" ({', '.join(parts)})" if parts else ""
 
 
+def command_holding(path: str | os.PathLike) -> str | None:
+    """Who holds the folder's lock now, if a compaction or a repair does ("a compaction
+    (python -m pipeline compact) (host h, pid 7, since ...)"); None if no one holds it or a
+    sweep does (its run record says so). A lock taken and dropped at once to find out: a
+    sweep starting meanwhile waits for it (``flock_within``)."""
+    lock = Path(path) / ".lock"
+    try:
+        fh = open(lock)
+    except OSError:
+        return None
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:  # held
+            who, details = _describe_holder(fh.read())
+            return None if who == _HOLDERS["sweep"] else who + details
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return None
+
+
 STALE_HEARTBEAT_S = 600.0  # a live driver rewrites its record every few seconds
 
 
