@@ -32,6 +32,21 @@ describe_computed("edge_dp", {
 
 
 
+def _line_or_marks(ax, x, y, mark: str, **kw) -> tuple[bool, bool]:
+    """Plot y against x with no marker, except at finite points with no finite neighbour (a
+    single n, say), which a line alone leaves invisible: those get ``mark``. Returns (drawn,
+    marked)."""
+    y = np.asarray(y, float)
+    finite = np.isfinite(y)
+    if not finite.any():
+        return False, False
+    padded = np.concatenate(([False], finite, [False]))
+    lone = [int(k) for k in np.flatnonzero(finite & ~padded[:-2] & ~padded[2:])]
+    ax.plot(np.asarray(x, float), np.where(finite, y, np.nan), marker=mark if lone else "",
+            markevery=lone or None, markersize=8, markeredgewidth=1.5, **kw)
+    return True, bool(lone)
+
+
 def _col(df: pd.DataFrame, name: str) -> pd.Series:
     return df[name] if name in df else pd.Series(np.nan, index=df.index)
 
@@ -103,6 +118,7 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
                 for part in chunks(mine, MAX_CURVES // 2):
                     panels.append((prior, mech, part, sub, setting))
     fig, axes = out.small_multiples(len(panels), max_cols=2, aspect=0.75)
+    drawn: set = set()  # the bound's kinds some panel shows: the legend and caption say these only
     for ax, (prior, mech, part, sub, setting) in zip(axes, panels):
         ls, fill = mech_line.get(mech, ("-.", "full"))
         for cls, eps in part:
@@ -111,7 +127,11 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
             ax.errorbar(g["n"], g["loss"], yerr=g["loss_se"].fillna(0).values,
                         marker=style["marker"], ls=ls, color=style["color"], fillstyle=fill,
                         capsize=2, label="_")
-            ax.plot(g["n"], g["eps_plus_alpha"], ls="--", color=style["color"], lw=0.8, marker="")
+            # a bound at a single n (or between infinite ones) is a short dash, not nothing
+            shown, marked = _line_or_marks(ax, g["n"], g["eps_plus_alpha"], "_", ls="--",
+                                           color=style["color"], lw=0.8)
+            drawn |= {"bound"} if shown else set()
+            drawn |= {"bound_dash"} if marked else set()
         for eps in sorted(sub["eps"].unique()):
             ax.axhline(eps, color="grey", lw=0.8, ls=(0, (1, 3)), marker="")
         ax.set_title(f"prior: {prior}, {_MECH_SHORT.get(mech, mech)}{setting}")
@@ -130,12 +150,19 @@ def edge_dp_loss_against_n(df: pd.DataFrame, out) -> None:
     handles += [Line2D([], [], color="k", ls=ls, marker="o", fillstyle=fill,
                        label=_MECH_SHORT.get(mech, mech))
                 for mech, (ls, fill) in mech_line.items() if mech in set(df["mechanism"])]
-    handles += [Line2D([], [], color="k", ls="--", lw=0.8, label=r"Lemma 4.1 bound $\varepsilon+\alpha$"),
-                Line2D([], [], color="grey", ls=(0, (1, 3)), label=r"$\varepsilon$")]
+    if "bound" in drawn:
+        handles.append(Line2D([], [], color="k", ls="--", lw=0.8, markersize=8,
+                              marker="_" if "bound_dash" in drawn else "",
+                              label=r"Lemma 4.1 bound $\varepsilon+\alpha$"))
+    handles.append(Line2D([], [], color="grey", ls=(0, (1, 3)), label=r"$\varepsilon$"))
     legend_outside(fig, handles=handles, ncols=3)
+    bound = ("" if "bound" not in drawn else
+             ", with the Lemma 4.1 bound ε + α (dashed" + ("; a short dash where a curve has a "
+                                                          "single n" if "bound_dash" in drawn
+                                                          else "") + ")")
     out.figure("edge_dp_loss_vs_n", fig,
                caption="Exact edge-level Pufferfish loss (MCMC estimates with ±1 SE bars) against "
-                       "n for each prior and mechanism, with the Lemma 4.1 bound ε + α (dashed).")
+                       f"n for each prior and mechanism{bound}; ε dotted.")
 
 
 @report_for("edge_test")
@@ -164,6 +191,8 @@ def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
     fig, axes = out.new_figure(nrows=len(rows), ncols=2, aspect=0.85)
     axes = np.reshape(axes, (len(rows), 2))
     log10 = 1 / math.log(10)
+    kind_ls = {"loss": "-.", "bound": "--"}
+    drawn: set = set()  # what some right panel shows: the legend lists these only
     tagged = []
     for (ax1, ax2), row in zip(axes, rows):
         for i, ((eps, a, b, *swept), g) in row:
@@ -177,25 +206,38 @@ def edge_test_power_against_n(df: pd.DataFrame, out) -> None:
             ax1.plot(g["n"], g["size_threshold"], marker=marker, fillstyle="none", ls="--",
                      color=color)
             ax2.plot(g["n"], g["log_ratio_threshold"] * log10, marker=marker, color=color, ls="-")
-            ax2.plot(g["n"], g["pufferfish_loss"] * log10, ls="-.", color=color, marker="")
-            ax2.plot(g["n"], g["bound"] * log10, ls="--", color=color, marker="", lw=0.8)
+            # without a marker a single n draws nothing: e^loss a cross, the bound a dash there
+            for col, kind, mark, kw in (("pufferfish_loss", "loss", "x", {}),
+                                        ("bound", "bound", "_", {"lw": 0.8})):
+                shown, marked = _line_or_marks(ax2, g["n"], g[col] * log10, mark, ls=kind_ls[kind],
+                                               color=color, **kw)
+                drawn |= {kind} if shown else set()
+                drawn |= {kind + "_mark"} if marked else set()
         ax1.set_xscale("log")
         ax1.set_xlabel("number of insects $n$")
         integer_axis(ax1, "x")
         ax1.set_ylabel(r"probability of rejecting $H_0$ (no queen edge)")
         ax1.set_title("threshold test on the noisy density")
         ax2.set_xscale("log")
-        ax2.set_yscale("log")
+        # the values are already log10: a linear axis (a log one read 10^2 as a ratio of 10^100
+        # and, over a narrow range, labelled no tick near the data)
         ax2.set_xlabel("number of insects $n$")
         integer_axis(ax2, "x")
         ax2.set_ylabel(r"$\log_{10}$ of the ratio")
         ax2.set_title(r"power/size against $e^{\mathrm{loss}}$ and $e^{\varepsilon+\alpha}$")
     handles = list(tagged)
     handles += [Line2D([], [], color="k", ls="-", label="power (left); power/size (right)"),
-                Line2D([], [], color="k", ls="--",
-                       label=r"size (left); $e^{\varepsilon+\alpha}$ (right)"),
-                Line2D([], [], color="k", ls="-.", label=r"$e^{\mathrm{loss}}$ (right)")]
+                Line2D([], [], color="k", ls="--", label="size (left)")]
+    handles += [Line2D([], [], color="k", ls=kind_ls[kind], markersize=8, markeredgewidth=1.5,
+                       marker=mark if kind + "_mark" in drawn else "",
+                       label=label + " (right)")
+                for kind, mark, label in (("bound", "_", r"$e^{\varepsilon+\alpha}$"),
+                                          ("loss", "x", r"$e^{\mathrm{loss}}$"))
+                if kind in drawn]
     legend_outside(fig, handles=handles, ncols=3)
     out.figure("edge_test_power_vs_n", fig,
                caption="Example 1: size → 0 and power → 1 as n grows (left); power/size never "
-                       "exceeds e^loss ≤ e^(ε + α), both of which grow without bound (right).")
+                       "exceeds e^loss ≤ e^(ε + α), both of which grow without bound (right, "
+                       "log10 of each ratio"
+                       + ("; at a single n, e^loss is a cross and e^(ε + α) a short dash"
+                          if {"loss_mark", "bound_mark"} & drawn else "") + ").")
