@@ -28,6 +28,24 @@ def _mech_style(mech: str) -> dict:
 
 
 
+def _one_value(df: pd.DataFrame, col: str):
+    """The column's value if every row has the same one, else None."""
+    vals = df[col].dropna().unique() if col in df.columns else []
+    return vals[0] if len(vals) == 1 else None
+
+
+# the network of each structure, in words (the caption said naive Bayes whatever was run)
+STRUCTURE_WORDS = {"naive_bayes": "naive Bayes", "chain": "chain", "random_dag": "random-DAG"}
+
+
+def _network_words(df: pd.DataFrame) -> str:
+    structures = sorted(df["structure"].dropna().unique()) if "structure" in df.columns else []
+    if not structures:
+        return "Bayesian network"
+    return "Bayesian " + " and ".join(STRUCTURE_WORDS.get(s, s) for s in structures) + (
+        " networks" if len(structures) > 1 else " network")
+
+
 def _groups(df: pd.DataFrame, keys: list[str]):
     keys = [k for k in keys if k in df.columns and df[k].nunique() > 1]
     if not keys:
@@ -76,8 +94,8 @@ def accuracy_against_eps(df: pd.DataFrame, out) -> None:
         ax.set_title(f"Figure 4.1 reproduction\n({title})")
         legend_outside(fig)
         out.figure(f"accuracy_vs_eps{suffix}", fig,
-                   caption="Bayesian naive Bayes predictive accuracy against ε (Figure 4.1); "
-                           "bars are standard errors over repeats.")
+                   caption=f"{_network_words(sub)} predictive accuracy against ε (Figure 4.1 "
+                           "for naive Bayes); bars are standard errors over repeats.")
 
         kl = agg[agg["kl"].notna() & (agg["mechanism"] != "non_private")]
         if not kl.empty:
@@ -125,9 +143,14 @@ def mse_against_b(df: pd.DataFrame, out) -> None:
                             color=style["color"], alpha=0.2, linewidth=0)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("prior precision $b$ (weight bound $10/\\sqrt{b}$)")
+        # d and the weight bound's scale come from the rows (they were written in as 14 and 10);
+        # a value that varies within the panel is left out rather than misstated
+        scale, d = _one_value(sub, "norm_scale"), _one_value(sub, "d")
+        ax.set_xlabel("prior precision $b$" + ("" if scale is None else
+                                               f" (weight bound ${scale:g}/\\sqrt{{b}}$)"))
         ax.set_ylabel("test MSE (squared label units)")
-        ax.set_title("Figure 4.2 reproduction\n(synthetic data, 14 features)")
+        ax.set_title("Figure 4.2 reproduction\n(synthetic data"
+                     + ("" if d is None else f", {d:g} feature" + ("" if d == 1 else "s")) + ")")
         legend_outside(fig)
         out.figure(f"mse_vs_b{suffix}", fig,
                    caption="Bayesian linear regression: MSE against prior concentration "
@@ -149,14 +172,19 @@ def bounds_table(df: pd.DataFrame, out) -> None:
     out.table("bayes_bounds", table,
               caption="Assumption constants of section 3.6 (thesis closed form and numerical), "
                       "KL bound (Theorem 3.4.1), ε = 2NL, δ of Assumption 2 (Theorem 3.5.1 with N "
-                      "samples) and the distinguishability threshold (Theorem 3.5.6); a bound "
-                      "with δ ≥ 1 is vacuous.")
+                      "samples) and the distinguishability threshold (Theorem 3.5.6); kl_bound, "
+                      "delta and distinguish_rho use C = C_numeric, the *_closed columns the "
+                      "printed C. A bound with δ ≥ 1 is vacuous.")
+    # the plotted delta uses C_numeric, not the column C: both deltas go in the summary, so a
+    # reader plugging C into the caption's formula finds the value it gives (delta_closed)
     short = table[[c for c in ("family", "alpha", "lam", "c1", "c2", "B", "mu", "N", "L0", "c",
                                "C", "C_numeric", "C_valid",
-                               "kl_bound", "eps", "delta", "distinguish_rho", "vacuous")
+                               "kl_bound", "eps", "delta", "delta_closed", "distinguish_rho",
+                               "vacuous", "vacuous_closed")
                    if c in table.columns]]
     out.table("bayes_bounds_summary", short,
-              caption="Summary: constants, bounds, and whether the bound is vacuous (δ ≥ 1).")
+              caption="Summary: constants, bounds, and whether the bound is vacuous: delta (with "
+                      "C = C_numeric) ≥ 1, or delta_closed (with the printed C) ≥ 1.")
     if {"family", "delta", "N"} <= set(table.columns):
         keys = [k for k in ("family", "alpha", "n", "lam", "c1", "c2", "B", "mu", "rho")
                 if k in table.columns]
@@ -185,5 +213,18 @@ def bounds_table(df: pd.DataFrame, out) -> None:
                 panel_legend(ax, where="below")  # long labels: under each panel
         if len(groups) == 1:
             legend_outside(fig)
-        out.figure("delta_vs_N", fig, caption="δ = N √(C/2 (1 + 2L₀ + 1/c) ρ) against N; above "
-                                              "the dotted line the bound is vacuous.")
+        # say which C the curves use: the table's C (printed) gives delta_closed instead, and
+        # the two can fall on either side of δ = 1
+        split = 0
+        if {"vacuous", "vacuous_closed"} <= set(table.columns):
+            split = int((table["vacuous"] != table["vacuous_closed"]).sum())
+        out.figure("delta_vs_N", fig,
+                   caption="δ = N √(C_numeric/2 (1 + 2L₀ + 1/c) ρ) against N (column delta; "
+                           "Theorem 3.5.1(2) with N-fold composition, closed-form L₀ and c), "
+                           "with C_numeric, the constant (3.11) computed numerically. With the "
+                           "thesis's printed C (column C) it is delta_closed = δ √(C/C_numeric), "
+                           "not drawn. Above the dotted line the bound is vacuous (column "
+                           "vacuous)"
+                           + (f"; in {split} of {len(table)} rows only one of δ and delta_closed "
+                              "is ≥ 1 (columns vacuous, vacuous_closed)" if split else "")
+                           + ". δ is a guarantee only where c > 1 (column c_above_1).")
