@@ -178,3 +178,82 @@ def transfer_count(lattice, m, n, boundary):
     from pipeline.kernels.transfer import count
 
     return count(lattice, m, n, boundary)[0]
+
+
+def _triangulation_rows(ms, ps, n=20):
+    rows = []
+    for m in ms:
+        for p in ps:
+            point = RANDOM_TRIANGULATION.resolve(dict(m=m, n=n, p=p))
+            rows.append({**point, **RANDOM_TRIANGULATION.run(point, 0), "status": "ok"})
+    return pd.DataFrame(rows)
+
+
+def test_regression_counts_mirrored_p_once_and_matches_ols():
+    """H(p) = H(1-p) and eta_m(p) = eta_m(1-p): p and 1 - p are one observation (they had
+    counted twice, and p = 0.1, 0.3, 0.7, 0.9 gave a 'fit' of 4 points with F = inf on 2 x)."""
+    from scipy import stats
+
+    from pipeline.report.independent_sets import regression_rows
+
+    mirrored = _triangulation_rows([2], [0.1, 0.3, 0.7, 0.9])
+    assert regression_rows(mirrored, "eigen_entropy").empty  # 2 distinct H(p): no fit
+    ps = [0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9]
+    df = _triangulation_rows([2, 3], ps)
+    reg = regression_rows(df, "eigen_entropy").set_index("m")
+    for m in (2, 3):
+        once = df[(df["m"] == m) & (df["p"] <= 0.5)]  # independent dedup: one p of each pair
+        x, y = once["shannon_entropy"].to_numpy(), once["eigen_entropy"].to_numpy()
+        ref = stats.linregress(x, y)
+        row = reg.loc[m]
+        assert row["points"] == 4
+        assert row["slope"] == pytest.approx(ref.slope, rel=1e-9)
+        assert row["intercept"] == pytest.approx(ref.intercept, rel=1e-9)
+        assert row["r_squared"] == pytest.approx(ref.rvalue ** 2, rel=1e-9)
+        t = ref.slope / ref.stderr
+        assert row["F_statistic"] == pytest.approx(t ** 2, rel=1e-7)
+        assert row["p_value"] == pytest.approx(2 * stats.t.sf(abs(t), 2), rel=1e-7)
+        assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-7)
+
+
+def test_regression_perfect_fit_is_infinite_F_and_zero_p():
+    from pipeline.report.independent_sets import regression_rows
+
+    df = pd.DataFrame({"m": 2, "p": [0.1, 0.2, 0.3], "shannon_entropy": [0.0, 1.0, 2.0],
+                       "eigen_entropy": [1.0, 3.0, 5.0]})
+    row = regression_rows(df, "eigen_entropy").iloc[0]
+    assert row["points"] == 3 and row["slope"] == pytest.approx(2.0)
+    assert row["F_statistic"] == math.inf and row["p_value"] == 0.0
+
+
+def test_figure_8_4_captions_name_the_plotted_quantity(tmp_path):
+    from pipeline.report.core import ReportWriter
+    from pipeline.report.independent_sets import tables_8
+
+    class Captions(ReportWriter):
+        def __init__(self, outdir):
+            super().__init__(outdir)
+            self.captions = {}
+
+        def table(self, name, df, caption="", **kw):
+            self.captions[name] = caption
+            super().table(name, df, caption=caption, **kw)
+
+        def figure(self, name, fig, caption=""):
+            self.captions[name] = caption
+            self.ylabels = [ax.get_ylabel() for ax in fig.axes]
+            super().figure(name, fig, caption=caption)
+
+    out = Captions(tmp_path)
+    tables_8(_triangulation_rows([2], [0.1, 0.2, 0.3, 0.5], n=100), out)
+    reg = pd.read_csv(tmp_path / "figure_8_4_regression.csv")
+    assert set(reg["quantity"]) == {"eigen_entropy", "annealed_entropy"}
+    table_caption = out.captions["figure_8_4_regression"]
+    assert "eigen_entropy is ηₘ(p)" in table_caption and "annealed_entropy is ln f" in table_caption
+    assert "annealed" not in out.captions["figure_8_4"] and "ηₘ(p)" in out.captions["figure_8_4"]
+    assert "eta_m" in out.ylabels[0]
+    # the mirrored grid has no fit, but its points are still drawn, and the caption says why
+    out = Captions(tmp_path / "mirrored")
+    tables_8(_triangulation_rows([2], [0.1, 0.3, 0.7, 0.9]), out)
+    assert not (tmp_path / "mirrored" / "figure_8_4_regression.csv").exists()
+    assert "without least-squares lines" in out.captions["figure_8_4"]

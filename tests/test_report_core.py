@@ -346,10 +346,10 @@ def test_figure_8_4_regression_counts_each_p_once(tmp_path):
     from pipeline.report.independent_sets import regression_rows
 
     grid = Grid(get_experiment("random_triangulation"),
-                {"m": [2], "p": [0.2, 0.4, 0.6, 0.8], "samples": [0, 2]}, {"n": 100})
+                {"m": [2], "p": [0.2, 0.3, 0.4, 0.5], "samples": [0, 2]}, {"n": 100})
     table, _ = run_batch(grid, range(grid.total))
     once = Grid(get_experiment("random_triangulation"),
-                {"m": [2], "p": [0.2, 0.4, 0.6, 0.8]}, {"n": 100, "samples": 0})
+                {"m": [2], "p": [0.2, 0.3, 0.4, 0.5]}, {"n": 100, "samples": 0})
     single, _ = run_batch(once, range(once.total))
     for column in ("eigen_entropy", "annealed_entropy"):
         fit = regression_rows(table.to_pandas(), column)

@@ -196,9 +196,30 @@ def _table_8(ok: pd.DataFrame, column: str, printed: dict, name: str, title: str
               float_format="%.3g")
 
 
+def _observations(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(x, y, number of distinct x) with repeated observations merged: H(p) = H(1-p) and the
+    entropies are symmetric in p, so p and 1 - p are one point, equal only to rounding (H(0.3)
+    and H(0.7) differ in the last bit): values within 1e-12 (relative) count as equal."""
+    def close(a, b):
+        return bool(np.isclose(a, b, rtol=1e-12, atol=1e-15))
+
+    groups: list[tuple[float, list[float]]] = []  # (x, distinct y at that x)
+    order = np.argsort(x, kind="stable")
+    for xi, yi in zip(x[order], y[order]):
+        if groups and close(xi, groups[-1][0]):
+            if not any(close(yi, yj) for yj in groups[-1][1]):
+                groups[-1][1].append(yi)  # another y at the same x: a separate observation
+        else:
+            groups.append((xi, [yi]))
+    xs = np.array([gx for gx, ys in groups for _ in ys])
+    ys = np.array([v for _, ys in groups for v in ys])
+    return xs, ys, len(groups)
+
+
 def regression_rows(ok: pd.DataFrame, column: str) -> pd.DataFrame:
     """Least squares of ``column`` on H(p) for every m (Fig. 8.4), with residual standard error
-    and the F statistic of the slope."""
+    and the F statistic of the slope. ``points`` counts distinct observations (see
+    :func:`_observations`); a fit needs three distinct H(p)."""
     from scipy import stats
 
     rows = []
@@ -209,18 +230,25 @@ def regression_rows(ok: pd.DataFrame, column: str) -> pd.DataFrame:
         # one point per p: the value depends on (m, p) here, and rows of other samples (or n,
         # for eigen_entropy) are copies that would count as observations
         sub = sub.drop_duplicates(subset=["p"])
-        x, y = sub["shannon_entropy"].to_numpy(), sub[column].to_numpy()
-        if len(x) < 3 or np.ptp(x) == 0:
+        x, y, distinct = _observations(sub["shannon_entropy"].to_numpy(float),
+                                       sub[column].to_numpy(float))
+        if distinct < 3:
             continue
-        fit = stats.linregress(x, y)
-        resid = y - (fit.intercept + fit.slope * x)
+        slope, intercept = np.polyfit(x, y, 1)
+        resid = y - (intercept + slope * x)
         dof = len(x) - 2
-        rse = float(np.sqrt(np.sum(resid ** 2) / dof))
-        r2 = fit.rvalue ** 2
-        f_stat = r2 / (1 - r2) * dof if r2 < 1 else math.inf
-        rows.append({"m": int(m), "quantity": column, "points": len(x), "slope": fit.slope,
-                     "intercept": fit.intercept, "r_squared": r2, "residual_std_error": rse,
-                     "F_statistic": f_stat, "p_value": fit.pvalue})
+        sse = float(np.sum(resid ** 2))
+        if math.sqrt(sse / len(x)) <= 64 * np.finfo(float).eps * float(np.max(np.abs(y))):
+            sse = 0.0  # residuals at rounding level: a perfect fit
+        ssr = float(np.sum((intercept + slope * x - y.mean()) ** 2))
+        # linregress adds 1e-20 inside r, so a perfect fit got p = 1e-20-ish; from the sums a
+        # perfect fit is F = inf, p = 0
+        f_stat = ssr / (sse / dof) if sse > 0 else (math.inf if ssr > 0 else math.nan)
+        r2 = ssr / (ssr + sse) if ssr + sse > 0 else math.nan  # nan: y constant
+        rows.append({"m": int(m), "quantity": column, "points": len(x), "slope": slope,
+                     "intercept": intercept, "r_squared": r2,
+                     "residual_std_error": math.sqrt(sse / dof), "F_statistic": f_stat,
+                     "p_value": float(stats.f.sf(f_stat, 1, dof))})
     return pd.DataFrame(rows)
 
 
@@ -235,10 +263,20 @@ def tables_8(df, out):
              "Table 8.2: the annealed entropy ln f(m, 100; p) / (100 m)", out)
     reg = pd.concat([regression_rows(ok, "eigen_entropy"), regression_rows(ok, "annealed_entropy")],
                     ignore_index=True)
+    if reg.empty:  # no fit at all: keep the columns the figure looks up
+        reg = pd.DataFrame(columns=["m", "quantity", "slope", "intercept"])
     if not reg.empty:
+        # each row names its quantity; the caption says what each name is
+        meaning = {"eigen_entropy": "eigen_entropy is ηₘ(p) = ln λ / m",
+                   "annealed_entropy": "annealed_entropy is ln f(m, 100; p) / (100 m)"}
+        present = [meaning[q] for q in meaning if (reg["quantity"] == q).any()]
         out.table("figure_8_4_regression", reg,
-                  caption="Figure 8.4: least-squares fit of the annealed entropy on H(p) for each m.",
+                  caption="Figure 8.4: least-squares fit on H(p), for each m, of the quantity of "
+                          "each row (" + "; ".join(present) + "); p and 1 − p give the same "
+                          "point, counted once.",
                   float_format="%.6g")
+    # the figure plots eta_m(p); a width with fewer than 3 distinct H(p) shows points, no line
+    if ok["eigen_entropy"].notna().any():
         # per strip width m its points and its least-squares line: MAX_CURVES // 2 widths a
         # panel, more become small multiples
         groups = chunks(sorted(ok["m"].unique()), MAX_CURVES // 2)
@@ -267,8 +305,18 @@ def tables_8(df, out):
             ax.set_xlabel("Shannon entropy $H(p)$ (nats)")
         if len(groups) == 1:
             legend_outside(fig)
-        out.figure("figure_8_4", fig, caption="Figure 8.4: annealed entropy against the Shannon "
-                                              "entropy of the diagonal choice, with least-squares lines.")
+        fitted = set(reg["m"][reg["quantity"] == "eigen_entropy"])
+        unfitted = [int(m) for m in sorted(ok["m"].unique()) if m not in fitted]
+        if not unfitted:
+            lines = "with least-squares lines"
+        elif fitted:
+            lines = ("with least-squares lines where H(p) takes at least 3 distinct values (none "
+                     "for " + ", ".join(f"m = {m}" for m in unfitted) + ")")
+        else:
+            lines = "without least-squares lines: fewer than 3 distinct H(p) values (H(p) = H(1 − p))"
+        out.figure("figure_8_4", fig, caption="Figure 8.4: ηₘ(p) = ln λ / m (the eigenvalue "
+                                              "entropy) against the Shannon entropy H(p) of the "
+                                              f"diagonal choice, {lines}.")
     quenched = ok.dropna(subset=["quenched_entropy"]) if "quenched_entropy" in ok else ok.iloc[:0]
     if not quenched.empty:
         cols = ["m", "n", "p", "samples", "annealed_entropy", "quenched_entropy",
