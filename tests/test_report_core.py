@@ -338,6 +338,24 @@ def test_composition_delta_draws_one_curve_per_per_step_delta(tmp_path):
     _assert_one_point_per_x(figures)  # one row per total ε
 
 
+def test_composition_delta_axis_shows_every_delta_and_marks_zero(tmp_path):
+    """log10 δ from -34 to -270 lay below a fixed floor of -16.5 (silently clipped), and the rows
+    with δ = 0 exactly (total ε >= kε = 50) were dropped, the curve just stopping."""
+    grid = Grid(get_experiment("composition_delta"),
+                {"eps": [0.05], "k": [1000], "eps_total": [5.0, 20.0, 40.0, 45.0, 49.0, 50.0, 60.0]},
+                {})
+    table, _ = run_batch(grid, range(grid.total))
+    logs = table.to_pandas()["log_delta_optimal"].to_numpy() / np.log(10)
+    finite = logs[np.isfinite(logs)]
+    assert finite.min() < -270 and np.isneginf(logs).sum() == 2  # the case of the review
+    (fig, caption), = _report_figures(tmp_path, grid).values()
+    lo, hi = fig.axes[0].get_ylim()
+    assert lo <= finite.min() and finite.max() <= hi
+    assert "δ = 0 exactly" in caption and "total ε = 50 for k = 1000" in caption
+    edge = [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "v"]
+    assert len(edge) == 1 and list(edge[0].get_xdata()) == [50.0, 60.0]
+
+
 def test_figure_8_4_regression_counts_each_p_once(tmp_path):
     """The Figure 8.4 fit is over the distinct diagonal probabilities p of a strip width m:
     eigen_entropy depends on (m, p) only, so a sweep over samples (or n) too repeated every

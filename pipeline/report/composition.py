@@ -172,22 +172,36 @@ def delta_against_eps_total(df: pd.DataFrame, out) -> None:
 
 def _delta_panels(ok, epss, ks, out, name, delta=None) -> None:
     fig, axes = out.new_figure(ncols=len(epss), aspect=0.9)
+    zero_at = {}  # (eps, k) -> smallest total eps with delta_optimal = 0 exactly
     for ax, e in zip(np.ravel(axes), epss):
         for i, k in enumerate(ks):
             sl = ok[(ok["eps"] == e) & (ok["k"] == k)].sort_values("eps_total")
+            x = sl["eps_total"].to_numpy(float)
             y = sl["log_delta_optimal"].to_numpy(float) / np.log(10)
             keep = np.isfinite(y)
-            ax.plot(sl["eps_total"].to_numpy(float)[keep], y[keep], label=f"$k = {k}$",
-                    markevery=3, **curve_style(i))
-        ax.set_xscale("log")
-        ax.set_ylim(bottom=max(ax.get_ylim()[0], -16.5), top=0.5)  # the practically relevant deltas
+            style = curve_style(i)
+            ax.plot(x[keep], y[keep], label=f"$k = {k}$", markevery=3, **style)
+            zero = np.isneginf(y)  # delta = 0 exactly: no place on a log scale
+            if zero.any():
+                zero_at[(e, k)] = float(x[zero].min())
+                # on the lower edge (axes coordinates: not a curve, and no effect on the y range)
+                ax.plot(x[zero], np.zeros(zero.sum()), transform=ax.get_xaxis_transform(),
+                        linestyle="", marker="v", color=style["color"], clip_on=False)
+        ax.set_xscale("log")  # the y range follows the data: a floor had hidden deltas < 1e-16.5
         ax.set_xlabel(r"total $\tilde\varepsilon$")
         ax.set_ylabel(r"$\log_{10}\,\delta_{\mathrm{optimal}}$")
         ax.set_title(rf"$\varepsilon={_tex(e)}$" + ("" if delta is None else
                                                     rf", $\delta={_tex(delta)}$"))
     legend_outside(fig)
-    out.figure(name, fig, caption="Optimal total δ for a given total ε"
-               + ("." if delta is None else f" (per-step δ = {caption_number(delta)})."))
+    caption = "Optimal total δ for a given total ε" + (
+        "." if delta is None else f" (per-step δ = {caption_number(delta)}).")
+    if zero_at:
+        caption += (" Downward triangles on the lower edge mark δ = 0 exactly (its logarithm "
+                    "cannot be drawn), as for every total ε ≥ kε at per-step δ = 0; here from "
+                    + "; ".join(f"total ε = {caption_number(x0)} for k = {k}, ε = "
+                                f"{caption_number(e)}" for (e, k), x0 in sorted(zero_at.items()))
+                    + " on.")
+    out.figure(name, fig, caption=caption)
 
 
 @report_for("composition_hetero")
