@@ -257,3 +257,32 @@ def test_figure_8_4_captions_name_the_plotted_quantity(tmp_path):
     tables_8(_triangulation_rows([2], [0.1, 0.3, 0.7, 0.9]), out)
     assert not (tmp_path / "mirrored" / "figure_8_4_regression.csv").exists()
     assert "without least-squares lines" in out.captions["figure_8_4"]
+
+
+def test_entropy_figure_only_of_lattices_with_square_sections(tmp_path):
+    """The figure plots m x m sections: with none it was an empty panel under a caption
+    describing curves; a lattice without one was an empty panel beside the others."""
+    from pipeline.report.core import ReportWriter
+    from pipeline.report.independent_sets import tables_7
+
+    def rows(lattice, sizes, boundary="free"):
+        out = []
+        for m, n in sizes:
+            point = INDEPENDENT_SETS.resolve(dict(lattice=lattice, m=m, n=n, boundary=boundary))
+            out.append({**point, **INDEPENDENT_SETS.run(point, 0), "status": "ok"})
+        return out
+
+    tables_7(pd.DataFrame(rows("488", [(1, 4), (2, 4), (3, 4)])), ReportWriter(tmp_path / "none"))
+    assert (tmp_path / "none" / "table_7_1_free.csv").exists()
+    assert not (tmp_path / "none" / "entropy_per_vertex.png").exists()
+
+    panels = {}
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            panels[name] = [ax.get_title() for ax in fig.axes]
+            super().figure(name, fig, caption)
+
+    df = pd.DataFrame(rows("488", [(2, 2), (3, 3), (2, 4)]) + rows("king", [(2, 4)], "cylinder"))
+    tables_7(df, Capture(tmp_path / "mixed"))
+    assert panels["entropy_per_vertex"] == ["488 lattice"]

@@ -109,13 +109,16 @@ def tables_7(df, out):
 
 
 def _entropy_figure(ok: pd.DataFrame, out) -> None:
-    lattices = [lat for lat in ("488", "square", "king") if (ok["lattice"] == lat).any()]
+    # the figure is of m x m sections: a lattice with none would be an empty panel (and with no
+    # lattice at all the caption would describe nothing)
+    square = ok[ok["m"] == ok["n"]]
+    lattices = [lat for lat in ("488", "square", "king") if (square["lattice"] == lat).any()]
     if not lattices:
         return
     fig, axes = out.new_figure(ncols=len(lattices), aspect=0.8)
     axes = np.ravel(axes)
     for ax, lattice in zip(axes, lattices):
-        sub = ok[(ok["lattice"] == lattice) & (ok["m"] == ok["n"])]
+        sub = square[square["lattice"] == lattice]
         for i, boundary in enumerate(("free", "cylinder", "torus")):
             part = sub[sub["boundary"] == boundary].sort_values("m")
             if not part.empty:
