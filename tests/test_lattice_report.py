@@ -151,3 +151,21 @@ def test_lattice_limit_axis_gives_the_unit_of_the_entropy(tmp_path):
     assert out.labels["limits_vs_insertions"]["y"] == [
         r"energy per vertex $\mathcal{E}/N$ (limit)",
         r"spanning-tree entropy $\ln\tau/N$ (limit, nats)"]
+
+
+def test_clique_graph_checks_show_degree_only_for_random_regular(tmp_path):
+    """degree is random_regular's parameter; K5 showed degree 3 beside regular_degree 4."""
+    from pipeline.experiments.lattice import CLIQUE_GRAPH
+
+    df = _rows(CLIQUE_GRAPH, [dict(graph="complete", size=5, insertions=1),
+                              dict(graph="random_regular", size=8, degree=3, insertions=1)])
+    out = ReportWriter(tmp_path)
+    for fn in reports("clique_graph"):
+        fn(df, out)
+    table = pd.read_csv(tmp_path / "clique_graph_checks.csv", keep_default_na=False,
+                        dtype=str).set_index("graph")
+    assert table.loc["complete", "degree"] == "" and table.loc["complete", "regular_degree"] == "4"
+    assert table.loc["random_regular", "degree"] == "3"
+    assert table.loc["random_regular", "regular_degree"] == "3"
+    md = (tmp_path / "clique_graph_checks.md").read_text()
+    assert "<NA>" not in md and "nan" not in md.lower()

@@ -257,6 +257,8 @@ def clique_graph_checks(df: pd.DataFrame, out) -> None:
                             "regular_degree", "energy", "energy_map", "log_spanning_trees",
                             "algebraic_connectivity", "algebraic_connectivity_map",
                             "log_dimers") if c in ok.columns]].copy()
+    if "degree" in table:  # a parameter of random_regular only: other graphs ignore it
+        table["degree"] = table["degree"].astype("Int64").where(table["graph"] == "random_regular")
     # exact counts compared as Python integers (as floats, counts beyond 2^53 that differ
     # compare equal); a count not stored (too long, none) leaves its check unknown: ''
     trees = [_exact(v) for v in ok["spanning_trees"]]
