@@ -297,3 +297,33 @@ def test_hetero_report_caption_names_the_pld_accountant_only_when_it_ran(tmp_pat
     caption = {e["name"]: e["caption"] for e in out.entries}["hetero"]
     assert ("dp-accounting's PLD accountant" in caption) == pld, caption
     assert ("the PLD accountant was not run: pld=false" in caption) == (not pld), caption
+
+
+def test_eps_vs_k_single_k_y_axis_has_readable_ticks(tmp_path):
+    """One k: the log y axis spans 0.96 to 1.8, under a decade, and showed one label ("1")."""
+    import pandas as pd
+
+    from pipeline.report import composition as rc
+    from pipeline.report.core import ReportWriter
+
+    exp = get_experiment("composition")
+    p = exp.resolve(eps=0.1, k=10, delta=0.0, delta_target=1e-6)
+    df = pd.DataFrame([{**p, **exp.run(p, 0), "status": "ok"}])
+    figures = {}
+
+    class Capture(ReportWriter):
+        def figure(self, name, fig, caption=""):
+            super().figure(name, fig, caption)  # sets the ticks, then closes
+            figures[name] = fig
+
+    rc.eps_against_k(df, Capture(tmp_path))
+    fig = figures["eps_vs_k"]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    shown = [(t.get_loc(), t.label1.get_text()) for t in ax.yaxis.get_major_ticks()
+             if lo <= t.get_loc() <= hi and t.label1.get_visible() and t.label1.get_text()]
+    assert len(shown) >= 2, shown
+    assert hi / lo < 10 and lo <= df["eps_optimal"].iloc[0] and df["eps_drv"].iloc[0] <= hi
+    for loc, text in shown:  # each label is its tick's value
+        assert float(text) == pytest.approx(loc)

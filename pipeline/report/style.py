@@ -195,7 +195,8 @@ def plt_font_pt(fig) -> float:
 def decade_ticks(ax) -> None:
     """Plain ticks on log axes: labels only at powers of ten when the axis spans at least two
     decades (``10^{-3}``, unlabelled minor ticks); otherwise plain numbers (``2``, ``5``,
-    ``0.3``). Base-2 axes are labelled with plain numbers (4, 8, 16)."""
+    ``0.3``), at linear steps (``1``, ``1.2``, ``1.4``) when the span is narrower still.
+    Base-2 axes are labelled with plain numbers (4, 8, 16)."""
     from matplotlib import ticker
 
     for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
@@ -215,6 +216,12 @@ def decade_ticks(ax) -> None:
                 locator = ticker.LogLocator(base=base, subs=subs, numticks=30)
                 if sum(lo <= t <= hi for t in locator.tick_values(lo, hi)) >= 3:
                     break
+            else:  # narrower than two digits (0.96 to 1.8 showed only "1"): linear nice steps,
+                # the axis being near linear over so short a span
+                ticks = [t for t in ticker.MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])
+                         .tick_values(lo, hi) if t > 0 and lo <= t <= hi]
+                if len(ticks) >= 2:
+                    locator = ticker.FixedLocator(ticks)
             axis.set_major_locator(locator)
             axis.set_major_formatter(plain)
             axis.set_minor_locator(ticker.LogLocator(base=base, subs="all", numticks=30))
