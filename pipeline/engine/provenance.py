@@ -166,7 +166,7 @@ def stale_points(grid, path, current: str):
 
     from pipeline.engine.resume import grid_rows
     from pipeline.store.parquet import (contains, deduplicate_table, id_prefixes, part_files,
-                                        unified_schema)
+                                        unified_schema, unique_ids)
 
     none = np.zeros(0, dtype=np.uint64), []
     files = part_files(path)
@@ -185,11 +185,11 @@ def stale_points(grid, path, current: str):
     # the current code (an edit rerun, then reverted), or a compaction changed the answer.
     table = deduplicate_table(table)
     is_current = pc.fill_null(pc.equal(table["code_id"], current), False)
-    fresh = np.unique(id_prefixes(table.filter(is_current)["task_id"]))
+    fresh = unique_ids(id_prefixes(table.filter(is_current)["task_id"]))
     other = table.filter(pc.invert(is_current))
     if other.num_rows == 0:
         return none
-    other_ids = np.unique(id_prefixes(other["task_id"]))
+    other_ids = unique_ids(id_prefixes(other["task_id"]))
     other_ids = other_ids[~contains(fresh, other_ids)]
     if other_ids.size == 0:
         return none
@@ -201,7 +201,7 @@ def stale_points(grid, path, current: str):
     stale = contains(other_ids, ids)
     if not stale.any():
         return none
-    stale_ids = np.unique(ids[stale])
+    stale_ids = unique_ids(ids[stale])
     # the code_ids of the stale tasks' latest attempts (those load returns), not of older ones
     codes = other["code_id"].filter(pa.array(contains(stale_ids, id_prefixes(other["task_id"]))))
     codes = sorted({c if isinstance(c, str) else "none recorded" for c in codes.to_pylist()

@@ -78,8 +78,13 @@ def count_stored(grid: Grid, path) -> StoredCounts:
         return StoredCounts(0, 0, {})
     this = (hits["experiment_version"] == grid.version).to_numpy()
     mine, others = hits.loc[this], hits.loc[~this]
-    ok_ids = set(mine.loc[mine["status"] == "ok", "task_id"])
-    failed_ids = set(mine.loc[mine["status"] == "failed", "task_id"]) - ok_ids
+    # ids as uint64 prefixes: sets of Python strings took ~0.4 KB and ~1 us a stored row
+    from pipeline.store.parquet import id_prefixes, unique_ids
+
+    ids = id_prefixes(pa.array(mine["task_id"].array, pa.string()))
+    ok_ids = unique_ids(ids[(mine["status"] == "ok").to_numpy(dtype=bool, na_value=False)])
+    failed = (mine["status"] == "failed").to_numpy(dtype=bool, na_value=False)
+    failed_ids = np.setdiff1d(unique_ids(ids[failed]), ok_ids, assume_unique=True)
     other_versions = {}
     if len(others):  # after a version bump only: those points not stored under this version
         names = [p.name for p in grid.experiment.params]

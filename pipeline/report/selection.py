@@ -218,7 +218,8 @@ def pick(path: str | os.PathLike, selection: Selection, on_error: str = "raise")
     the run, code and version filters. Filtered first, a run's superseded attempts (failed,
     then retried ok by a later run) came back, and a compaction, which drops them, changed
     the answer."""
-    from pipeline.store.parquet import contains, deduplicate_table, id_prefixes, read_table
+    from pipeline.store.parquet import (contains, deduplicate_table, id_prefixes, read_table,
+                                        unique_ids)
 
     stored = read_table(path, on_error=on_error)
     if stored is None:
@@ -235,7 +236,7 @@ def pick(path: str | os.PathLike, selection: Selection, on_error: str = "raise")
                   np.zeros(0, dtype=np.uint64))
         table = stored.filter(pa.array(contains(wanted, id_prefixes(stored["task_id"]))))
         if selection.run_ids or selection.code_ids:
-            in_store = np.unique(id_prefixes(table["task_id"]))
+            in_store = unique_ids(id_prefixes(table["task_id"]))
     if table.num_rows:
         table = deduplicate_table(table)
     if table.num_rows and (selection.run_ids or selection.code_ids or selection.versions):
@@ -257,7 +258,7 @@ def select(results_dir, name: str, selection: Selection | None = None,
     stored for ``name`` at all."""
     from pipeline.store.errors import DamagedManifest
     from pipeline.store.manifest import read_manifest
-    from pipeline.store.parquet import experiment_dir, id_prefixes, table_to_pandas
+    from pipeline.store.parquet import experiment_dir, id_prefixes, table_to_pandas, unique_ids
 
     selection = selection or Selection()
     path = experiment_dir(results_dir, name)
@@ -268,7 +269,7 @@ def select(results_dir, name: str, selection: Selection | None = None,
     stored = None
     if status is not None:
         # a grid point stored with another status is not missing (a rerun would not fill it)
-        stored = np.unique(id_prefixes(table["task_id"])) if selection.grid is not None else None
+        stored = unique_ids(id_prefixes(table["task_id"])) if selection.grid is not None else None
         table = table.filter(pc.equal(table["status"], status))
     df = table_to_pandas(table)  # exact integers beside failed rows' nulls
     df.attrs["experiment"] = name
@@ -310,7 +311,7 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
     default the tasks of ``df``. A missing point stored but left out by a run_id/code_id
     filter is said to be, and one stored only under another experiment version too (with
     the ``version=`` that selects it), rather than "run the sweep"."""
-    from pipeline.store.parquet import contains, id_prefixes
+    from pipeline.store.parquet import contains, id_prefixes, unique_ids
 
     runs_by_id = {r.get("run_id"): r for r in manifest.get("runs", [])}
     tasks = df.drop_duplicates("task_id") if "task_id" in df else df
@@ -373,7 +374,7 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
         prefixes = (picked.prefixes if picked is not None and picked.prefixes is not None
                     else {v: grid_prefixes(grid, v) for v in matched})
         if stored is None:
-            stored = np.unique(id_prefixes(pa.array(tasks["task_id"].tolist(), pa.string())))
+            stored = unique_ids(id_prefixes(pa.array(tasks["task_id"].tolist(), pa.string())))
         have = np.zeros(grid.total, dtype=bool)  # a row under one of the matched versions
         per_version = {}
         for v in matched:
@@ -407,7 +408,7 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
                     if o in matched:
                         continue
                     rows = picked.stored.filter(pc.equal(all_versions, o))["task_id"]
-                    there = asked[contains(np.unique(id_prefixes(rows)),
+                    there = asked[contains(unique_ids(id_prefixes(rows)),
                                            point_prefixes(grid, asked, version=o))]
                     if there.size:
                         others[o] = int(there.size)

@@ -102,6 +102,19 @@ _HEX = np.full(256, 255, dtype=np.uint8)
 _HEX[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
 
 
+def unique_ids(ids: np.ndarray) -> np.ndarray:
+    """``np.unique`` of an id array, by a sort and a neighbour mask: numpy 2.4's unique took
+    4.3 s for 3.5M uint64 ids against 0.2 s (status, resume and dry runs of a large store
+    waited on it)."""
+    ids = np.sort(ids)
+    if ids.size < 2:
+        return ids
+    keep = np.empty(ids.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(ids[1:], ids[:-1], out=keep[1:])
+    return ids[keep]
+
+
 def id_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The leading 64 bits of each 24-hex-digit task id, as uint64 (vectorised, no Python
     strings): a stored id set of 10^7 tasks then takes 80 MB instead of a gigabyte."""
@@ -157,8 +170,8 @@ def _stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     checked_schemas(path, files)  # a damaged footer or a foreign file is named (exit 4)
     table = read_parts(files, columns=["task_id", "status"])
     ok_mask = pc.equal(table["status"], "ok")
-    ok = np.unique(id_prefixes(table.filter(ok_mask)["task_id"]))
-    failed = np.unique(id_prefixes(table.filter(pc.invert(ok_mask))["task_id"]))
+    ok = unique_ids(id_prefixes(table.filter(ok_mask)["task_id"]))
+    failed = unique_ids(id_prefixes(table.filter(pc.invert(ok_mask))["task_id"]))
     return ok, np.setdiff1d(failed, ok, assume_unique=True)
 
 
@@ -179,8 +192,8 @@ def _stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, i
     for version in pc.unique(table["experiment_version"]).to_pylist():
         rows = table.filter(pc.equal(table["experiment_version"], version))
         ok_mask = pc.equal(rows["status"], "ok")
-        ok = np.unique(id_prefixes(rows.filter(ok_mask)["task_id"]))
-        failed = np.unique(id_prefixes(rows.filter(pc.invert(ok_mask))["task_id"]))
+        ok = unique_ids(id_prefixes(rows.filter(ok_mask)["task_id"]))
+        failed = unique_ids(id_prefixes(rows.filter(pc.invert(ok_mask))["task_id"]))
         counts[int(version)] = (int(ok.size),
                                 int(np.setdiff1d(failed, ok, assume_unique=True).size))
     return counts
@@ -204,7 +217,7 @@ def _stored_failure_errors(path, version: int, limit: int):
     table = read_parts(files, columns=["task_id", "status", "error", "experiment_version"])
     table = table.filter(pc.equal(table["experiment_version"], version))
     ok_mask = pc.equal(table["status"], "ok")
-    ok = np.unique(id_prefixes(table.filter(ok_mask)["task_id"]))
+    ok = unique_ids(id_prefixes(table.filter(ok_mask)["task_id"]))
     failed = table.filter(pc.invert(ok_mask))
     if not failed.num_rows:
         return [], 0
