@@ -89,12 +89,18 @@ CASES = [
      ["parameter 'x'", "num must be a whole number of points, got 2.5"]),
     (["experiment=lattice", "grid.L1=[4]"],
      ["parameter 'L1': appears both in a zip group (L1, L2) and in the grid",
-      "'~grid.zip'", "'grid.zip=[{L1:[...],L2:[...]}]'"]),
+      "'~grid.zip'", "'grid.zip=[{L1:[VALUE,...],L2:[...]}]'"]),
+    # the axis from the experiment's YAML, the zip typed: "write it again without grid.x"
+    # named what was typed; '~grid.x' is the fix
+    (["experiment=calibration", "grid.zip=[{x:[1,2,3],scale:[0.1,0.2,0.3]}]"],
+     ["parameter 'x': appears both in a zip group (x, scale) and in the grid. To sweep the zip "
+      "as it is, drop the axis: leave grid.x=... out of the command, or add '~grid.x' where "
+      "the experiment's config sets it"]),
     # two groups: the advice gives both (grid.zip=[one group] would drop the other silently)
     (["experiment=lattice", "grid.zip=[{L1:[4,8],L2:[4,8]},{base:[square,hexagonal],"
       "boundary:[torus,free]}]", "grid.L1=[4]"],
-     ["'grid.zip=[{L1:[...],L2:[...]},{base:[...],boundary:[...]}]' (every group: it replaces "
-      "grid.zip whole)", "and the other groups' parameters too"]),
+     ["'grid.zip=[{L1:[...],L2:[...]},{base:[VALUE,...],boundary:[...]}]' (every group: it "
+      "replaces grid.zip whole)", "and the other groups' parameters too"]),
     (["experiment=lattice", "grid.zip=[{L1:[4,8],L2:[4,8]},{base:[square,hexagonal],"
       "boundary:[torus,free]}]", "params.L2=4"],
      ["'grid.zip=[{L1:[...],L2:[VALUE,...]},{base:[...],boundary:[...]}]' (every group: it "

@@ -249,12 +249,17 @@ class Grid:
             axes.append(Axis(tuple(group), rows, single=False))
         for key, raw in grid.items():
             group = zipped_with.get(key, (key,))
+            # (the axis may come from the experiment's YAML, which the user did not type: the
+            # advice "write it again without grid.X" then named what was typed)
             p, vals = claim(key, raw, (
-                f"appears both in a zip group ({', '.join(group)}) and in the grid. Either drop "
-                f"grid.zip with '~grid.zip' (then grid.{key} is an axis of its own"
+                f"appears both in a zip group ({', '.join(group)}) and in the grid. To sweep "
+                f"the zip as it is, drop the axis: leave grid.{key}=... out of the command, or "
+                f"add '~grid.{key}' where the experiment's config sets it; to give {key} other "
+                f"values in the zip, write grid.zip again with them, "
+                + zip_rewrite(zip_groups, key, value_slot=True)
+                + f"; or drop the zip with '~grid.zip' (then grid.{key} is an axis of its own"
                 + (", and the other groups' parameters too" if len(zip_groups) > 1 else "")
-                + f"), or write it again without grid.{key}, e.g. "
-                + zip_rewrite(zip_groups, key, value_slot=False)))
+                + ")"))
             if len(vals) == 0:
                 raise ParamError(self.name, key, "empty list of values")
             typed, dropped = _coerce_axis(p, vals, self.name)
