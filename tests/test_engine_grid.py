@@ -567,3 +567,15 @@ def test_a_worker_imports_the_experiment_of_its_grid_not_every_family():
     families = {m.split(".")[2] for m in loaded if m.startswith("pipeline.experiments.")}
     assert {f for f in families if not f.startswith("_")} == {"base", "calibration"}, loaded
     assert not any(m.startswith("pipeline.kernels.") for m in loaded), loaded
+
+
+def test_logspace_beyond_the_float_range_is_refused():
+    """logspace(-400, 400, 3) gave [0.0, 1.0, inf], exit 0: a parameter without a domain
+    (calibration's scale) swept 0 and inf, values nobody asked for. Within range: kept."""
+    e = Experiment(name="toy_free", version=1, params=[Param("x", float, 1.0, None)],
+                   columns={"out": pa.float64()}, run=lambda p, s: {"out": 0.0})
+    with pytest.raises(ParamError, match=r"bad logspace helper \[-400, 400, 3\]: 2 of its "
+                                         r"values are 10\^x beyond a float's range"):
+        Grid(e, {"x": {"logspace": [-400, 400, 3]}}, {})
+    g = Grid(e, {"x": {"logspace": [-300, 300, 3]}}, {})
+    assert [p["x"] for p in points(g)] == [1e-300, 1.0, 1e300]

@@ -73,8 +73,12 @@ def _helper_args(name: str, args: Any, param: str, experiment: str) -> list:
             raise ValueError(f"num={num:,} {too_many_floats(num)}")
         values = np.linspace(start, stop, num)
         if name == "logspace":
-            with np.errstate(over="ignore"):  # an inf is refused by the domain, by name
+            with np.errstate(over="ignore", under="ignore"):
                 values = 10.0 ** values
+            lost = int(np.count_nonzero(~np.isfinite(values) | (values == 0)))
+            if lost:  # [-400, 400, 3] gave [0.0, 1.0, inf], exit 0 (a domain may allow both)
+                raise ValueError(f"{lost:,} of its values are 10^x beyond a float's range "
+                                 "(x from about -307 to 308), stored as 0 or inf")
         return values
     except (TypeError, ValueError, OverflowError) as exc:  # int(1e400): OverflowError
         raise ParamError(experiment, param, f"bad {name} helper {args!r}: {exc}") from None
