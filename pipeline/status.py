@@ -177,12 +177,12 @@ def describe(path: Path) -> tuple[list[str], bool]:
     lines, damaged, failed_stored = _count_lines(path)
     from pipeline.store.manifest import command_holding
 
-    holding = command_holding(path)
-    if holding:  # (it wrote no run record: status said nothing of it)
-        lines.append(f"  now: {holding} holds the folder; a sweep started meanwhile is "
-                     "refused (exit 2): run it again when this has finished")
     manifest = read_manifest(path)
     runs = manifest.get("runs", [])
+    holding = command_holding(path, {r.get("run_id") for r in runs})
+    if holding:  # (no run record says so: status said nothing of it, or "interrupted, rerun")
+        lines.append(f"  now: {holding} holds the folder; a sweep started meanwhile is "
+                     "refused (exit 2): run it again when this has finished")
     for run in runs:
         run["status"] = dead_run_state(run) or run.get("status")
     if not runs:

@@ -23,6 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # A folder locked by a command that holds it briefly (status recording a dead run) is waited
 # for this long; one locked by another sweep, a compaction or a repair is refused after it.
 LOCK_WAIT_S = 3.0
+PLAN_NOTICE_ROWS = 1_000_000  # about 2 s of planning a million stored rows (bench_stored_ids)
 PACKAGES = ("pipeline", "numpy", "scipy", "pandas", "pyarrow", "dask", "distributed",
             "hydra-core", "omegaconf", "networkx", "dask-jobqueue")
 log = logging.getLogger("pipeline")
@@ -93,6 +94,13 @@ def sweep(grid, conf: dict, options: dict, argv: list[str]) -> int:
             print(f"checking {len(parts)} part file(s) ({size / 2**30:.1f} GiB) against their "
                   "checksums", file=sys.stderr, flush=True)
         check_part_checksums(path, parts)
+        from pipeline.store.part_index import read_index
+
+        index = read_index(path)
+        stored = sum(int(index.get(p.name, {}).get("rows") or 0) for p in parts)
+        if stored >= PLAN_NOTICE_ROWS:  # planning reads them all: say why nothing shows yet
+            print(f"planning: reading the ids of {stored:,} stored row(s) in {len(parts)} part "
+                  "file(s)", file=sys.stderr, flush=True)
         plan = plan_sweep(grid, path, options["retry_failed"])
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM/SIGHUP: nothing is written yet
         shutdown_started()  # a repeated signal waits for the lock's release below

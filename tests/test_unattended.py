@@ -226,13 +226,37 @@ def test_status_says_when_a_compaction_or_repair_holds_the_folder(tmp_path):
     assert (f"  now: a compaction (python -m pipeline compact) (host {socket.gethostname()}, "
             f"pid {os.getpid()}, since ") in shown.stdout, shown.stdout
     assert "holds the folder; a sweep started meanwhile is refused (exit 2)" in shown.stdout
-    for holder in ("sweep", None):  # a sweep's, and nobody's (the file stays, unlocked)
+    for holder in ("sweep", None):  # a recorded sweep's, and nobody's (the file stays)
         if holder:
-            with SweepLock(folder, "RUN2", holder=holder):
+            with SweepLock(folder, "r1", holder=holder):
                 shown = status(tmp_path)
         else:
             shown = status(tmp_path)
         assert "now:" not in shown.stdout, shown.stdout
+
+
+@pytest.mark.timeout(180)
+def test_status_says_a_sweep_is_starting_while_it_plans(tmp_path):
+    """While a resume read a large store to plan (45 s on 9M rows), status showed the last
+    run 'interrupted' with 'next: rerun' (refused: the folder is locked) and no word of the
+    sweep starting: it records its run only once planning ends."""
+    words = ["experiment=calibration", "grid.x={range:[0,20]}", "params.work_us=0",
+             f"results_dir={tmp_path}", *FAST, "cluster.n_workers=1"]
+    assert run_cli(*words).returncode == 0
+    env = {**os.environ, "PIPELINE_SWEEP_PAUSE_AT": "planning",
+           "PIPELINE_SWEEP_PAUSE_SECONDS": "60"}
+    driver = cli(*words, "grid.x={range:[0,30]}", env=env)
+    with killed_at_exit(driver):
+        stderr_reader(driver)("sweep paused at planning")
+        shown = status(tmp_path)
+        driver.send_signal(signal.SIGINT)
+        driver.communicate(timeout=60)
+    held = json.loads((tmp_path / "calibration" / ".lock").read_text())
+    assert (f"  now: a sweep (host {socket.gethostname()}, pid {driver.pid}, since "
+            f"{held['started_at']}, run {held['run_id']}), still planning (reading the stored "
+            "rows: on a large store, a while; its run is recorded when tasks start), holds the "
+            "folder") in shown.stdout, shown.stdout
+    assert "last run" in shown.stdout and "finished" in shown.stdout  # the earlier run's
 
 
 def _dead_pid() -> int:

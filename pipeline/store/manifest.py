@@ -374,11 +374,14 @@ def _describe_holder(text: str) -> tuple[str, str]:
     return who, f" ({', '.join(parts)})" if parts else ""
 
 
-def command_holding(path: str | os.PathLike) -> str | None:
-    """Who holds the folder's lock now, if a compaction or a repair does ("a compaction
-    (python -m pipeline compact) (host h, pid 7, since ...)"); None if no one holds it or a
-    sweep does (its run record says so). A lock taken and dropped at once to find out: a
-    sweep starting meanwhile waits for it (``flock_within``)."""
+def command_holding(path: str | os.PathLike, recorded: set | frozenset = frozenset()
+                    ) -> str | None:
+    """Who holds the folder's lock now, when its run records do not say so: a compaction or
+    a repair ("a compaction (python -m pipeline compact) (host h, pid 7, since ...)"), or a
+    sweep whose run id is not among ``recorded`` yet (it is planning: reading the stored rows,
+    which on a large store takes a while). None if no one holds it, or a recorded sweep does.
+    A lock taken and dropped at once to find out: a sweep starting meanwhile waits for it
+    (``flock_within``)."""
     lock = Path(path) / ".lock"
     try:
         fh = open(lock)
@@ -388,8 +391,18 @@ def command_holding(path: str | os.PathLike) -> str | None:
         try:
             fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:  # held
-            who, details = _describe_holder(fh.read())
-            return None if who == _HOLDERS["sweep"] else who + details
+            text = fh.read()
+            who, details = _describe_holder(text)
+            if who != _HOLDERS["sweep"]:
+                return who + details
+            try:
+                run_id = json.loads(text).get("run_id")
+            except (ValueError, AttributeError):
+                return None
+            if run_id in recorded:
+                return None
+            return (f"a sweep{details}, still planning (reading the stored rows: on a large "
+                    "store, a while; its run is recorded when tasks start),")
         fcntl.flock(fh, fcntl.LOCK_UN)
     return None
 
