@@ -169,7 +169,7 @@ def quote_results_dir(args: list[str]) -> list[str]:
     import os
 
     multirun = any(a in ("-m", "--multirun") for a in args)
-    out = []
+    out, extra = [], []
     for arg in args:
         key, sep, value = arg.partition("=")
         quoted = len(value) > 1 and value[0] == value[-1] and value[0] in "'\""  # for Hydra
@@ -177,10 +177,15 @@ def quote_results_dir(args: list[str]) -> list[str]:
             value = os.path.expanduser(value)
             if multirun and "," in value:
                 arg = f"{key}=" + ",".join(_hydra_quoted(v) for v in value.split(","))
+                if not any(a.startswith(("hydra.sweep.dir=", "+hydra.sweep.dir=")) for a in args):
+                    # Hydra resolves its sweep folder before the sweep's values: multirun.yaml
+                    # went to the default results/.multirun, a folder nobody named
+                    extra.append("hydra.sweep.dir=" + _hydra_quoted(
+                        os.path.join(value.split(",")[0], ".multirun")))
             else:
                 arg = f"{key}={_hydra_quoted(value)}"
         out.append(arg)
-    return out
+    return out + extra
 
 
 def _hydra_quoted(value: str) -> str:

@@ -592,3 +592,17 @@ def test_more_local_workers_than_twice_the_cores_is_warned_about(tmp_path):
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert "cluster.n_workers=3 worker processes on 1 core(s)" in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(240)
+def test_a_multirun_over_results_dirs_keeps_hydras_file_in_the_first(tmp_path):
+    """-m results_dir=a,b: Hydra resolves its sweep folder before the sweep's values, so its
+    multirun.yaml went to the default results/.multirun of the working directory, a folder
+    nobody named, and empty a/.multirun, b/.multirun were left. Now it goes to a/.multirun."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_cli("-m", "experiment=calibration", "grid.x=[1,2]", "params.work_us=0",
+            f"results_dir={a},{b}", *FAST, "cluster.n_workers=1", cwd=tmp_path, check_code=0)
+    assert (a / ".multirun" / "multirun.yaml").is_file()
+    assert not (b / ".multirun").exists() and not (tmp_path / "results").exists()
+    for folder in (a, b):
+        assert len(pd.read_parquet(folder / "calibration")) == 2
