@@ -3,12 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from figure_probes import KeepFigures, line_shown
 
 from pipeline.experiments.edge_dp import EDGE_DP, EDGE_TEST
 from pipeline.report.core import ReportWriter
 from pipeline.report.edge_dp import edge_dp_loss_against_n, edge_test_power_against_n
-
-
 
 
 def test_edge_dp_report_files_and_values(result_frame, tmp_path):
@@ -43,25 +42,6 @@ def test_edge_test_report_files_and_values(result_frame, tmp_path):
     assert row.power_threshold == pytest.approx(src.power_threshold, rel=1e-10)
 
 
-class _Keep(ReportWriter):
-    """Keeps each saved figure (closed, but its artists stay readable)."""
-
-    def figure(self, name, fig, caption=""):
-        super().figure(name, fig, caption)
-        self.figs = {**getattr(self, "figs", {}), name: fig}
-
-
-def _shown(line) -> bool:
-    """Whether a line shows at all: a segment between two finite points, or a marker."""
-    y = np.asarray(line.get_ydata(), float)
-    fin = np.isfinite(y)
-    if (fin[1:] & fin[:-1]).any():
-        return True
-    every = line.get_markevery()
-    marked = fin if every is None else np.isin(np.arange(len(y)), every) & fin
-    return line.get_marker() not in (None, "", " ", "None") and bool(marked.any())
-
-
 def _lines(ax, ls):
     """The data lines of a style (not the grey eps reference, whose dotted dashes read "--")."""
     return [ln for ln in ax.get_lines() if ln.get_linestyle() == ls and ln.get_color() != "grey"]
@@ -71,7 +51,7 @@ def test_edge_dp_bound_at_a_single_n_is_drawn(result_frame, tmp_path):
     """ergm and sbm at one n each: the dashed bound (no marker) drew nothing though listed."""
     pts = [dict(prior="er", n=n) for n in (3, 4)] + [dict(prior="ergm", n=3), dict(prior="sbm", n=3)]
     df = result_frame(EDGE_DP, points=pts)
-    out = _Keep(tmp_path)
+    out = KeepFigures(tmp_path)
     edge_dp_loss_against_n(df, out)
     fig = out.figs["edge_dp_loss_vs_n"]
     panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible() and ax.get_title()}
@@ -79,7 +59,7 @@ def test_edge_dp_bound_at_a_single_n_is_drawn(result_frame, tmp_path):
     for prior in ("ergm", "sbm"):
         ax = panels[f"prior: {prior}, Laplace count"]
         bounds = _lines(ax, "--")
-        assert bounds and all(_shown(ln) for ln in bounds)
+        assert bounds and all(line_shown(ln) for ln in bounds)
         assert bounds[0].get_marker() == "_"
         assert sorted(float(ln.get_ydata()[0]) for ln in bounds) == pytest.approx(
             sorted(ok[ok.prior == prior]["bound"]), rel=1e-12)
@@ -94,7 +74,7 @@ def test_edge_dp_bound_at_a_single_n_is_drawn(result_frame, tmp_path):
 def test_edge_dp_legend_omits_a_bound_never_drawn(result_frame, tmp_path):
     df = result_frame(EDGE_DP, points=[dict(prior="er", n=n) for n in (3, 4)])
     df["bound"] = np.nan  # no bound in any row: neither drawn nor listed nor captioned
-    out = _Keep(tmp_path)
+    out = KeepFigures(tmp_path)
     edge_dp_loss_against_n(df, out)
     labels = [t.get_text() for t in out.figs["edge_dp_loss_vs_n"].legends[0].get_texts()]
     assert not any("Lemma" in lab for lab in labels)
@@ -105,7 +85,7 @@ def test_edge_test_single_n_marks_and_linear_log10_axis(result_frame, tmp_path):
     """One n: e^loss and e^(eps+alpha) drew nothing but were in the legend; the right panel put
     log10 values on a log axis (ticks 2-7 only, none by the data near 1.2)."""
     df = result_frame(EDGE_TEST, points=[dict(n=6, eps=1.0)])
-    out = _Keep(tmp_path)
+    out = KeepFigures(tmp_path)
     edge_test_power_against_n(df, out)
     fig = out.figs["edge_test_power_vs_n"]
     right = fig.axes[1]
@@ -114,7 +94,7 @@ def test_edge_test_single_n_marks_and_linear_log10_axis(result_frame, tmp_path):
     want = np.array([row.log_ratio_threshold, row.pufferfish_loss, row.bound]) / np.log(10)
     got = np.array([ln.get_ydata()[0] for ln in right.get_lines()], float)
     assert sorted(got) == pytest.approx(sorted(want), rel=1e-12)
-    assert all(_shown(ln) for ln in right.get_lines())
+    assert all(line_shown(ln) for ln in right.get_lines())
     assert {ln.get_marker() for ln in _lines(right, "-.") + _lines(right, "--")} == {"x", "_"}
     # the labelled ticks span the data
     lo, hi = right.get_ylim()
@@ -125,7 +105,7 @@ def test_edge_test_single_n_marks_and_linear_log10_axis(result_frame, tmp_path):
     assert r"$e^{\mathrm{loss}}$ (right)" in labels and r"$e^{\varepsilon+\alpha}$ (right)" in labels
     assert "at a single n" in out.entries[-1]["caption"]
     # several n: plain lines, no marks, and the caption says nothing of them
-    out = _Keep(tmp_path / "b")
+    out = KeepFigures(tmp_path / "b")
     edge_test_power_against_n(result_frame(EDGE_TEST, points=[dict(n=n, eps=1.0) for n in (6, 10)]), out)
     right = out.figs["edge_test_power_vs_n"].axes[1]
     assert all(ln.get_marker() in ("", "None") for ln in _lines(right, "-.") + _lines(right, "--"))

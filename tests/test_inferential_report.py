@@ -5,13 +5,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from figure_probes import KeepFigures, line_shown
 
 from pipeline.experiments.inferential import BETHE_LIMIT, INFERENTIAL
 from pipeline.report.core import ReportWriter
 from pipeline.report.inferential import (bethe_limit_against_coupling, critical_coupling,
                                          nu_against_coupling)
-
-
 
 
 def test_inferential_report_files_and_values(result_frame, tmp_path):
@@ -72,25 +71,6 @@ def test_row_sum_bound_is_weaker_than_phi_bound(result_frame, tmp_path):
     assert (finite.nu_influence_bound <= finite.row_sum_bound + 1e-9).all()
 
 
-class _Keep(ReportWriter):
-    """Keeps each saved figure (closed, but its artists stay readable)."""
-
-    def figure(self, name, fig, caption=""):
-        super().figure(name, fig, caption)
-        self.figs = {**getattr(self, "figs", {}), name: fig}
-
-
-def _shown(line) -> bool:
-    """Whether a line shows at all: a segment between two finite points, or a marker."""
-    y = np.asarray(line.get_ydata(), float)
-    fin = np.isfinite(y)
-    if (fin[1:] & fin[:-1]).any():
-        return True
-    every = line.get_markevery()
-    marked = fin if every is None else np.isin(np.arange(len(y)), every) & fin
-    return line.get_marker() not in (None, "", " ", "None") and bool(marked.any())
-
-
 _KIND = {"--": "Thm 4.2 bound", ":": "formula (6)", "-.": "critical $J$"}
 
 
@@ -99,7 +79,7 @@ def _legend_and_drawn(fig):
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     in_legend = {kind for kind in _KIND.values() if any(lab.startswith(kind) for lab in labels)}
     drawn = {_KIND[ln.get_linestyle()] for ax in fig.axes if ax.get_visible()
-             for ln in ax.get_lines() if ln.get_linestyle() in _KIND and _shown(ln)}
+             for ln in ax.get_lines() if ln.get_linestyle() in _KIND and line_shown(ln)}
     return labels, in_legend, drawn
 
 
@@ -108,7 +88,7 @@ def test_nu_vs_J_legend_lists_only_what_the_panels_show(result_frame, tmp_path):
     formula (6) (not drawn: equal to nu) and the critical J (none for these graphs)."""
     pts = [dict(graph=g, n=5, target="0", J=j, eps=1.0, mechanism="worst_case")
            for g in ("path", "cycle", "star", "complete") for j in (0.0, 0.5, 1.0)]
-    out = _Keep(tmp_path / "a")
+    out = KeepFigures(tmp_path / "a")
     nu_against_coupling(result_frame(INFERENTIAL, points=pts), out)
     labels, in_legend, drawn = _legend_and_drawn(out.figs["inferential_nu_vs_J"])
     # the bound, finite at J = 0 only, is marked there and so listed
@@ -116,7 +96,7 @@ def test_nu_vs_J_legend_lists_only_what_the_panels_show(result_frame, tmp_path):
     assert labels[:2] == [r"$\varepsilon=1$", r"exact $\nu$"] and len(labels) == 3
     assert "a short dash where that holds at a single J" in out.entries[-1]["caption"]
     # J >= 0.5: the bound is infinite everywhere, so not drawn and not listed
-    out = _Keep(tmp_path / "b")
+    out = KeepFigures(tmp_path / "b")
     nu_against_coupling(result_frame(INFERENTIAL, points=[p for p in pts if p["J"] > 0]), out)
     assert _legend_and_drawn(out.figs["inferential_nu_vs_J"]) == (
         [r"$\varepsilon=1$", r"exact $\nu$"], set(), set())
@@ -132,7 +112,7 @@ def test_nu_vs_J_legend_keeps_every_entry_that_is_drawn(result_frame, tmp_path):
            for j in (-0.5, -0.2, 0.1) for e in (0.5, 1.0)]
     pts += [dict(graph="tree", branching=2, depth=2, target="0", J=j, eps=0.5,
                  mechanism="worst_case") for j in (0.0, 0.8)]
-    out = _Keep(tmp_path)
+    out = KeepFigures(tmp_path)
     nu_against_coupling(result_frame(INFERENTIAL, points=pts), out)
     labels, in_legend, drawn = _legend_and_drawn(out.figs["inferential_nu_vs_J"])
     assert in_legend == drawn == set(_KIND.values())
