@@ -267,18 +267,20 @@ def _swap(path: Path, intent: dict) -> None:
     _fsync_dir(path)
 
 
-def _newest_version_metadata(table):
-    """The schema metadata's ``version`` is the newest experiment version among the rows:
-    the unified schema kept the oldest part's, and a file labelled with an old version has
-    its declared types left unchecked by ``verify`` (older versions may differ by design)."""
+def _newest_version_metadata(table, newest: int | None | str = "from the rows"):
+    """The schema metadata's ``version`` is the newest experiment version among the rows
+    (``newest``: given, when ``table`` is a part of them): the unified schema kept the oldest
+    part's, and a file labelled with an old version has its declared types left unchecked by
+    ``verify`` (older versions may differ by design)."""
     import pyarrow.compute as pc
 
     meta = dict(table.schema.metadata or {})
-    if b"version" in meta and "experiment_version" in table.column_names and table.num_rows:
-        newest = pc.max(table["experiment_version"]).as_py()
-        if newest is not None:
-            meta[b"version"] = str(newest).encode()
-            table = table.replace_schema_metadata(meta)
+    if newest == "from the rows":
+        newest = (pc.max(table["experiment_version"]).as_py()
+                  if "experiment_version" in table.column_names and table.num_rows else None)
+    if b"version" in meta and newest is not None:
+        meta[b"version"] = str(newest).encode()
+        table = table.replace_schema_metadata(meta)
     return table
 
 
@@ -345,8 +347,7 @@ def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
     is already compact (no duplicate rows, no more files than the target size needs) is left
     untouched."""
     from pipeline.store.manifest import SweepLock
-    from pipeline.store.parquet import (clean_temp_files, deduplicate_table, new_run_id, part_files,
-                                        read_table, write_part_file)
+    from pipeline.store.parquet import clean_temp_files, new_run_id, part_files, write_part_file
 
     path = Path(path)
     with SweepLock(path, holder="compaction"):
@@ -355,26 +356,24 @@ def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
         old = part_files(path)
         if not old:
             return CompactionResult(0, 0, 0, 0, False, recovered)
-        table = read_table(path)
-        rows_before = table.num_rows
-        table = deduplicate_table(table)
-        table = _newest_version_metadata(table)
-        per_file, needed = files_for(table.num_rows, table.nbytes, target_rows, target_mib)
-        if table.num_rows == rows_before and len(old) <= needed:
+        plan = _plan_rows(path, old)
+        rows_before, rows_after = plan.rows_before, int(plan.kept.size)
+        per_file, needed = files_for(rows_after, plan.nbytes, target_rows, target_mib)
+        if rows_after == rows_before and len(old) <= needed:
             return CompactionResult(len(old), len(old), rows_before, rows_before, False, recovered)
         stamp = new_run_id()
         staging = path / f"{STAGING_PREFIX}{stamp}"
         new_names = []
         tmp = path / f".{INTENT}.tmp"
         try:
-            for seq, start in enumerate(range(0, table.num_rows, per_file)):
+            for seq, chunk in enumerate(plan.chunks(per_file)):
                 name = f"part-{stamp}-compacted-{seq:06d}.parquet"
-                write_part_file(staging, name, table.slice(start, per_file))
+                write_part_file(staging, name, chunk)
                 new_names.append(name)
             _fsync_dir(staging)
             _pause_at("staged")
             intent = {"staging": staging.name, "old": [f.name for f in old], "new": new_names,
-                      "rows": table.num_rows, "created_at": stamp}
+                      "rows": rows_after, "created_at": stamp}
             with open(tmp, "w") as fh:
                 json.dump(intent, fh, indent=2)
                 fh.flush()
@@ -387,5 +386,88 @@ def compact(path: str | os.PathLike, target_rows: int = TARGET_ROWS,
         _fsync_dir(path)
         _pause_at("committed")
         _swap(path, intent)
-        return CompactionResult(len(old), len(new_names), rows_before, table.num_rows, True,
+        return CompactionResult(len(old), len(new_names), rows_before, rows_after, True,
                                 recovered)
+
+
+# what deduplicate_table decides on: a compaction holds these, not the whole table
+_KEY_COLUMNS = ("task_id", "row_index", "status", "finished_at", "experiment_version")
+
+
+@dataclass
+class _RowPlan:
+    """The rows a compaction keeps, decided from the key columns alone, and the parts they are
+    read from one at a time: the whole table in memory took 4.3 GB for 9.1M rows (about
+    48 GB for 10^8), where the keys take a tenth of it and a part at a time."""
+    files: list
+    schema: object
+    starts: object  # each file's first row in storage order
+    kept: object  # storage positions kept, ascending
+    rows_before: int
+    nbytes: float  # the kept rows' size in memory, as the whole deduplicated table had it
+    newest_version: int | None
+
+    def parts(self):
+        """Each part's kept rows, in storage order (the schema unified, as read_table has it)."""
+        import numpy as np
+        import pyarrow as pa
+
+        from pipeline.store.integrity import read_parts
+
+        for i, f in enumerate(self.files):
+            lo, hi = np.searchsorted(self.kept, [self.starts[i], self.starts[i + 1]])
+            if hi > lo:
+                table = read_parts([f], schema=self.schema)
+                yield _newest_version_metadata(
+                    table.take(pa.array(self.kept[lo:hi] - self.starts[i])), self.newest_version)
+
+    def chunks(self, per_file: int):
+        """The kept rows as tables of ``per_file`` rows (the last one shorter)."""
+        import pyarrow as pa
+
+        buffer, held = [], 0
+        for part in self.parts():
+            buffer.append(part)
+            held += part.num_rows
+            while held >= per_file:
+                table = pa.concat_tables(buffer)
+                yield table.slice(0, per_file)
+                rest = table.slice(per_file)
+                buffer, held = ([rest] if rest.num_rows else []), rest.num_rows
+        if held:
+            yield pa.concat_tables(buffer)
+
+
+def _plan_rows(path: Path, files: list) -> _RowPlan:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeline.store.integrity import MissingPartFile, missing_parts, read_parts
+    from pipeline.store.parquet import checked_schemas, deduplicate_table, unified_schema
+
+    missing = missing_parts(path)  # deleted by hand: the table would look whole, and be short
+    if missing:
+        raise MissingPartFile(path, missing)
+    schema = unified_schema(checked_schemas(path, files))
+    rows = [_file_rows(f) for f in files]
+    starts = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
+    keys = read_parts(files, columns=[c for c in _KEY_COLUMNS if c in schema.names],
+                      schema=schema)
+    if keys.num_rows != starts[-1]:  # a footer that disagrees with its rows: read as damaged
+        raise BadPartFile(files[0], "its row count differs from its footer's")
+    keys = keys.append_column("_position", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
+    kept_table = deduplicate_table(keys)
+    kept = np.sort(kept_table["_position"].to_numpy())
+    newest = (pc.max(kept_table["experiment_version"]).as_py()
+              if "experiment_version" in kept_table.column_names and kept_table.num_rows else None)
+    plan = _RowPlan(files, schema, starts, kept, int(keys.num_rows), 0.0, newest)
+    del keys, kept_table
+    plan.nbytes = float(sum(part.nbytes for part in plan.parts()))
+    return plan
+
+
+def _file_rows(file) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(file).metadata.num_rows
