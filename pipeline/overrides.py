@@ -177,7 +177,7 @@ def quote_results_dir(args: list[str]) -> list[str]:
             value = os.path.expanduser(value)
             if multirun and "," in value:
                 arg = f"{key}=" + ",".join(_hydra_quoted(v) for v in value.split(","))
-                if not any(a.startswith(("hydra.sweep.dir=", "+hydra.sweep.dir=")) for a in args):
+                if not any(a.lstrip("+").startswith("hydra.sweep.dir=") for a in args):
                     # Hydra resolves its sweep folder before the sweep's values: multirun.yaml
                     # went to the default results/.multirun, a folder nobody named
                     extra.append("hydra.sweep.dir=" + _hydra_quoted(

@@ -226,6 +226,20 @@ def test_regression_perfect_fit_is_infinite_F_and_zero_p():
     assert row["F_statistic"] == math.inf and row["p_value"] == 0.0
 
 
+def test_regression_of_a_flat_response_is_no_fit_not_a_perfect_one():
+    """A constant y: polyfit's slope came out ~1e-16, so the regression sum was ~1e-30 > 0
+    and, the residuals being at rounding level, the row read r² = 1, F = inf, p = 0."""
+    from pipeline.report.independent_sets import regression_rows
+
+    for level in (0.4812, 1000.0):
+        df = pd.DataFrame({"m": 2, "p": [0.1, 0.2, 0.3, 0.5], "eigen_entropy": level,
+                           "shannon_entropy": [0.325, 0.500, 0.611, 0.693]})
+        row = regression_rows(df, "eigen_entropy").iloc[0]
+        assert row["slope"] == 0.0 and row["intercept"] == pytest.approx(level, rel=1e-12)
+        assert math.isnan(row["r_squared"]) and math.isnan(row["F_statistic"]), row
+        assert row["residual_std_error"] == 0.0
+
+
 def test_figure_8_4_captions_name_the_plotted_quantity(tmp_path):
     from pipeline.report.core import ReportWriter
     from pipeline.report.independent_sets import tables_8

@@ -568,5 +568,22 @@ def test_compaction_holds_the_key_columns_and_one_part_at_a_time(tmp_path, monke
     assert keys == [["task_id", "row_index", "status", "finished_at", "experiment_version"]]
     monkeypatch.undo()
     _assert_same(before, _view(tmp_path, grid))
-    assert [pq.ParquetFile(p).metadata.num_rows for p in _parts(tmp_path / "calibration")][:-1] \
-        == [1000] * (len(_parts(tmp_path / "calibration")) - 1)
+    sizes = [pq.ParquetFile(p).metadata.num_rows for p in _parts(tmp_path / "calibration")]
+    assert len(sizes) > 2 and sizes[:-1] == [1000] * (len(sizes) - 1) and sizes[-1] <= 1000
+    assert sum(sizes) == result.rows_after
+
+
+def test_a_part_whose_rows_differ_from_its_footer_is_named(tmp_path, monkeypatch):
+    """The rows counted from the footers and those scanned disagree: the part is named
+    (it named the first part, whichever it was, and verify --repair then found it fine)."""
+    import pipeline.store.compaction as compaction
+    from pipeline.store.integrity import BadPartFile
+
+    _store(tmp_path)
+    parts = _parts(tmp_path / "calibration")
+    real = compaction._rows
+    monkeypatch.setattr(compaction, "_rows",
+                        lambda f: real(f) + (1 if Path(f) == parts[3] else 0))
+    with pytest.raises(BadPartFile) as err:
+        compact(tmp_path / "calibration", target_rows=1000)
+    assert err.value.path == parts[3], err.value

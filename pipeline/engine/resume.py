@@ -81,6 +81,8 @@ def count_stored(grid: Grid, path) -> StoredCounts:
     # ids as uint64 prefixes: sets of Python strings took ~0.4 KB and ~1 us a stored row
     from pipeline.store.parquet import id_prefixes, unique_ids
 
+    # (only well-formed ids: id_prefixes drops null ones, which would misalign the masks)
+    mine = mine[(mine["task_id"].str.len() == 24).to_numpy(dtype=bool, na_value=False)]
     ids = id_prefixes(pa.array(mine["task_id"].array, pa.string()))
     ok_ids = unique_ids(ids[(mine["status"] == "ok").to_numpy(dtype=bool, na_value=False)])
     failed = (mine["status"] == "failed").to_numpy(dtype=bool, na_value=False)

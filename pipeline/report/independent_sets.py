@@ -241,9 +241,12 @@ def regression_rows(ok: pd.DataFrame, column: str) -> pd.DataFrame:
         resid = y - (intercept + slope * x)
         dof = len(x) - 2
         sse = float(np.sum(resid ** 2))
-        if math.sqrt(sse / len(x)) <= 64 * np.finfo(float).eps * float(np.max(np.abs(y))):
-            sse = 0.0  # residuals at rounding level: a perfect fit
         ssr = float(np.sum((intercept + slope * x - y.mean()) ** 2))
+        rounding = 64 * np.finfo(float).eps * float(np.max(np.abs(y)))
+        if math.sqrt(ssr / len(x)) <= rounding:  # a flat y: polyfit's slope ~1e-16 is no slope
+            slope, ssr = 0.0, 0.0
+        if math.sqrt(sse / len(x)) <= rounding:
+            sse = 0.0  # residuals at rounding level: a perfect fit
         # linregress adds 1e-20 inside r, so a perfect fit got p = 1e-20-ish; from the sums a
         # perfect fit is F = inf, p = 0
         f_stat = ssr / (sse / dof) if sse > 0 else (math.inf if ssr > 0 else math.nan)

@@ -267,17 +267,23 @@ def _swap(path: Path, intent: dict) -> None:
     _fsync_dir(path)
 
 
+def _newest_version(table) -> int | None:
+    """The newest experiment version among ``table``'s rows (None without any)."""
+    import pyarrow.compute as pc
+
+    if "experiment_version" not in table.column_names or not table.num_rows:
+        return None
+    return pc.max(table["experiment_version"]).as_py()
+
+
 def _newest_version_metadata(table, newest: int | None | str = "from the rows"):
     """The schema metadata's ``version`` is the newest experiment version among the rows
     (``newest``: given, when ``table`` is a part of them): the unified schema kept the oldest
     part's, and a file labelled with an old version has its declared types left unchecked by
     ``verify`` (older versions may differ by design)."""
-    import pyarrow.compute as pc
-
     meta = dict(table.schema.metadata or {})
     if newest == "from the rows":
-        newest = (pc.max(table["experiment_version"]).as_py()
-                  if "experiment_version" in table.column_names and table.num_rows else None)
+        newest = _newest_version(table)
     if b"version" in meta and newest is not None:
         meta[b"version"] = str(newest).encode()
         table = table.replace_schema_metadata(meta)
@@ -418,6 +424,8 @@ class _RowPlan:
             lo, hi = np.searchsorted(self.kept, [self.starts[i], self.starts[i + 1]])
             if hi > lo:
                 table = read_parts([f], schema=self.schema)
+                if table.num_rows != self.starts[i + 1] - self.starts[i]:  # rows keyed elsewhere
+                    raise BadPartFile(f, "its rows differ in number from its footer's")
                 yield _newest_version_metadata(
                     table.take(pa.array(self.kept[lo:hi] - self.starts[i])), self.newest_version)
 
@@ -441,7 +449,6 @@ class _RowPlan:
 def _plan_rows(path: Path, files: list) -> _RowPlan:
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from pipeline.store.integrity import MissingPartFile, missing_parts, read_parts
     from pipeline.store.parquet import checked_schemas, deduplicate_table, unified_schema
@@ -450,24 +457,28 @@ def _plan_rows(path: Path, files: list) -> _RowPlan:
     if missing:
         raise MissingPartFile(path, missing)
     schema = unified_schema(checked_schemas(path, files))
-    rows = [_file_rows(f) for f in files]
+    rows = [_rows(f) for f in files]
     starts = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
-    keys = read_parts(files, columns=[c for c in _KEY_COLUMNS if c in schema.names],
-                      schema=schema)
-    if keys.num_rows != starts[-1]:  # a footer that disagrees with its rows: read as damaged
-        raise BadPartFile(files[0], "its row count differs from its footer's")
+    columns = [c for c in _KEY_COLUMNS if c in schema.names]
+    keys = read_parts(files, columns=columns, schema=schema)
+    if keys.num_rows != starts[-1]:  # a footer that disagrees with its rows: name the file
+        for f, n in zip(files, rows):
+            if read_parts([f], columns=columns, schema=schema).num_rows != n:
+                raise BadPartFile(f, "its rows differ in number from its footer's")
+        raise BadPartFile(files[0], "the parts' rows differ in number from their footers'")
     keys = keys.append_column("_position", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
     kept_table = deduplicate_table(keys)
     kept = np.sort(kept_table["_position"].to_numpy())
-    newest = (pc.max(kept_table["experiment_version"]).as_py()
-              if "experiment_version" in kept_table.column_names and kept_table.num_rows else None)
+    newest = _newest_version(kept_table)
     plan = _RowPlan(files, schema, starts, kept, int(keys.num_rows), 0.0, newest)
     del keys, kept_table
     plan.nbytes = float(sum(part.nbytes for part in plan.parts()))
     return plan
 
 
-def _file_rows(file) -> int:
+def _rows(file) -> int:
+    """A part's rows as the scan counts them: the sum over its row groups."""
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(file).metadata.num_rows
+    meta = pq.read_metadata(file)
+    return sum(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
