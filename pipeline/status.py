@@ -177,9 +177,15 @@ def describe(path: Path) -> tuple[list[str], bool]:
     lines, damaged, failed_stored = _count_lines(path)
     from pipeline.store.manifest import command_holding
 
-    manifest = read_manifest(path)
+    read = {}
+
+    def recorded() -> set:  # read after the lock is found held (see command_holding)
+        read["manifest"] = read_manifest(path)
+        return {r.get("run_id") for r in read["manifest"].get("runs", [])}
+
+    holding = command_holding(path, recorded)
+    manifest = read.get("manifest") or read_manifest(path)
     runs = manifest.get("runs", [])
-    holding = command_holding(path, {r.get("run_id") for r in runs})
     if holding:  # (no run record says so: status said nothing of it, or "interrupted, rerun")
         lines.append(f"  now: {holding} holds the folder; a sweep started meanwhile is "
                      "refused (exit 2): run it again when this has finished")

@@ -259,6 +259,34 @@ def test_status_says_a_sweep_is_starting_while_it_plans(tmp_path):
     assert "last run" in shown.stdout and "finished" in shown.stdout  # the earlier run's
 
 
+def test_a_sweep_recording_its_run_as_status_looks_is_not_called_planning(tmp_path,
+                                                                          monkeypatch):
+    """status read the run ids, then probed the lock: a sweep that recorded its run in
+    between was shown as 'still planning' beside its own record's absence. The ids are now
+    read after the probe finds the lock held."""
+    import pipeline.store.manifest as manifest
+    from pipeline.status import describe
+
+    folder = tmp_path / "calibration"
+    update_manifest(folder, {"run_id": "r1", "status": "finished", "host": "h", "pid": 1,
+                             "started_at": "2026-01-01T00:00:00Z",
+                             "finished_at": "2026-01-01T00:01:00Z"})
+    probe = manifest.command_holding
+
+    def record_then_probe(path, recorded):  # the sweep's record lands before the probe
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        update_manifest(folder, {"run_id": "r2", "status": "running",
+                                 "host": socket.gethostname(), "pid": os.getpid(),
+                                 "started_at": now, "heartbeat_at": now})
+        return probe(path, recorded)
+
+    monkeypatch.setattr(manifest, "command_holding", record_then_probe)
+    with SweepLock(folder, "r2", holder="sweep"):
+        lines, _ = describe(folder)
+    assert not any("still planning" in line for line in lines), lines
+    assert any(line.startswith("  last run r2: running") for line in lines), lines
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([PY, "-c", "pass"])
     proc.wait()

@@ -374,14 +374,14 @@ def _describe_holder(text: str) -> tuple[str, str]:
     return who, f" ({', '.join(parts)})" if parts else ""
 
 
-def command_holding(path: str | os.PathLike, recorded: set | frozenset = frozenset()
-                    ) -> str | None:
+def command_holding(path: str | os.PathLike, recorded=frozenset) -> str | None:
     """Who holds the folder's lock now, when its run records do not say so: a compaction or
     a repair ("a compaction (python -m pipeline compact) (host h, pid 7, since ...)"), or a
-    sweep whose run id is not among ``recorded`` yet (it is planning: reading the stored rows,
-    which on a large store takes a while). None if no one holds it, or a recorded sweep does.
-    A lock taken and dropped at once to find out: a sweep starting meanwhile waits for it
-    (``flock_within``)."""
+    sweep whose run id is not among ``recorded()`` yet (it is planning: reading the stored
+    rows, which on a large store takes a while). None if no one holds it, or a recorded sweep
+    does. ``recorded`` is called after the lock is found held: run ids read before could miss
+    a sweep that recorded its run meanwhile, and call it planning. A lock taken and dropped at
+    once to find out: a sweep starting meanwhile waits for it (``flock_within``)."""
     lock = Path(path) / ".lock"
     try:
         fh = open(lock)
@@ -399,7 +399,7 @@ def command_holding(path: str | os.PathLike, recorded: set | frozenset = frozens
                 run_id = json.loads(text).get("run_id")
             except (ValueError, AttributeError):
                 return None
-            if run_id in recorded:
+            if run_id in recorded():
                 return None
             return (f"a sweep{details}, still planning (reading the stored rows: on a large "
                     "store, a while; its run is recorded when tasks start),")
