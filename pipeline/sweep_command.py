@@ -450,8 +450,8 @@ def _first_stored_error(path, grid) -> str | None:
         rows = grid_rows(grid, path, extra=("error", "started_at"))
         if rows is None or "error" not in rows:
             return None
-        done = set(rows.loc[rows["status"] == "ok", "task_id"])
-        failed = rows[(rows["status"] == "failed") & ~rows["task_id"].isin(done)]
+        done = set(rows.loc[rows["status"] == "ok", "task_key"])
+        failed = rows[(rows["status"] == "failed") & ~rows["task_key"].isin(done)]
         if "started_at" in failed:
             failed = failed.sort_values("started_at", kind="stable")
         errors = failed["error"].dropna()

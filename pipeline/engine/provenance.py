@@ -155,7 +155,7 @@ def stale_points(grid, path, current: str):
     before code_ids were): their sorted id prefixes (see
     :func:`pipeline.store.parquet.id_prefixes`), and those other code_ids. Cheap when nothing
     is stale (ids and code_ids only); otherwise the stored parameters are matched against the
-    grid (:func:`pipeline.engine.resume.grid_rows`), linear in what is stored: hashing the
+    grid (:func:`pipeline.engine.resume.grid_row_batches`), linear in what is stored: hashing the
     grid to find them took about 3 s per 10^6 points before a resume after any edit could
     start (50 minutes for 10^9)."""
     import numpy as np
@@ -164,7 +164,7 @@ def stale_points(grid, path, current: str):
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from pipeline.engine.resume import grid_rows
+    from pipeline.engine.resume import grid_row_batches
     from pipeline.store.parquet import (contains, deduplicate_table, id_prefixes, part_files,
                                         unified_schema, unique_ids)
 
@@ -174,6 +174,8 @@ def stale_points(grid, path, current: str):
         return none
     # a column whose type changed with the version (see unified_schema) must not refuse the folder
     schema = unified_schema([pq.read_schema(f) for f in files])
+    if "code_id" in schema.names and not _other_code_stored(files, schema, current):
+        return none  # the usual case, found a batch at a time from two small columns
     columns = ["task_id", "status", "finished_at", "row_index"] + (
         ["code_id"] if "code_id" in schema.names else [])
     table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
@@ -193,11 +195,11 @@ def stale_points(grid, path, current: str):
     other_ids = other_ids[~contains(fresh, other_ids)]
     if other_ids.size == 0:
         return none
-    rows = grid_rows(grid, path)
-    if rows is None:
+    ids = [hits["task_key"].to_numpy()[(hits["status"] == "ok").to_numpy()]
+           for hits in grid_row_batches(grid, path)]
+    if not ids:
         return none
-    rows = rows[rows["status"] == "ok"]
-    ids = id_prefixes(pa.array(rows["task_id"].to_numpy(dtype=object), pa.string()))
+    ids = np.concatenate(ids)
     stale = contains(other_ids, ids)
     if not stale.any():
         return none
@@ -207,6 +209,21 @@ def stale_points(grid, path, current: str):
     codes = sorted({c if isinstance(c, str) else "none recorded" for c in codes.to_pylist()
                     if c != current})
     return stale_ids, codes
+
+
+def _other_code_stored(files, schema, current: str) -> bool:
+    """Whether any ok row was computed by code other than ``current`` (or by code not
+    recorded), read a batch at a time."""
+    import pyarrow.compute as pc
+
+    from pipeline.store.integrity import scan_parts
+
+    for batch in scan_parts(files, ["status", "code_id"], schema=schema):
+        ok = pc.fill_null(pc.equal(batch.column("status"), "ok"), False)
+        same = pc.fill_null(pc.equal(batch.column("code_id"), current), False)
+        if pc.any(pc.and_(ok, pc.invert(same))).as_py():
+            return True
+    return False
 
 
 def check_code_changes(grid, path, plan, rerun_changed: bool, log) -> int:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.engine.grid import Grid, _fragment
 from pipeline.engine.pending_plan import PendingPlan
@@ -67,28 +68,32 @@ def count_done(grid: Grid, path) -> tuple[int, int]:
 
 
 def count_stored(grid: Grid, path) -> StoredCounts:
-    """:func:`count_done`'s counts and, from the same rows read and matched (no second
-    pass), how many of the grid's points are stored under each other experiment version and
-    not under this one: the stored parameters match the grid's, the version does not (after
-    a version bump this version computes them anew). Only when every parameter of this
-    version has a stored column; the parameter values are compared only when rows of another
-    version match (no extra work otherwise)."""
-    hits = grid_rows(grid, path, any_version=True)
-    if hits is None:
-        return StoredCounts(0, 0, {})
-    this = (hits["experiment_version"] == grid.version).to_numpy()
-    mine, others = hits.loc[this], hits.loc[~this]
-    # ids as uint64 prefixes: sets of Python strings took ~0.4 KB and ~1 us a stored row
-    from pipeline.store.parquet import id_prefixes, unique_ids
+    """:func:`count_done`'s counts and how many of the grid's points are stored under each
+    other experiment version and not under this one: the stored parameters match the grid's,
+    the version does not (after a version bump this version computes them anew). Only when
+    every parameter of this version has a stored column. Reads the store a batch at a time and
+    keeps 8 bytes a row of this version (its id prefix); the parameter values are compared
+    only when rows of another version match, in a second pass (after a version bump only)."""
+    from pipeline.store.parquet import contains, unique_ids
 
-    # (only well-formed ids: id_prefixes drops null ones, which would misalign the masks)
-    mine = mine[(mine["task_id"].str.len() == 24).to_numpy(dtype=bool, na_value=False)]
-    ids = id_prefixes(pa.array(mine["task_id"].array, pa.string()))
-    ok_ids = unique_ids(ids[(mine["status"] == "ok").to_numpy(dtype=bool, na_value=False)])
-    failed = (mine["status"] == "failed").to_numpy(dtype=bool, na_value=False)
-    failed_ids = np.setdiff1d(unique_ids(ids[failed]), ok_ids, assume_unique=True)
+    ok_parts, failed_parts, others = [], [], []
+    for hits in grid_row_batches(grid, path, any_version=True):
+        this = (hits["experiment_version"] == grid.version).to_numpy()
+        status = hits["status"].to_numpy(dtype=object)
+        keys = hits["task_key"].to_numpy()
+        ok_parts.append(keys[this & (status == "ok")])
+        failed_parts.append(keys[this & (status == "failed")])
+        if not this.all():
+            others.append(hits.loc[~this])
+    if not ok_parts:
+        return StoredCounts(0, 0, {})
+    ok_ids = unique_ids(np.concatenate(ok_parts))
+    failed_ids = np.setdiff1d(unique_ids(np.concatenate(failed_parts)), ok_ids,
+                              assume_unique=True)
+    del ok_parts, failed_parts
     other_versions = {}
-    if len(others):  # after a version bump only: those points not stored under this version
+    if others:  # after a version bump only: those points not stored under this version
+        others = pd.concat(others, ignore_index=True)
         names = [p.name for p in grid.experiment.params]
 
         def keys(rows):  # a hash of a point's parameter values (its task id differs between
@@ -101,8 +106,11 @@ def count_stored(grid: Grid, path) -> StoredCounts:
                                     if frame[n].dtype == object})
             return pd.util.hash_pandas_object(frame, index=False).to_numpy()
 
+        mine = unique_ids(np.concatenate(
+            [keys(hits.loc[(hits["experiment_version"] == grid.version).to_numpy()])
+             for hits in grid_row_batches(grid, path, any_version=True)]))
         others = others.assign(_key=keys(others))
-        others = others[~np.isin(others["_key"].to_numpy(), keys(mine))]
+        others = others[~contains(mine, others["_key"].to_numpy())]
         other_versions = {int(v): int(n) for v, n in
                           others.groupby("experiment_version")["_key"].nunique().items()}
     return StoredCounts(len(ok_ids), len(failed_ids), other_versions)
@@ -151,21 +159,34 @@ def _shown(value) -> str:
 
 
 def grid_rows(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool = False):
-    """The stored rows that are points of ``grid`` (a DataFrame of ``task_id``, ``status``,
+    """The stored rows that are points of ``grid`` (a DataFrame of ``task_key``, the task id's
+    uint64 prefix (:func:`pipeline.store.parquet.id_prefixes`), ``status``,
     ``experiment_version`` and those of the ``extra`` columns stored), or None when nothing
     is: the stored parameter values matched against the grid's axes, without hashing the grid
     (see :func:`count_done`). ``any_version``: rows of every experiment version whose
-    parameters match (their task ids are another version's), not only ``grid.version``'s."""
+    parameters match (their task ids are another version's), not only ``grid.version``'s, with
+    the parameter columns."""
+    frames = list(grid_row_batches(grid, path, extra, any_version))
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def grid_row_batches(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool = False):
+    """:func:`grid_rows` a batch of stored rows at a time (nothing when nothing is stored):
+    callers that reduce the rows (counts, id sets) hold one batch and what they keep, not
+    the store's columns (a whole-table read took about 0.4 KB a stored row). Rows whose task
+    id is malformed are skipped (no point has it)."""
     from pipeline.store.parquet import part_files
 
     files = part_files(path)
     if not files:
-        return None
+        return
     names = [p.name for p in grid.experiment.params]
     # only the columns matched here: a resume of a large store must not load its results
     import pyarrow.parquet as pq
 
-    from pipeline.store.integrity import BadPartFile, read_parts
+    from pipeline.store.integrity import BadPartFile, scan_parts
     from pipeline.store.parquet import unified_schema
 
     schemas = []
@@ -180,84 +201,125 @@ def grid_rows(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool =
         # no part has a column for some parameter: all were written by an older version that
         # did not declare it. None of their rows is a point of this grid (ids hash the version
         # and every parameter); matching went on without the column and raised KeyError
-        return None
+        return
     extra = [c for c in extra if c in schema.names and c not in wanted]
-    table = read_parts(files, columns=wanted + extra, schema=schema)
-    df = table.select(["task_id", "status", "experiment_version", *extra,
-                       *[n for n in names if n in table.column_names]]).to_pandas()
-    for p in grid.experiment.params:
-        if p.type is int and p.name in df and table[p.name].null_count:
-            # nullable ints, exact: with nulls (an optional parameter unset) pandas reads the
-            # column as floats, and above 2^53 a stored 2^60 then matched 2^60 + 1
-            df[p.name] = table[p.name].to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
-    mask = (np.ones(len(df), dtype=bool) if any_version else
-            (df["experiment_version"] == grid.version).to_numpy().copy())
-    list_typed = {p.name for p in grid.experiment.params if p.type in ("int_list", "float_list")}
+    match = _GridMatch(grid, any_version)
+    out = ["task_key", "status", "experiment_version", *extra, *(names if any_version else [])]
+    for batch in scan_parts(files, wanted + extra, schema=schema):
+        hits = match.rows(pa.Table.from_batches([batch]), extra)
+        if hits is not None:
+            yield hits[out]
 
-    stored_list, unset_or_fragment = _stored_list, _unset_or_fragment
 
-    def canon(col):
-        return df[col].map(lambda v: _fragment(stored_list(v)) if v is not None else None)
+class _GridMatch:
+    """Which stored rows are points of a grid, a table of stored rows at a time: what each
+    axis needs to match (its value set, sorted floats, fragments) is made once."""
 
-    for name, value in grid.fixed.items():
-        if name in list_typed:
-            mask &= (canon(name) == _fragment(value)).to_numpy()
-        elif value is None:
-            mask &= df[name].isna().to_numpy()
-        elif isinstance(value, float) and value != value:
-            # NaN != NaN: a fixed NaN matched no stored row, so its points were never counted
-            # done (a rerun said 'N to run'). The store writes a NaN as null, read back as NaN
-            mask &= df[name].isna().to_numpy()
-        else:
-            mask &= (df[name] == value).fillna(False).to_numpy(dtype=bool)
-    for axis in grid.axes:
-        if axis.single:
-            name, values = axis.names[0], axis.values
+    def __init__(self, grid: Grid, any_version: bool):
+        self.grid, self.any_version = grid, any_version
+        self.list_typed = {p.name for p in grid.experiment.params
+                           if p.type in ("int_list", "float_list")}
+        self.axis_keys: dict[int, pd.DataFrame] = {}
+        for i, axis in enumerate(grid.axes):
+            if not axis.single:
+                # object columns: a frame of the typed values read an int column with None
+                # as floats (2^60 + 1 then matched a stored 2^60). A stored null is a None or
+                # a NaN (the store writes both as null): both sides say "unset" for either.
+                keys = pd.DataFrame([axis.at(d) for d in range(len(axis))],
+                                    columns=list(axis.names), dtype=object)
+                self.axis_keys[i] = keys.map(_unset_or_fragment).drop_duplicates().assign(
+                    _hit=True)
+        self.sorted_floats: dict[int, np.ndarray] = {}
+        for i, axis in enumerate(grid.axes):
+            values = axis.values
+            if axis.single and isinstance(values, np.ndarray) and values.dtype.kind == "f":
+                self.sorted_floats[i] = (values if np.all(values[1:] >= values[:-1])
+                                         else np.sort(values))
+
+    def rows(self, table: pa.Table, extra) -> pd.DataFrame | None:
+        """The rows of ``table`` that are points of the grid, with ``task_key``; None if none."""
+        from pipeline.store.parquet import id_prefixes
+
+        grid, names = self.grid, [p.name for p in self.grid.experiment.params]
+        well_formed = pc.fill_null(pc.equal(pc.binary_length(table["task_id"]), 24), False)
+        if not pc.all(well_formed).as_py():
+            table = table.filter(well_formed)
+        if not table.num_rows:
+            return None
+        df = table.select(["status", "experiment_version", *extra,
+                           *[n for n in names if n in table.column_names]]).to_pandas()
+        for p in grid.experiment.params:
+            if p.type is int and p.name in df and table[p.name].null_count:
+                # nullable ints, exact: with nulls (an optional parameter unset) pandas reads
+                # the column as floats, and above 2^53 a stored 2^60 then matched 2^60 + 1
+                df[p.name] = table[p.name].to_pandas(
+                    types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+        mask = (np.ones(len(df), dtype=bool) if self.any_version else
+                (df["experiment_version"] == grid.version).to_numpy().copy())
+        list_typed = self.list_typed
+
+        def canon(col):
+            return df[col].map(lambda v: _fragment(_stored_list(v)) if v is not None else None)
+
+        for name, value in grid.fixed.items():
             if name in list_typed:
-                mask &= canon(name).isin({_fragment(v) for v in values}).to_numpy()
-            elif isinstance(values, range):
-                lo, hi = min(values[0], values[-1]), max(values[0], values[-1])
-                column = df[name]
-                if pd.api.types.is_integer_dtype(column.dtype):
-                    # in integers: as floats, values above 2^53 round together, and stored
-                    # points next to the range counted as its points (a new range said
-                    # 'N already done, 0 to run' and ran nothing)
-                    v = column.to_numpy(dtype=np.int64, na_value=0)
-                    inside = (v >= lo) & (v <= hi) & column.notna().to_numpy()
-                    # the distance from lo in uint64 is exact for any two int64 values
-                    dist = v.astype(np.uint64) - np.uint64(lo % 2**64)
-                    mask &= inside & (dist % np.uint64(abs(values.step)) == 0)
-                else:  # not stored as ints (a parameter whose type changed)
-                    v = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
-                    on_step = np.mod(v - values[0], abs(values.step)) == 0
-                    mask &= (v >= lo) & (v <= hi) & on_step
-            elif isinstance(values, np.ndarray) and values.dtype.kind == "f":
-                # by binary search: isin over a list of the axis's Python floats took 6x the
-                # axis in memory (a 2 x 10^7-value linspace: 1 GiB more on every resume)
-                v = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
-                ordered = values if np.all(values[1:] >= values[:-1]) else np.sort(values)
-                hit = ordered[np.minimum(np.searchsorted(ordered, v), ordered.size - 1)] == v
-                if np.isnan(ordered[-1]):  # sorted last (none from linspace or logspace)
-                    hit |= np.isnan(v)
-                mask &= hit
+                mask &= (canon(name) == _fragment(value)).to_numpy()
+            elif value is None:
+                mask &= df[name].isna().to_numpy()
+            elif isinstance(value, float) and value != value:
+                # NaN != NaN: a fixed NaN matched no stored row, so its points were never
+                # counted done (a rerun said 'N to run'). The store writes a NaN as null,
+                # read back as NaN
+                mask &= df[name].isna().to_numpy()
             else:
-                listed = list(np.asarray(values).tolist())
-                hit = df[name].isin(listed).to_numpy(dtype=bool)
-                if any(v is None for v in listed):  # an optional parameter left unset: stored
-                    hit = hit | df[name].isna().to_numpy()  # null, read as NaN: isin misses it
-                mask &= hit
-        else:
-            # object columns: a frame of the typed values read an int column with None as
-            # floats (2^60 + 1 then matched a stored 2^60). A stored null is a None or a NaN
-            # (the store writes both as null): both sides say "unset" for either.
-            keys = pd.DataFrame([axis.at(d) for d in range(len(axis))], columns=list(axis.names),
-                                dtype=object)
-            keys = keys.map(unset_or_fragment).drop_duplicates()
-            stored = df[list(axis.names)].map(_canonical)
-            merged = stored.merge(keys.assign(_hit=True), how="left", on=list(axis.names))
-            mask &= merged["_hit"].fillna(False).to_numpy(dtype=bool)
-    return df.loc[mask, ["task_id", "status", "experiment_version", *extra,
-                         *(names if any_version else [])]]
+                mask &= (df[name] == value).fillna(False).to_numpy(dtype=bool)
+        for i, axis in enumerate(grid.axes):
+            if not mask.any():
+                break
+            if axis.single:
+                name, values = axis.names[0], axis.values
+                if name in list_typed:
+                    mask &= canon(name).isin({_fragment(v) for v in values}).to_numpy()
+                elif isinstance(values, range):
+                    lo, hi = min(values[0], values[-1]), max(values[0], values[-1])
+                    column = df[name]
+                    if pd.api.types.is_integer_dtype(column.dtype):
+                        # in integers: as floats, values above 2^53 round together, and
+                        # stored points next to the range counted as its points (a new range
+                        # said 'N already done, 0 to run' and ran nothing)
+                        v = column.to_numpy(dtype=np.int64, na_value=0)
+                        inside = (v >= lo) & (v <= hi) & column.notna().to_numpy()
+                        # the distance from lo in uint64 is exact for any two int64 values
+                        dist = v.astype(np.uint64) - np.uint64(lo % 2**64)
+                        mask &= inside & (dist % np.uint64(abs(values.step)) == 0)
+                    else:  # not stored as ints (a parameter whose type changed)
+                        v = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
+                        on_step = np.mod(v - values[0], abs(values.step)) == 0
+                        mask &= (v >= lo) & (v <= hi) & on_step
+                elif i in self.sorted_floats:
+                    # by binary search: isin over a list of the axis's Python floats took 6x
+                    # the axis in memory (a 2 x 10^7-value linspace: 1 GiB more on every
+                    # resume)
+                    v = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
+                    ordered = self.sorted_floats[i]
+                    hit = ordered[np.minimum(np.searchsorted(ordered, v), ordered.size - 1)] == v
+                    if np.isnan(ordered[-1]):  # sorted last (none from linspace or logspace)
+                        hit |= np.isnan(v)
+                    mask &= hit
+                else:
+                    listed = list(np.asarray(values).tolist())
+                    hit = df[name].isin(listed).to_numpy(dtype=bool)
+                    if any(v is None for v in listed):  # an optional parameter left unset:
+                        hit = hit | df[name].isna().to_numpy()  # stored null, read as NaN
+                    mask &= hit
+            else:
+                stored = df[list(axis.names)].map(_canonical)
+                merged = stored.merge(self.axis_keys[i], how="left", on=list(axis.names))
+                mask &= merged["_hit"].fillna(False).to_numpy(dtype=bool)
+        if not mask.any():
+            return None
+        hits = df.loc[mask]
+        return hits.assign(task_key=id_prefixes(table["task_id"].filter(pa.array(mask))))
 
 
 def _stored_list(v) -> list:

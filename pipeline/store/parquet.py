@@ -31,7 +31,8 @@ import pyarrow.parquet as pq
 
 from pipeline.store.errors import SelectionError
 from pipeline.store.integrity import (ForeignPartFile, find_bad_parts, folder_experiment,
-                                      foreign_parts, read_parts, read_schemas, record_part)
+                                      foreign_parts, read_parts, read_schemas, record_part,
+                                      scan_parts)
 
 REPORT_DIR = "_report"
 
@@ -126,11 +127,24 @@ def id_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if arr.null_count or not np.all(np.diff(offsets) == 24):
         return np.array([int(t[:16], 16) for t in arr.to_pylist() if t], dtype=np.uint64)
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
-    nibbles = _HEX[data.reshape(n, 24)[:, :16]].astype(np.uint64)
-    out = np.zeros(n, dtype=np.uint64)
-    for j in range(16):
-        out = (out << np.uint64(4)) | nibbles[:, j]
-    return out
+    # hex digit pairs to bytes, read as big-endian words: 24 bytes of temporaries a row (16
+    # nibbles widened to uint64 took 128, with 16 shifted copies of the result)
+    nibbles = _HEX[data.reshape(n, 24)[:, :16]]
+    packed = (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
+    return packed.view(">u8").reshape(n).astype(np.uint64)
+
+
+def aligned_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(prefixes, well_formed): one uint64 a row, aligned with ``task_ids``, and which rows
+    hold a well-formed id (24 characters; the others' prefixes are 0, never a match)."""
+    well_formed = np.asarray(pc.fill_null(pc.equal(pc.binary_length(task_ids), 24), False),
+                             dtype=bool)
+    out = np.zeros(len(well_formed), dtype=np.uint64)
+    if well_formed.all():
+        out[:] = id_prefixes(task_ids)
+    elif well_formed.any():
+        out[well_formed] = id_prefixes(task_ids.filter(pa.array(well_formed)))
+    return out, well_formed
 
 
 def read_again_if_swapped(read):
@@ -163,16 +177,44 @@ def stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _stored_ids(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    return _scan_ids(path, ["task_id", "status"]).get(0, (_EMPTY, _EMPTY))
+
+
+_EMPTY = np.zeros(0, dtype=np.uint64)
+
+
+def _scan_ids(path, columns: list[str], group=None) -> dict:
+    """{group: (sorted unique id prefixes stored ok, those stored only as failed)}, reading
+    the part files a batch at a time and keeping 8 bytes a row: a whole-table read took about
+    0.3 KB a stored row (30 GB for 10^8). ``group`` names an integer column to group by (the
+    experiment version); without it everything is group 0. Malformed ids are skipped."""
     files = part_files(path)
-    empty = np.zeros(0, dtype=np.uint64)
     if not files:
-        return empty, empty
+        return {}
     checked_schemas(path, files)  # a damaged footer or a foreign file is named (exit 4)
-    table = read_parts(files, columns=["task_id", "status"])
-    ok_mask = pc.equal(table["status"], "ok")
-    ok = unique_ids(id_prefixes(table.filter(ok_mask)["task_id"]))
-    failed = unique_ids(id_prefixes(table.filter(pc.invert(ok_mask))["task_id"]))
-    return ok, np.setdiff1d(failed, ok, assume_unique=True)
+    ok_parts: dict[int, list] = {}
+    failed_parts: dict[int, list] = {}
+    for batch in scan_parts(files, columns):
+        ids = batch.column("task_id")
+        keep = pc.fill_null(pc.equal(pc.binary_length(ids), 24), False)
+        if not pc.all(keep).as_py():
+            batch = batch.filter(keep)
+            ids = batch.column("task_id")
+        prefixes = id_prefixes(ids)
+        ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False),
+                        dtype=bool)
+        keys = (np.asarray(pc.fill_null(batch.column(group), -1)) if group else
+                np.zeros(0, dtype=np.int64))
+        for value in (np.unique(keys).tolist() if group else [0]):  # a handful of versions
+            here = keys == value if group else np.ones(len(ok), dtype=bool)
+            ok_parts.setdefault(value, []).append(prefixes[here & ok])
+            failed_parts.setdefault(value, []).append(prefixes[here & ~ok])
+    out = {}
+    for value in list(ok_parts):
+        ok = unique_ids(np.concatenate(ok_parts.pop(value)))
+        failed = unique_ids(np.concatenate(failed_parts.pop(value)))
+        out[value] = (ok, np.setdiff1d(failed, ok, assume_unique=True))
+    return out
 
 
 def stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, int]]:
@@ -183,20 +225,8 @@ def stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, in
 
 
 def _stored_counts_by_version(path: str | os.PathLike) -> dict[int, tuple[int, int]]:
-    files = part_files(path)
-    if not files:
-        return {}
-    checked_schemas(path, files)
-    table = read_parts(files, columns=["task_id", "status", "experiment_version"])
-    counts = {}
-    for version in pc.unique(table["experiment_version"]).to_pylist():
-        rows = table.filter(pc.equal(table["experiment_version"], version))
-        ok_mask = pc.equal(rows["status"], "ok")
-        ok = unique_ids(id_prefixes(rows.filter(ok_mask)["task_id"]))
-        failed = unique_ids(id_prefixes(rows.filter(pc.invert(ok_mask))["task_id"]))
-        counts[int(version)] = (int(ok.size),
-                                int(np.setdiff1d(failed, ok, assume_unique=True).size))
-    return counts
+    scanned = _scan_ids(path, ["task_id", "status", "experiment_version"], "experiment_version")
+    return {int(v): (int(ok.size), int(failed.size)) for v, (ok, failed) in scanned.items()}
 
 
 def stored_failure_errors(path: str | os.PathLike, version: int,
@@ -214,15 +244,22 @@ def _stored_failure_errors(path, version: int, limit: int):
     if not files:
         return [], 0
     checked_schemas(path, files)
-    table = read_parts(files, columns=["task_id", "status", "error", "experiment_version"])
-    table = table.filter(pc.equal(table["experiment_version"], version))
-    ok_mask = pc.equal(table["status"], "ok")
-    ok = unique_ids(id_prefixes(table.filter(ok_mask)["task_id"]))
-    failed = table.filter(pc.invert(ok_mask))
-    if not failed.num_rows:
+    # a batch at a time: the ok ids (8 bytes a row) and the failed rows' errors are kept
+    ok_parts, failed_ids, errors = [], [], []
+    for batch in scan_parts(files, ["task_id", "status", "error", "experiment_version"]):
+        batch = batch.filter(pc.fill_null(pc.and_(
+            pc.equal(batch.column("experiment_version"), version),
+            pc.equal(pc.binary_length(batch.column("task_id")), 24)), False))
+        ok_mask = pc.fill_null(pc.equal(batch.column("status"), "ok"), False)
+        ok_parts.append(id_prefixes(batch.column("task_id").filter(ok_mask)))
+        failed = batch.filter(pc.invert(ok_mask))
+        if failed.num_rows:
+            failed_ids.append(id_prefixes(failed.column("task_id")))
+            errors.extend(failed.column("error").fill_null("(no error recorded)").to_pylist())
+    if not errors:
         return [], 0
-    frame = pd.DataFrame({"id": id_prefixes(failed["task_id"]),
-                          "error": failed["error"].fill_null("(no error recorded)").to_pylist()})
+    ok = unique_ids(np.concatenate(ok_parts))
+    frame = pd.DataFrame({"id": np.concatenate(failed_ids), "error": errors})
     frame = frame[~contains(ok, frame["id"].to_numpy())].drop_duplicates("id", keep="last")
     frame["kind"] = frame["error"].str.replace(_NUMBER, "#", regex=True)
     kinds = frame.groupby("kind", sort=False).agg(  # ties: in the order first stored
