@@ -265,6 +265,8 @@ def execute(cfg, node_actions=()) -> int:
     except KeyboardInterrupt:  # e.g. while probing cluster.address: nothing was written
         print("\ninterrupted before anything was written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    for note in options.pop("notes", []):
+        print(f"note: {note}", file=sys.stderr)
     from pipeline.store.integrity import BadPartFile
 
     try:

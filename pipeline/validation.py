@@ -127,6 +127,7 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     check_engine_keys(conf)
+    notes: list[str] = []  # told before the sweep starts, once (not per multirun job check)
     try:
         cluster = conf.get("cluster") or {}
         validate_cluster(cluster)
@@ -135,7 +136,8 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
         if cluster.get("kind") == "slurm" and not conf.get("report"):
             from pipeline.engine.slurm_limits import check_partition_limits
 
-            check_partition_limits(cluster)  # a job no partition could start; a partition typo
+            # a job no partition could start, a partition typo (refused); one that is down
+            notes = check_partition_limits(cluster)
     except ClusterConfigError as exc:
         raise ConfigError(str(exc)) from None
     for node in ("grid", "params"):
@@ -166,6 +168,7 @@ def validate(name: str, conf: dict, params_typed: set[str] = frozenset(),
     options = {k: conf.get(k) for k in allowed_top - {"grid", "params"}}
     options.update({k: conf.get(k, default) for k, (_, default, _) in ENGINE_KEYS.items()})
     options["results_dir"] = str(options["results_dir"])
+    options["notes"] = notes
     return grid, options
 
 

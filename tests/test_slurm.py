@@ -403,6 +403,41 @@ def test_memory_over_a_partitions_max_mem_per_node_is_refused_before_submitting(
 
 
 @pytest.mark.timeout(240)
+def test_a_partition_that_is_down_is_said_at_the_start_and_while_the_jobs_wait(tmp_path,
+                                                                               job_name):
+    """A partition that is down takes jobs and starts none until an administrator brings it
+    up: the sweep waited worker_start_timeout with no word of why until it gave up. It is not
+    refused (maintenance ends), but told before anything runs (sinfo) and as soon as squeue
+    gives the jobs' reason; the sweep still gives up at worker_start_timeout, naming it."""
+    with partition_of_this_node("down") as name:
+        subprocess.run(["scontrol", "update", f"PartitionName={name}", "State=DOWN"],
+                       check=True, timeout=30)
+        results = tmp_path / "results"
+        dry = run_cli(f"results_dir={results}", "grid.x=[1]", *JOBS, f"cluster.queue={name}",
+                      f"cluster.job_name={job_name}", "dry_run=true", timeout=60)
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        note = (f"note: partition {name} is down (sinfo): SLURM queues the worker jobs and "
+                "starts them only once an administrator brings it up; the sweep waits at most "
+                "cluster.worker_start_timeout=")
+        assert note in dry.stderr, dry.stderr
+        try:
+            proc = run_cli(f"results_dir={results}", "grid.x={range:[0,4]}", *JOBS,
+                           f"cluster.queue={name}", "cluster.worker_start_timeout=40s",
+                           f"cluster.job_name={job_name}", timeout=180)
+        finally:
+            cancel_jobs(job_name)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    err = proc.stderr
+    assert note + "40s" in err, err
+    assert "pending for PartitionDown (the partition is down): they start only once an " \
+        "administrator acts" in err, err
+    assert err.index("pending for PartitionDown") < err.index("no Dask worker joined within "
+                                                              "cluster.worker_start_timeout=40s")
+    assert err.count("pending for PartitionDown (the partition") == 1  # warned once
+    wait_for(lambda: not squeue(job_name), 60, "the pending jobs to be cancelled")
+
+
+@pytest.mark.timeout(240)
 def test_a_job_over_the_partitions_time_limit_is_refused_or_reported_at_once(
         tmp_path, job_name, short_partition):
     """SLURM here (as at many sites, without EnforcePartLimits) accepts a job whose walltime is

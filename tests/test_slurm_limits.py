@@ -71,20 +71,39 @@ def _fake(bindir: Path, name: str, body: str) -> None:
 
 def test_partitions_are_read_from_sinfo_and_a_silent_sinfo_is_no_answer(tmp_path, monkeypatch):
     bindir = tmp_path / "bin"
-    _fake(bindir, "sinfo", 'printf "debug*|16|16000|infinite\\nshort|4|8000|10:00\\n'
-                           'short|8+|32000|10:00\\n"')
+    _fake(bindir, "sinfo", 'printf "debug*|16|16000|infinite|up\\nshort|4|8000|10:00|down\\n'
+                           'short|8+|32000|10:00|down\\n"')
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     found = sl.partitions()
-    assert found == {"debug": DEBUG, "short": sl.Partition("short", False, 600, 8, 32000)}
+    assert found == {"debug": DEBUG,
+                     "short": sl.Partition("short", False, 600, 8, 32000, "down")}
     # a partition's MaxMemPerNode below its nodes' memory: the job pended for MaxMemPerLimit
     _fake(bindir, "scontrol", 'printf "PartitionName=debug MaxMemPerNode=UNLIMITED State=UP\\n'
                               'PartitionName=short MaxMemPerNode=1000 State=UP\\n"')
-    assert sl.partitions()["short"] == sl.Partition("short", False, 600, 8, 1000)
+    assert sl.partitions()["short"] == sl.Partition("short", False, 600, 8, 1000, "down")
     assert sl.partitions()["debug"] == DEBUG
     _fake(bindir, "sinfo", "echo 'slurm_load_partitions: Unable to contact slurm controller' >&2"
                            "; exit 1")
     assert sl.partitions() is None
     sl.check_partition_limits({"kind": "slurm", "queue": "nosuch"})  # not judged without sinfo
+
+
+def test_a_partition_that_is_down_is_a_note_not_a_refusal():
+    """A down (drained, inactive) partition starts jobs once an administrator brings it up:
+    told, not refused; one partition of the queue list up is enough to say nothing."""
+    down = sl.Partition("short", False, 600, 4, 8000, "down")
+    notes = sl.check_partition_limits({"kind": "slurm", "queue": "short",
+                                       "worker_start_timeout": "2h"}, {"short": down})
+    assert notes == ["partition short is down (sinfo): SLURM queues the worker jobs and starts "
+                     "them only once an administrator brings it up; the sweep waits at most "
+                     "cluster.worker_start_timeout=2h for a first worker (another partition: "
+                     "cluster.queue)"]
+    assert sl.check_partition_limits({"kind": "slurm", "queue": "short,debug"},
+                                     {"short": down, "debug": DEBUG}) == []
+    assert sl.check_partition_limits({"kind": "slurm"}, {"short": down, "debug": DEBUG}) == []
+    drained = sl.Partition("debug", True, None, 16, 16000, "drain")
+    assert "partition debug is drained (sinfo)" in sl.check_partition_limits(
+        {"kind": "slurm"}, {"debug": drained})[0]
 
 
 def test_only_jobs_all_pending_for_good_are_never_starting():

@@ -208,6 +208,7 @@ class SubmissionWatch:
         self._pending_checked_at = time.monotonic() - PENDING_CHECK_S + PENDING_FIRST_CHECK_S
         self._forgotten: set[str] = set()  # ended jobs already forgotten (said once)
         self._last_queue: dict = {}  # job id -> (state, reason), squeue's last answer
+        self._told_reasons: set = set()  # pending reasons already warned of
 
     def submitted(self, job_id: str) -> None:
         with self._lock:
@@ -283,8 +284,27 @@ class SubmissionWatch:
             return {job: f"ended before any worker joined{self._log_tail(job)}"
                     for job in ended[-3:]}
         self._forget(ended)  # ended, while others wait: replaced
+        self._tell_admin_waits(jobs)
         never = {job: f"is pending for {why}" for job, why in never_starting(jobs).items()}
         return never if len(never) == len(jobs) else {}  # none running, none merely waiting
+
+    def _tell_admin_waits(self, jobs: dict) -> None:
+        """Warn once when every queued job waits for an administrator (a partition down, its
+        nodes drained): the sweep waits, at most worker_start_timeout, and the log said only
+        that no worker had joined yet."""
+        from pipeline.engine.slurm_limits import WAITS_FOR_ADMIN
+
+        reasons = {reason for state, reason in jobs.values() if state == "PENDING"}
+        waiting = [job for job, (state, reason) in jobs.items()
+                   if state == "PENDING" and reason.split(",")[0] in WAITS_FOR_ADMIN]
+        if not waiting or len(waiting) != len(jobs) or reasons <= self._told_reasons:
+            return
+        self._told_reasons |= reasons
+        why = "; ".join(f"{r} ({WAITS_FOR_ADMIN[r.split(',')[0]]})" for r in sorted(reasons))
+        log.warning("SLURM job(s) %s pending for %s: they start only once an administrator "
+                    "acts (sinfo; scontrol show partition); the sweep waits at most "
+                    "cluster.worker_start_timeout=%s for a first worker", ", ".join(waiting[-5:]),
+                    why, format_duration(self.start_timeout))
 
     def _replace_ended_jobs(self, now: float) -> None:
         """The cluster's jobs that left the queue before their workers joined (a bad

@@ -68,6 +68,15 @@ class Partition:
     max_time_s: int | None  # None: no limit
     max_cpus: int  # of its largest node
     max_memory_mb: int | None  # of its largest node; None: unknown
+    state: str = "up"  # sinfo's %a: up, down, drain or inact
+
+
+# Pending reasons that pass only when an administrator acts (the sweep waits, and says why)
+WAITS_FOR_ADMIN = {
+    "PartitionDown": "the partition is down",
+    "PartitionInactive": "the partition is inactive",
+    "ReqNodeNotAvail": "the nodes it needs are down, drained or reserved",
+}
 
 
 def _run(args: list[str]) -> str | None:
@@ -100,27 +109,28 @@ def _number(text: str) -> int | None:
 
 def partitions() -> dict[str, Partition] | None:
     """Every partition with its limits, or None if ``sinfo`` is missing or does not answer."""
-    out = _run(["sinfo", "--noheader", "--all", "--Node", "--format=%P|%c|%m|%l"])
+    out = _run(["sinfo", "--noheader", "--all", "--Node", "--format=%P|%c|%m|%l|%a"])
     if out is None:
         return None
     found: dict[str, dict] = {}
     for line in out.splitlines():
         fields = line.split("|")
-        if len(fields) != 4:
+        if len(fields) != 5:
             continue
-        raw, cpus, memory, limit = fields
+        raw, cpus, memory, limit, state = fields
         name = raw.strip().rstrip("*")
         try:
             seen = found.setdefault(name, {"default": raw.strip().endswith("*"),
                                            "max_time_s": _time_limit(limit), "cpus": 0,
-                                           "memory": 0})
+                                           "memory": 0, "state": state.strip().lower() or "up"})
         except ValueError:  # a time limit in a form not known here: do not judge
             return None
         seen["cpus"] = max(seen["cpus"], _number(cpus) or 0)
         seen["memory"] = max(seen["memory"], _number(memory) or 0)
     caps = _memory_caps()  # a partition may allow a job less memory than its nodes have
     return {name: Partition(name, p["default"], p["max_time_s"], p["cpus"],
-                            min(filter(None, (p["memory"], caps.get(name))), default=None))
+                            min(filter(None, (p["memory"], caps.get(name))), default=None),
+                            p["state"])
             for name, p in found.items()}
 
 
@@ -138,18 +148,21 @@ def _memory_caps() -> dict[str, int]:
 
 
 def check_partition_limits(cfg: Mapping[str, Any], found: dict[str, Partition] | None = None
-                           ) -> None:
+                           ) -> list[str]:
     """Refuse (``ClusterConfigError``) a ``cluster=slurm`` worker job that no partition it
-    may go to could ever start; ``found``: the partitions (default: asked of ``sinfo``)."""
+    may go to could ever start; ``found``: the partitions (default: asked of ``sinfo``).
+    Returns notes for the user: a partition that is down (or drained, inactive) takes the
+    jobs and starts them only once an administrator brings it up, so the sweep is not
+    refused, but waits (at most ``cluster.worker_start_timeout``) and says so."""
     extra = " ".join(str(d) for d in setting(cfg, "job_extra_directives", []) or [])
     if any(word.split("=")[0] in _OVERRIDES or word.startswith(_SHORT_OVERRIDES)
            for word in extra.split()):
-        return
+        return []
     if setting(cfg, "job_directives_skip") or any(os.environ.get(v) for v in _ENV_OVERRIDES):
-        return  # the job script's own -p/-t/--mem lines may be left out or overridden
+        return []  # the job script's own -p/-t/--mem lines may be left out or overridden
     found = partitions() if found is None else found
     if not found:
-        return
+        return []
     queue = setting(cfg, "queue")
     if queue:
         names = [q.strip() for q in str(queue).split(",") if q.strip()]
@@ -162,7 +175,7 @@ def check_partition_limits(cfg: Mapping[str, Any], found: dict[str, Partition] |
     else:
         chosen = [p for p in found.values() if p.default]
         if not chosen:
-            return  # no default partition: sbatch says so itself
+            return []  # no default partition: sbatch says so itself
     where = f"partition {'/'.join(p.name for p in chosen)}"
     walltime = setting(cfg, "walltime")
     limits = [p.max_time_s for p in chosen]
@@ -187,6 +200,15 @@ def check_partition_limits(cfg: Mapping[str, Any], found: dict[str, Partition] |
                 f"cluster.memory={memory} is more than any node of {where} has, or the "
                 f"partition allows a job ({max(memories)} MB: sinfo's memory, scontrol's "
                 "MaxMemPerNode): SLURM would queue the worker jobs and never start them")
+    if all(p.state != "up" for p in chosen):
+        timeout = setting(cfg, "worker_start_timeout", DEFAULTS["worker_start_timeout"])
+        words = {"drain": "drained", "inact": "inactive"}
+        states = "/".join(sorted({words.get(p.state, p.state) for p in chosen}))
+        return [f"{where} is {states} (sinfo): SLURM "
+                "queues the worker jobs and starts them only once an administrator brings it "
+                f"up; the sweep waits at most cluster.worker_start_timeout={timeout} for a "
+                "first worker (another partition: cluster.queue)"]
+    return []
 
 
 def _clock(seconds: int) -> str:
