@@ -2,7 +2,8 @@
 memory of ``compact`` (the key columns of every row, then one part file at a time) against,
 in the same run, what the previous compaction held: the whole table read and deduplicated
 (``read_table`` + ``deduplicate_table``). Each side runs in its own process on its own copy
-of one store, so each peak is its own (``pyarrow.default_memory_pool().max_memory()``).
+of one store, so each peak is its own: Arrow's (``pyarrow.default_memory_pool().max_memory()``)
+and the process's RSS above its own after imports (the plan's numpy arrays are not Arrow's).
 
     python benchmarks/bench_compaction.py           # 2,000,000 rows in 40 parts
     python benchmarks/bench_compaction.py --quick   # 200,000 rows in 20 parts
@@ -22,17 +23,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SIDE = r"""
-import sys, time
+import resource, sys, time
 import pyarrow as pa
 from pipeline.store.compaction import compact
 from pipeline.store.parquet import deduplicate_table, read_table
 folder = sys.argv[2]
+before = int(open("/proc/self/statm").read().split()[1]) * 4096
 t0 = time.perf_counter()
 if sys.argv[1] == "whole":
     rows = deduplicate_table(read_table(folder)).num_rows
 else:
     rows = compact(folder).rows_after  # the default targets: 1M rows or 128 MiB a file
-print(pa.default_memory_pool().max_memory(), rows, time.perf_counter() - t0)
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+print(pa.default_memory_pool().max_memory(), rss, rows, time.perf_counter() - t0)
 """
 
 
@@ -54,8 +57,8 @@ def make_store(folder: Path, rows: int, parts: int) -> None:
 def side(kind: str, folder: Path) -> tuple[int, int, float]:
     out = subprocess.run([sys.executable, "-c", SIDE, kind, str(folder)], cwd=ROOT,
                          capture_output=True, text=True, timeout=1800, check=True)
-    peak, rows, seconds = out.stdout.split()
-    return int(peak), int(rows), float(seconds)
+    peak, rss, rows, seconds = out.stdout.split()
+    return int(peak), int(rows), float(seconds), int(rss)
 
 
 def main() -> int:
@@ -73,9 +76,11 @@ def main() -> int:
         whole = side("whole", base)
         ours = side("compact", Path(tmp) / "copy")
     assert whole[1] == ours[1] == rows, (whole, ours)
-    print(f"whole table (before): {whole[0] / 2**20:.0f} MiB Arrow peak, {whole[2]:.1f} s; "
-          f"compact: {ours[0] / 2**20:.0f} MiB, {ours[2]:.1f} s (writes too); "
-          f"memory ratio {ours[0] / whole[0]:.3f}")
+    print(f"whole table (before): {whole[0] / 2**20:.0f} MiB Arrow peak, "
+          f"{whole[3] / 2**20:.0f} MiB RSS peak, {whole[2]:.1f} s; "
+          f"compact: {ours[0] / 2**20:.0f} MiB, {ours[3] / 2**20:.0f} MiB, {ours[2]:.1f} s "
+          f"(writes too); memory ratio {ours[0] / whole[0]:.3f} (Arrow), "
+          f"{ours[3] / whole[3]:.3f} (RSS: numpy arrays too)")
     return 0
 
 

@@ -448,10 +448,9 @@ class _RowPlan:
 
 def _plan_rows(path: Path, files: list) -> _RowPlan:
     import numpy as np
-    import pyarrow as pa
 
-    from pipeline.store.integrity import MissingPartFile, missing_parts, read_parts
-    from pipeline.store.parquet import checked_schemas, deduplicate_table, unified_schema
+    from pipeline.store.integrity import MissingPartFile, missing_parts
+    from pipeline.store.parquet import checked_schemas, unified_schema
 
     missing = missing_parts(path)  # deleted by hand: the table would look whole, and be short
     if missing:
@@ -460,20 +459,81 @@ def _plan_rows(path: Path, files: list) -> _RowPlan:
     rows = [_rows(f) for f in files]
     starts = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
     columns = [c for c in _KEY_COLUMNS if c in schema.names]
+    kept, newest = _kept_by_sorting(files, rows, columns, schema)
+    if kept is None:  # ids or row indices the arrays cannot hold: the Arrow rule on the keys
+        kept, newest = _kept_by_hashing(files, rows, columns, schema)
+    plan = _RowPlan(files, schema, starts, kept, int(starts[-1]), 0.0, newest)
+    plan.nbytes = float(sum(part.nbytes for part in plan.parts()))
+    return plan
+
+
+def _kept_by_sorting(files, rows: list, columns: list, schema):
+    """(positions kept, newest version among them) from the key columns read a batch at a
+    time into arrays of 33 bytes a row (:func:`pipeline.store.parquet.kept_positions`): the
+    key table and its hash tables held about 200 bytes a row (20 GB for 10^8). (None, None)
+    when an id is malformed, or a row index or status unknown (hand-edited rows): the Arrow
+    rule then."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeline.store.integrity import scan_parts
+    from pipeline.store.parquet import id_words, kept_positions
+
+    if not {"task_id", "status", "row_index"} <= set(columns):
+        return None, None
+    total = int(sum(rows))
+    head, tail = np.empty(total, np.uint64), np.empty(total, np.uint32)
+    row_index, stamp = np.empty(total, np.int64), np.full(total, -1, np.int64)
+    failed, version = np.empty(total, bool), np.full(total, -1, np.int64)
+    at = 0
+    for i, f in enumerate(files):
+        start = at
+        for batch in scan_parts([f], columns, schema=schema):
+            n = batch.num_rows
+            if at + n > total:
+                raise BadPartFile(f, "its rows differ in number from its footer's")
+            ids, index = batch.column("task_id"), batch.column("row_index")
+            if index.null_count or batch.column("status").null_count or not pc.all(pc.fill_null(
+                    pc.equal(pc.binary_length(ids), 24), False)).as_py():
+                return None, None
+            head[at:at + n], tail[at:at + n] = id_words(ids)
+            row_index[at:at + n] = index.to_numpy()
+            failed[at:at + n] = np.asarray(pc.fill_null(pc.equal(batch.column("status"),
+                                                                 "failed"), False))
+            if "finished_at" in columns:
+                stamp[at:at + n] = np.asarray(pc.fill_null(pc.cast(
+                    batch.column("finished_at"), pa.int64()), -1))
+            if "experiment_version" in columns:
+                version[at:at + n] = np.asarray(pc.fill_null(batch.column("experiment_version"),
+                                                             -1))
+            at += n
+        if at - start != rows[i]:  # a footer that disagrees with its rows: name the file
+            raise BadPartFile(f, "its rows differ in number from its footer's")
+    kept = kept_positions(head, tail, row_index, failed, stamp)
+    del head, tail, row_index, failed, stamp
+    newest = (int(version[kept].max()) if "experiment_version" in columns and kept.size
+              else None)
+    return kept, newest
+
+
+def _kept_by_hashing(files, rows: list, columns: list, schema):
+    """:func:`_kept_by_sorting` by ``deduplicate_table`` on the key columns read whole."""
+    import numpy as np
+    import pyarrow as pa
+
+    from pipeline.store.integrity import read_parts
+    from pipeline.store.parquet import deduplicate_table
+
     keys = read_parts(files, columns=columns, schema=schema)
-    if keys.num_rows != starts[-1]:  # a footer that disagrees with its rows: name the file
+    if keys.num_rows != sum(rows):  # a footer that disagrees with its rows: name the file
         for f, n in zip(files, rows):
             if read_parts([f], columns=columns, schema=schema).num_rows != n:
                 raise BadPartFile(f, "its rows differ in number from its footer's")
         raise BadPartFile(files[0], "the parts' rows differ in number from their footers'")
     keys = keys.append_column("_position", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
     kept_table = deduplicate_table(keys)
-    kept = np.sort(kept_table["_position"].to_numpy())
-    newest = _newest_version(kept_table)
-    plan = _RowPlan(files, schema, starts, kept, int(keys.num_rows), 0.0, newest)
-    del keys, kept_table
-    plan.nbytes = float(sum(part.nbytes for part in plan.parts()))
-    return plan
+    return np.sort(kept_table["_position"].to_numpy()), _newest_version(kept_table)
 
 
 def _rows(file) -> int:
