@@ -444,14 +444,24 @@ def _first_stored_error(path, grid) -> str | None:
     skips; it ran none itself), or None if it cannot be read. The stored rows are matched
     to the grid by their parameters, as the resume counts them: linear in the store, no
     hashing of the grid (a select() hashed every point: minutes for 10^8)."""
-    from pipeline.engine.resume import grid_rows
+    import numpy as np
+    import pandas as pd
 
-    try:
-        rows = grid_rows(grid, path, extra=("error", "started_at"))
-        if rows is None or "error" not in rows:
+    from pipeline.engine.resume import grid_row_batches
+    from pipeline.store.parquet import contains, unique_ids
+
+    try:  # a batch at a time: the ok rows' id prefixes and the failed rows are kept
+        done, failed = [], []
+        for rows in grid_row_batches(grid, path, extra=("error", "started_at")):
+            if "error" not in rows:
+                return None
+            done.append(rows.loc[(rows["status"] == "ok").to_numpy(), "task_key"].to_numpy())
+            failed.append(rows.loc[(rows["status"] == "failed").to_numpy()])
+        if not failed:
             return None
-        done = set(rows.loc[rows["status"] == "ok", "task_key"])
-        failed = rows[(rows["status"] == "failed") & ~rows["task_key"].isin(done)]
+        failed = pd.concat(failed, ignore_index=True)
+        failed = failed[~contains(unique_ids(np.concatenate(done)),
+                                  failed["task_key"].to_numpy())]
         if "started_at" in failed:
             failed = failed.sort_values("started_at", kind="stable")
         errors = failed["error"].dropna()

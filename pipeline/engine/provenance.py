@@ -159,14 +159,10 @@ def stale_points(grid, path, current: str):
     grid to find them took about 3 s per 10^6 points before a resume after any edit could
     start (50 minutes for 10^9)."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
     from pipeline.engine.resume import grid_row_batches
-    from pipeline.store.parquet import (contains, deduplicate_table, id_prefixes, part_files,
-                                        unified_schema, unique_ids)
+    from pipeline.store.parquet import contains, part_files, unified_schema, unique_ids
 
     none = np.zeros(0, dtype=np.uint64), []
     files = part_files(path)
@@ -176,22 +172,13 @@ def stale_points(grid, path, current: str):
     schema = unified_schema([pq.read_schema(f) for f in files])
     if "code_id" in schema.names and not _other_code_stored(files, schema, current):
         return none  # the usual case, found a batch at a time from two small columns
-    columns = ["task_id", "status", "finished_at", "row_index"] + (
-        ["code_id"] if "code_id" in schema.names else [])
-    table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
-        columns=columns, filter=pc.equal(pc.field("status"), "ok"))
-    if "code_id" not in table.column_names:
-        table = table.append_column("code_id", pa.nulls(table.num_rows, pa.string()))
     # Each task's latest ok attempt, as load keeps it (failed rows never outrank ok ones):
     # a task whose latest rows came from other code is stale even if an older attempt had
     # the current code (an edit rerun, then reverted), or a compaction changed the answer.
-    table = deduplicate_table(table)
-    is_current = pc.fill_null(pc.equal(table["code_id"], current), False)
-    fresh = unique_ids(id_prefixes(table.filter(is_current)["task_id"]))
-    other = table.filter(pc.invert(is_current))
-    if other.num_rows == 0:
-        return none
-    other_ids = unique_ids(id_prefixes(other["task_id"]))
+    heads, codes_of, names = _latest_ok_codes(files, schema)
+    is_current = codes_of == (names.index(current) if current in names else -2)
+    fresh = unique_ids(heads[is_current])
+    other_ids = unique_ids(heads[~is_current])
     other_ids = other_ids[~contains(fresh, other_ids)]
     if other_ids.size == 0:
         return none
@@ -205,10 +192,81 @@ def stale_points(grid, path, current: str):
         return none
     stale_ids = unique_ids(ids[stale])
     # the code_ids of the stale tasks' latest attempts (those load returns), not of older ones
-    codes = other["code_id"].filter(pa.array(contains(stale_ids, id_prefixes(other["task_id"]))))
-    codes = sorted({c if isinstance(c, str) else "none recorded" for c in codes.to_pylist()
-                    if c != current})
+    found = codes_of[~is_current & contains(stale_ids, heads)]
+    codes = sorted({names[c] if c >= 0 else "none recorded" for c in np.unique(found).tolist()})
     return stale_ids, codes
+
+
+def _latest_ok_codes(files, schema):
+    """(id prefixes, code indices, code names) of the rows ``load`` keeps among the stored
+    ok rows (index -1: no code_id recorded). The key columns are scanned a batch at a time
+    into arrays (:func:`pipeline.store.parquet.kept_positions`): the ok rows' keys read whole
+    and deduplicated in Arrow held about 330 bytes a row, on every resume after an edit. An
+    id the arrays cannot hold (edited by hand) takes that Arrow path."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeline.store.integrity import scan_parts
+    from pipeline.store.parquet import id_words, kept_positions
+
+    has_code = "code_id" in schema.names
+    columns = ["task_id", "status", "finished_at", "row_index"] + (["code_id"] if has_code
+                                                                   else [])
+    names: list[str] = []
+    parts = {k: [] for k in ("head", "tail", "row_index", "stamp", "code")}
+    for batch in scan_parts(files, columns, schema=schema):
+        batch = batch.filter(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
+        ids, index = batch.column("task_id"), batch.column("row_index")
+        if index.null_count or not pc.all(pc.fill_null(
+                pc.equal(pc.binary_length(ids), 24), False)).as_py():
+            return _latest_ok_codes_by_hashing(files, schema, columns)
+        head, tail = id_words(ids)
+        parts["head"].append(head)
+        parts["tail"].append(tail)
+        parts["row_index"].append(index.to_numpy())
+        parts["stamp"].append(np.asarray(pc.fill_null(pc.cast(batch.column("finished_at"),
+                                                              pa.int64()), -1)))
+        code = np.full(batch.num_rows, -1, dtype=np.int32)
+        if has_code:
+            encoded = batch.column("code_id").dictionary_encode()
+            for c in encoded.dictionary.to_pylist():  # a handful of code_ids in a store
+                if c not in names:
+                    names.append(c)
+            positions = [names.index(c) for c in encoded.dictionary.to_pylist()]
+            valid = np.asarray(encoded.indices.is_valid())
+            code[valid] = np.asarray(positions, dtype=np.int32)[
+                np.asarray(encoded.indices.fill_null(0))[valid]]
+        parts["code"].append(code)
+    arrays = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
+    del parts
+    kept = kept_positions(arrays["head"].astype(np.uint64), arrays["tail"].astype(np.uint32),
+                          arrays["row_index"].astype(np.int64),
+                          np.zeros(arrays["head"].size, dtype=bool),
+                          arrays["stamp"].astype(np.int64))
+    return arrays["head"][kept].astype(np.uint64), arrays["code"][kept].astype(np.int32), names
+
+
+def _latest_ok_codes_by_hashing(files, schema, columns):
+    """:func:`_latest_ok_codes` by ``deduplicate_table`` on the ok rows' keys read whole."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from pipeline.store.parquet import deduplicate_table, id_prefixes
+
+    table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
+        columns=columns, filter=pc.equal(pc.field("status"), "ok"))
+    if "code_id" not in table.column_names:
+        table = table.append_column("code_id", pa.nulls(table.num_rows, pa.string()))
+    table = deduplicate_table(table)
+    codes = table["code_id"].to_pylist()
+    names = sorted({c for c in codes if c is not None})
+    index = {c: i for i, c in enumerate(names)}
+    return (id_prefixes(table["task_id"]),
+            np.array([index.get(c, -1) if c is not None else -1 for c in codes],
+                     dtype=np.int32), names)
 
 
 def _other_code_stored(files, schema, current: str) -> bool:

@@ -72,11 +72,13 @@ def count_stored(grid: Grid, path) -> StoredCounts:
     other experiment version and not under this one: the stored parameters match the grid's,
     the version does not (after a version bump this version computes them anew). Only when
     every parameter of this version has a stored column. Reads the store a batch at a time and
-    keeps 8 bytes a row of this version (its id prefix); the parameter values are compared
-    only when rows of another version match, in a second pass (after a version bump only)."""
+    keeps 8 bytes a row of this version (its id prefix), and 16 of another version's matching
+    rows (a hash of their parameter values, and the version); this version's rows are hashed
+    in a second pass, only when another version's match (after a version bump)."""
     from pipeline.store.parquet import contains, unique_ids
 
-    ok_parts, failed_parts, others = [], [], []
+    names = [p.name for p in grid.experiment.params]
+    ok_parts, failed_parts, other_keys, other_versions_of = [], [], [], []
     for hits in grid_row_batches(grid, path, any_version=True):
         this = (hits["experiment_version"] == grid.version).to_numpy()
         status = hits["status"].to_numpy(dtype=object)
@@ -84,7 +86,9 @@ def count_stored(grid: Grid, path) -> StoredCounts:
         ok_parts.append(keys[this & (status == "ok")])
         failed_parts.append(keys[this & (status == "failed")])
         if not this.all():
-            others.append(hits.loc[~this])
+            others = hits.loc[~this]
+            other_keys.append(_point_hashes(others, names))
+            other_versions_of.append(others["experiment_version"].to_numpy(dtype=np.int64))
     if not ok_parts:
         return StoredCounts(0, 0, {})
     ok_ids = unique_ids(np.concatenate(ok_parts))
@@ -92,28 +96,28 @@ def count_stored(grid: Grid, path) -> StoredCounts:
                               assume_unique=True)
     del ok_parts, failed_parts
     other_versions = {}
-    if others:  # after a version bump only: those points not stored under this version
-        others = pd.concat(others, ignore_index=True)
-        names = [p.name for p in grid.experiment.params]
-
-        def keys(rows):  # a hash of a point's parameter values (its task id differs between
-            # versions); vectorised: a row-wise join took ~15 s per 10^6 rows. Object columns
-            # (lists, strings, unset values) hashed as their canonical fragments, as the task
-            # id has them: astype(str) kept 8 significant digits of a list's floats and
-            # abbreviated a list of over 1,000 with '...', so distinct points collided
-            frame = rows[names]
-            frame = frame.assign(**{n: frame[n].map(_canonical) for n in names
-                                    if frame[n].dtype == object})
-            return pd.util.hash_pandas_object(frame, index=False).to_numpy()
-
+    if other_keys:  # after a version bump only: those points not stored under this version
         mine = unique_ids(np.concatenate(
-            [keys(hits.loc[(hits["experiment_version"] == grid.version).to_numpy()])
-             for hits in grid_row_batches(grid, path, any_version=True)]))
-        others = others.assign(_key=keys(others))
-        others = others[~contains(mine, others["_key"].to_numpy())]
-        other_versions = {int(v): int(n) for v, n in
-                          others.groupby("experiment_version")["_key"].nunique().items()}
+            [_point_hashes(hits.loc[(hits["experiment_version"] == grid.version).to_numpy()],
+                           names) for hits in grid_row_batches(grid, path, any_version=True)]))
+        keys, versions = np.concatenate(other_keys), np.concatenate(other_versions_of)
+        absent = ~contains(mine, keys)
+        other_versions = {int(v): int(unique_ids(keys[absent & (versions == v)]).size)
+                          for v in np.unique(versions[absent]).tolist()}
     return StoredCounts(len(ok_ids), len(failed_ids), other_versions)
+
+
+def _point_hashes(rows: pd.DataFrame, names: list[str]) -> np.ndarray:
+    """A uint64 hash of each row's parameter values (a point's task id differs between
+    versions), vectorised: a row-wise join took ~15 s per 10^6 rows. Object and bool columns
+    are hashed as their canonical fragments, as the task id has them: astype(str) kept 8
+    significant digits of a list's floats and abbreviated a list of over 1,000 with '...', so
+    distinct points collided; and a bool column reads as bool in one batch and as objects in
+    another (with an unset value), which pandas hashes differently."""
+    frame = rows[names]
+    frame = frame.assign(**{n: frame[n].map(_canonical) for n in names
+                            if frame[n].dtype == object or frame[n].dtype == bool})
+    return pd.util.hash_pandas_object(frame, index=False).to_numpy()
 
 
 def other_versions_text(grid, other_versions: dict) -> str:
@@ -158,25 +162,16 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def grid_rows(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool = False):
-    """The stored rows that are points of ``grid`` (a DataFrame of ``task_key``, the task id's
-    uint64 prefix (:func:`pipeline.store.parquet.id_prefixes`), ``status``,
-    ``experiment_version`` and those of the ``extra`` columns stored), or None when nothing
-    is: the stored parameter values matched against the grid's axes, without hashing the grid
-    (see :func:`count_done`). ``any_version``: rows of every experiment version whose
-    parameters match (their task ids are another version's), not only ``grid.version``'s, with
-    the parameter columns."""
-    frames = list(grid_row_batches(grid, path, extra, any_version))
-    if not frames:
-        return None
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-
-
 def grid_row_batches(grid: Grid, path, extra: tuple[str, ...] = (), any_version: bool = False):
-    """:func:`grid_rows` a batch of stored rows at a time (nothing when nothing is stored):
-    callers that reduce the rows (counts, id sets) hold one batch and what they keep, not
-    the store's columns (a whole-table read took about 0.4 KB a stored row). Rows whose task
-    id is malformed are skipped (no point has it)."""
+    """The stored rows that are points of ``grid``, a batch at a time (DataFrames of
+    ``task_key``, the task id's uint64 prefix (:func:`pipeline.store.parquet.id_prefixes`),
+    ``status``, ``experiment_version`` and those of the ``extra`` columns stored; nothing when
+    nothing is stored): the stored parameter values matched against the grid's axes, without
+    hashing the grid (see :func:`count_done`). ``any_version``: rows of every experiment
+    version whose parameters match (their task ids are another version's), with the parameter
+    columns. Callers reduce the rows (counts, id sets) and hold one batch and what they keep,
+    not the store's columns (a whole-table read took about 0.4 KB a stored row). Rows whose
+    task id is malformed are skipped (no point has it)."""
     from pipeline.store.parquet import part_files
 
     files = part_files(path)

@@ -60,27 +60,26 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     """The rows of ``grid``'s points that ``pipeline.load`` keeps (each task's latest attempt),
     found once for the whole store, a batch at a time: the grid's id prefixes (planning's
     match of the stored parameters), then one scan of the key columns (task id, status,
-    version, finish time) keeping 17 bytes of each of the grid's rows and one byte of every
-    row; the summary's scan then slices ``keep`` by row offset. None when no point is stored.
-
-    load's rule, per task: a task stored ok anywhere keeps its latest ok attempt, otherwise
-    its latest failed one (rows of one attempt share its finish time). So a row is kept when
-    (ok, finish time) is its task's largest, compared in that order: one int64 score a row
-    and a maximum per task, by sorting the prefixes (the Arrow deduplication of the id
-    strings it replaces held about 0.35 KB a stored row, 35 GB for 10^8)."""
+    version, finish time, row index) keeping 29 bytes of each of the grid's rows and one
+    byte of every row, and load's own rule on them
+    (:func:`pipeline.store.parquet.kept_positions`, by sorts: the Arrow deduplication of the id
+    strings it replaces held about 0.35 KB a stored row, 35 GB for 10^8). The summary's scan
+    then slices ``keep`` by row offset. None when no point is stored."""
     from pipeline.engine.resume import grid_row_batches
     from pipeline.store.integrity import scan_parts
-    from pipeline.store.parquet import aligned_prefixes, contains, unique_ids
+    from pipeline.store.parquet import (aligned_prefixes, contains, id_words, kept_positions,
+                                        unique_ids)
 
     # the grid's points, this version (matched, not hashed), as sorted id prefixes
     ids = [hits["task_key"].to_numpy() for hits in grid_row_batches(grid, path)]
     if not ids:
         return None
     ids = unique_ids(np.concatenate(ids))
-    wanted = [c for c in ("task_id", "status", "experiment_version", "finished_at")
+    wanted = [c for c in ("task_id", "status", "experiment_version", "finished_at", "row_index")
               if c in schema.names]
-    stored = of_version = 0
-    masks, keys, scores = [], [], []
+    of_version = 0
+    masks = []
+    parts = {k: [] for k in ("head", "tail", "row_index", "failed", "stamp")}
     for batch in scan_parts(files, wanted, schema=schema):  # storage order, as the scan's
         prefixes, mine = aligned_prefixes(batch.column("task_id"))
         mine &= contains(ids, prefixes)
@@ -90,41 +89,49 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
             of_version += int(np.count_nonzero(versions == version))
         else:
             of_version += batch.num_rows  # every row is of the summarised version
-        stored += batch.num_rows
         masks.append(mine)
         if not mine.any():
             continue
-        keys.append(prefixes[mine])
-        ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))[mine]
-        stamps = (np.asarray(pc.fill_null(pc.cast(batch.column("finished_at"), pa.int64()), -1))
-                  [mine] if "finished_at" in wanted else np.full(int(mine.sum()), -1))
-        # ok first, then the finish time (-1 when unknown; microseconds since 1970 < 2^62)
-        scores.append((np.maximum(stamps, -1) + 1) | (ok.astype(np.int64) << 62))
+        rows = batch.filter(pa.array(mine))
+        head, tail = id_words(rows.column("task_id"))
+        parts["head"].append(head)
+        parts["tail"].append(tail)
+        parts["failed"].append(np.asarray(pc.fill_null(pc.not_equal(rows.column("status"), "ok"),
+                                                       True)))
+        for name, column, unknown in (("row_index", "row_index", 0),
+                                      ("stamp", "finished_at", -1)):  # (a store before them)
+            parts[name].append(
+                np.asarray(pc.fill_null(pc.cast(rows.column(column), pa.int64()), unknown))
+                if column in wanted else np.full(rows.num_rows, unknown, dtype=np.int64))
     del ids
-    if not keys:
+    if not parts["head"]:
         return None
-    keys, scores = np.concatenate(keys), np.concatenate(scores)
-    rows = keys.size
-    order = np.argsort(keys, kind="stable")
-    keys, sorted_scores = keys[order], scores[order]
-    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-    del keys
-    best = np.maximum.reduceat(sorted_scores, starts)
-    ok = int(np.count_nonzero(best >> 62))
-    failed = starts.size - ok
-    counts = np.diff(np.append(starts, rows))
-    kept_sorted = sorted_scores == np.repeat(best, counts)
-    del sorted_scores, best, counts, starts
-    kept = np.empty(rows, dtype=bool)
-    kept[order] = kept_sorted
-    del order, kept_sorted
+    head, tail, row_index, failed, stamp = (np.concatenate(parts.pop(k)) for k in
+                                            ("head", "tail", "row_index", "failed", "stamp"))
+    rows = head.size
+    kept = np.zeros(rows, dtype=bool)
+    kept[kept_positions(head, tail, row_index, failed, stamp)] = True
+    del row_index, stamp
+    # a task's kept rows are all ok or all failed (a task stored ok drops its failed rows)
+    ok = _distinct_tasks(head[kept & ~failed], tail[kept & ~failed])
+    failed_tasks = _distinct_tasks(head[kept & failed], tail[kept & failed])
+    del head, tail, failed
     keep = np.concatenate(masks)
     del masks
     keep[keep] = kept
     if grid.version == version:
         if int(np.count_nonzero(keep)) == of_version:  # every row of the version is kept
             keep = None
-    return _Selection(ok, failed, rows, keep)
+    return _Selection(ok, failed_tasks, rows, keep)
+
+
+def _distinct_tasks(head: np.ndarray, tail: np.ndarray) -> int:
+    """How many distinct task ids (as :func:`pipeline.store.parquet.id_words`) are given."""
+    if head.size == 0:
+        return 0
+    order = np.lexsort((tail, head))
+    head, tail = head[order], tail[order]
+    return 1 + int(np.count_nonzero((head[1:] != head[:-1]) | (tail[1:] != tail[:-1])))
 
 
 def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | None,
