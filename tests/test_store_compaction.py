@@ -593,7 +593,7 @@ def test_the_rows_kept_by_sorting_are_deduplicate_tables_on_random_stores():
     """Compaction decides which rows to keep by sorting arrays of the key columns (33 bytes a
     row; the Arrow deduplication of the id strings held about 200). Against that Arrow rule,
     load's, on 500 random key tables: retried failures, several rows a task, attempts that
-    repeat, unknown finish times."""
+    repeat, unknown finish times, ids that share their leading 64 bits."""
     import secrets
 
     import numpy as np
@@ -603,8 +603,10 @@ def test_the_rows_kept_by_sorting_are_deduplicate_tables_on_random_stores():
     from pipeline.store.parquet import deduplicate_table, id_words, kept_positions
 
     rng = np.random.default_rng(11)
-    for _ in range(500):
-        ids = [secrets.token_hex(12) for _ in range(rng.integers(1, 8))]
+    for trial in range(500):
+        shared = secrets.token_hex(8)  # every other table: ids whose 64-bit prefixes collide
+        ids = [(shared + secrets.token_hex(4)) if trial % 2 else secrets.token_hex(12)
+               for _ in range(rng.integers(1, 8))]
         n = int(rng.integers(1, 30))
         table = pa.table({
             "task_id": [ids[i] for i in rng.integers(0, len(ids), n)],

@@ -129,9 +129,14 @@ def _distinct_tasks(head: np.ndarray, tail: np.ndarray) -> int:
     """How many distinct task ids (as :func:`pipeline.store.parquet.id_words`) are given."""
     if head.size == 0:
         return 0
-    order = np.lexsort((tail, head))
+    order = np.argsort(head, kind="stable")  # lexsort of (tail, head) took 3x as long
     head, tail = head[order], tail[order]
-    return 1 + int(np.count_nonzero((head[1:] != head[:-1]) | (tail[1:] != tail[:-1])))
+    same_head = head[1:] == head[:-1]
+    if np.any(same_head & (tail[1:] != tail[:-1])):  # prefixes that collide: by both words
+        order = np.lexsort((tail, head))
+        head, tail = head[order], tail[order]
+        same_head = head[1:] == head[:-1]
+    return 1 + int(np.count_nonzero(~(same_head & (tail[1:] == tail[:-1]))))
 
 
 def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | None,
