@@ -408,7 +408,8 @@ def test_a_partition_that_is_down_is_said_at_the_start_and_while_the_jobs_wait(t
     """A partition that is down takes jobs and starts none until an administrator brings it
     up: the sweep waited worker_start_timeout with no word of why until it gave up. It is not
     refused (maintenance ends), but told before anything runs (sinfo) and as soon as squeue
-    gives the jobs' reason; the sweep still gives up at worker_start_timeout, naming it."""
+    gives the jobs' reason; the sweep still gives up at worker_start_timeout, naming it. A
+    drained partition takes no job at all (sbatch refuses): refused before anything runs."""
     with partition_of_this_node("down") as name:
         subprocess.run(["scontrol", "update", f"PartitionName={name}", "State=DOWN"],
                        check=True, timeout=30)
@@ -426,6 +427,15 @@ def test_a_partition_that_is_down_is_said_at_the_start_and_while_the_jobs_wait(t
                            f"cluster.job_name={job_name}", timeout=180)
         finally:
             cancel_jobs(job_name)
+        # drained: sbatch refuses every job, so the sweep is refused before anything runs
+        subprocess.run(["scontrol", "update", f"PartitionName={name}", "State=DRAIN"],
+                       check=True, timeout=30)
+        drained = run_cli(f"results_dir={tmp_path / 'other'}", "grid.x=[1]", *JOBS,
+                          f"cluster.queue={name}", f"cluster.job_name={job_name}", timeout=60)
+        assert drained.returncode == 2, drained.stdout + drained.stderr
+        assert (f"partition {name} is drained (sinfo): SLURM takes no new jobs there (sbatch "
+                "refuses them); choose another cluster.queue") in drained.stderr
+        assert not (tmp_path / "other").exists()
     assert proc.returncode == 3, proc.stdout + proc.stderr
     err = proc.stderr
     assert note + "40s" in err, err

@@ -88,9 +88,11 @@ def test_partitions_are_read_from_sinfo_and_a_silent_sinfo_is_no_answer(tmp_path
     sl.check_partition_limits({"kind": "slurm", "queue": "nosuch"})  # not judged without sinfo
 
 
-def test_a_partition_that_is_down_is_a_note_not_a_refusal():
-    """A down (drained, inactive) partition starts jobs once an administrator brings it up:
-    told, not refused; one partition of the queue list up is enough to say nothing."""
+def test_a_partition_that_is_down_is_a_note_and_one_drained_is_refused():
+    """A down partition starts queued jobs once an administrator brings it up: told, not
+    refused. A drained or inactive one takes no new jobs (sbatch refuses them, and the sweep
+    stopped after max_submit_failures): refused before anything runs (found by review; the
+    note said they would start). One partition of the queue list up: nothing is said."""
     down = sl.Partition("short", False, 600, 4, 8000, "down")
     notes = sl.check_partition_limits({"kind": "slurm", "queue": "short",
                                        "worker_start_timeout": "2h"}, {"short": down})
@@ -101,9 +103,18 @@ def test_a_partition_that_is_down_is_a_note_not_a_refusal():
     assert sl.check_partition_limits({"kind": "slurm", "queue": "short,debug"},
                                      {"short": down, "debug": DEBUG}) == []
     assert sl.check_partition_limits({"kind": "slurm"}, {"short": down, "debug": DEBUG}) == []
-    drained = sl.Partition("debug", True, None, 16, 16000, "drain")
-    assert "partition debug is drained (sinfo)" in sl.check_partition_limits(
-        {"kind": "slurm"}, {"debug": drained})[0]
+    for state, word in (("drain", "drained"), ("drained", "drained"), ("inactive", "inactive"),
+                        ("inact", "inactive")):
+        closed = sl.Partition("debug", True, None, 16, 16000, state)
+        with pytest.raises(sl.ClusterConfigError) as refused:
+            sl.check_partition_limits({"kind": "slurm"}, {"debug": closed})
+        assert str(refused.value) == (
+            f"partition debug is {word} (sinfo): SLURM takes no new jobs there (sbatch refuses "
+            "them); choose another cluster.queue, or wait until an administrator brings it up")
+    drained = sl.Partition("short", False, 600, 4, 8000, "drain")  # with one down: queued there
+    assert "is down" in sl.check_partition_limits(
+        {"kind": "slurm", "queue": "short,other"},
+        {"short": drained, "other": sl.Partition("other", False, 600, 4, 8000, "down")})[0]
 
 
 def test_only_jobs_all_pending_for_good_are_never_starting():

@@ -625,16 +625,21 @@ def test_the_rows_kept_by_sorting_are_deduplicate_tables_on_random_stores():
         assert got.tolist() == want.tolist(), table.to_pandas()
 
 
-def test_a_hand_edited_id_is_compacted_by_the_arrow_rule(tmp_path):
-    """An id the key arrays cannot hold (edited by hand to another length): the plan falls
-    back to deduplicating the key columns in Arrow, and load gives the same rows after."""
+@pytest.mark.parametrize("edit", ["hand-edited", "24 characters, not hex!!"])
+def test_a_hand_edited_id_is_compacted_by_the_arrow_rule(tmp_path, edit):
+    """An id the key arrays cannot hold (edited by hand to another length, or to 24 characters
+    that are not lowercase hex, which the arrays read as 0xF and merged with another: a task
+    was lost, found by review): the plan falls back to deduplicating the key columns in Arrow,
+    and load gives the same rows after."""
     import pyarrow as pa
 
     grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 6]}}, {"work_us": 0.0})
     folder = tmp_path / "calibration"
     table = run_batch(grid, range(6))[0]
     ids = table["task_id"].to_pylist()
-    ids[2] = "hand-edited"
+    ids[2] = edit
+    ids[5] = ids[5][:16] + "ZZZZZZZZ"  # and two whose tails the arrays would read alike
+    ids[4] = ids[5][:16] + "YYYYYYYY"
     table = table.set_column(table.schema.get_field_index("task_id"), "task_id",
                              pa.array(ids, pa.string()))
     PartWriter(folder, "a").write(table)
@@ -646,4 +651,4 @@ def test_a_hand_edited_id_is_compacted_by_the_arrow_rule(tmp_path):
     key = ["task_id", "row_index"]
     pd.testing.assert_frame_equal(before.sort_values(key).reset_index(drop=True),
                                   after.sort_values(key).reset_index(drop=True))
-    assert "hand-edited" in set(after["task_id"])
+    assert {edit, ids[4], ids[5]} <= set(after["task_id"])

@@ -197,3 +197,31 @@ def test_the_summarised_attempts_are_those_load_keeps_across_batches(tmp_path, m
     line = summary_table(folder, exp, grid=grid).splitlines()[0]
     assert line == (f"this sweep's grid (40 points): {ok} tasks ok, {failed} failed; "
                     f"{len(loaded)} rows, each task's latest attempt (version {exp.version})")
+
+
+@pytest.mark.parametrize("elsewhere", [False, True])
+def test_the_summary_applies_loads_rule_to_the_whole_folder(tmp_path, elsewhere):
+    """load's rule has a step that runs only when some (task, row index) of the folder
+    repeats: then each task keeps the rows of its latest finish time. Applied to the grid's
+    rows alone, the summary kept rows that load drops when another setting's point was
+    written twice (found by review; rows of one attempt finishing apart, edited by hand)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    exp = get_experiment("calibration")
+    grid = Grid(exp, {"x": {"range": [0, 2]}}, {"work_us": 0.0, "rows": 2})
+    other = Grid(exp, {"x": {"range": [0, 2]}}, {"work_us": 0.0, "rows": 2, "scale": 2.0})
+    folder = tmp_path / "calibration"
+    table = run_batch(grid, [0, 1])[0].to_pandas()
+    table.loc[table.row_index == 1, "finished_at"] += pd.Timedelta(seconds=5)
+    PartWriter(folder, "20260101T000000Z-a").write(
+        pa.Table.from_pandas(table, schema=run_batch(grid, [0])[0].schema, preserve_index=False))
+    if elsewhere:
+        twice = run_batch(other, [0])[0]
+        PartWriter(folder, "20260101T000000Z-b").write(twice)
+        PartWriter(folder, "20260101T000000Z-c").write(twice)
+    loaded = pipeline.load(tmp_path, "calibration")
+    kept = int((loaded["scale"] == 1.0).sum())
+    assert kept == (2 if elsewhere else 4)
+    line = summary_table(folder, exp, grid=grid).splitlines()[0]
+    assert f"2 tasks ok, 0 failed; {kept} rows, each task's latest attempt" in line, line

@@ -294,13 +294,14 @@ class SubmissionWatch:
         that no worker had joined yet."""
         from pipeline.engine.slurm_limits import WAITS_FOR_ADMIN
 
-        reasons = {reason for state, reason in jobs.values() if state == "PENDING"}
+        # (ReqNodeNotAvail carries the node list: "ReqNodeNotAvail, UnavailableNodes:n1")
+        reasons = {reason.split(",")[0] for state, reason in jobs.values() if state == "PENDING"}
         waiting = [job for job, (state, reason) in jobs.items()
                    if state == "PENDING" and reason.split(",")[0] in WAITS_FOR_ADMIN]
         if not waiting or len(waiting) != len(jobs) or reasons <= self._told_reasons:
             return
         self._told_reasons |= reasons
-        why = "; ".join(f"{r} ({WAITS_FOR_ADMIN[r.split(',')[0]]})" for r in sorted(reasons))
+        why = "; ".join(f"{r} ({WAITS_FOR_ADMIN[r]})" for r in sorted(reasons))
         log.warning("SLURM job(s) %s pending for %s: they start only once an administrator "
                     "acts (sinfo; scontrol show partition); the sweep waits at most "
                     "cluster.worker_start_timeout=%s for a first worker", ", ".join(waiting[-5:]),

@@ -208,7 +208,7 @@ def _latest_ok_codes(files, schema):
     import pyarrow.compute as pc
 
     from pipeline.store.integrity import scan_parts
-    from pipeline.store.parquet import id_words, kept_positions
+    from pipeline.store.parquet import id_words, kept_positions, well_formed_ids
 
     has_code = "code_id" in schema.names
     columns = ["task_id", "status", "finished_at", "row_index"] + (["code_id"] if has_code
@@ -218,8 +218,7 @@ def _latest_ok_codes(files, schema):
     for batch in scan_parts(files, columns, schema=schema):
         batch = batch.filter(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
         ids, index = batch.column("task_id"), batch.column("row_index")
-        if index.null_count or not pc.all(pc.fill_null(
-                pc.equal(pc.binary_length(ids), 24), False)).as_py():
+        if index.null_count or not pc.all(well_formed_ids(ids)).as_py():
             return _latest_ok_codes_by_hashing(files, schema, columns)
         head, tail = id_words(ids)
         parts["head"].append(head)
@@ -254,7 +253,7 @@ def _latest_ok_codes_by_hashing(files, schema, columns):
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    from pipeline.store.parquet import deduplicate_table, id_prefixes
+    from pipeline.store.parquet import aligned_prefixes, deduplicate_table
 
     table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
         columns=columns, filter=pc.equal(pc.field("status"), "ok"))
@@ -264,7 +263,7 @@ def _latest_ok_codes_by_hashing(files, schema, columns):
     codes = table["code_id"].to_pylist()
     names = sorted({c for c in codes if c is not None})
     index = {c: i for i, c in enumerate(names)}
-    return (id_prefixes(table["task_id"]),
+    return (aligned_prefixes(table["task_id"])[0],
             np.array([index.get(c, -1) if c is not None else -1 for c in codes],
                      dtype=np.int32), names)
 

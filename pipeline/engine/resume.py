@@ -233,10 +233,10 @@ class _GridMatch:
 
     def rows(self, table: pa.Table, extra) -> pd.DataFrame | None:
         """The rows of ``table`` that are points of the grid, with ``task_key``; None if none."""
-        from pipeline.store.parquet import id_prefixes
+        from pipeline.store.parquet import id_prefixes, well_formed_ids
 
         grid, names = self.grid, [p.name for p in self.grid.experiment.params]
-        well_formed = pc.fill_null(pc.equal(pc.binary_length(table["task_id"]), 24), False)
+        well_formed = well_formed_ids(table["task_id"])
         if not pc.all(well_formed).as_py():
             table = table.filter(well_formed)
         if not table.num_rows:

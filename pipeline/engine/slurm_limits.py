@@ -68,13 +68,13 @@ class Partition:
     max_time_s: int | None  # None: no limit
     max_cpus: int  # of its largest node
     max_memory_mb: int | None  # of its largest node; None: unknown
-    state: str = "up"  # sinfo's %a: up, down, drain or inact
+    state: str = "up"  # sinfo's %a: up, down, drain, inactive (inact in older versions)
 
 
 # Pending reasons that pass only when an administrator acts (the sweep waits, and says why)
 WAITS_FOR_ADMIN = {
     "PartitionDown": "the partition is down",
-    "PartitionInactive": "the partition is inactive",
+    "PartitionInactive": "the partition is inactive",  # (made so after the jobs were queued)
     "ReqNodeNotAvail": "the nodes it needs are down, drained or reserved",
 }
 
@@ -151,9 +151,10 @@ def check_partition_limits(cfg: Mapping[str, Any], found: dict[str, Partition] |
                            ) -> list[str]:
     """Refuse (``ClusterConfigError``) a ``cluster=slurm`` worker job that no partition it
     may go to could ever start; ``found``: the partitions (default: asked of ``sinfo``).
-    Returns notes for the user: a partition that is down (or drained, inactive) takes the
-    jobs and starts them only once an administrator brings it up, so the sweep is not
-    refused, but waits (at most ``cluster.worker_start_timeout``) and says so."""
+    A partition that is drained or inactive takes no new jobs (sbatch refuses them): refused
+    too. Returns notes for the user: a partition that is down takes the jobs and starts them
+    once an administrator brings it up, so the sweep is not refused, but waits (at most
+    ``cluster.worker_start_timeout``) and says so."""
     extra = " ".join(str(d) for d in setting(cfg, "job_extra_directives", []) or [])
     if any(word.split("=")[0] in _OVERRIDES or word.startswith(_SHORT_OVERRIDES)
            for word in extra.split()):
@@ -200,15 +201,21 @@ def check_partition_limits(cfg: Mapping[str, Any], found: dict[str, Partition] |
                 f"cluster.memory={memory} is more than any node of {where} has, or the "
                 f"partition allows a job ({max(memories)} MB: sinfo's memory, scontrol's "
                 "MaxMemPerNode): SLURM would queue the worker jobs and never start them")
-    if all(p.state != "up" for p in chosen):
-        timeout = setting(cfg, "worker_start_timeout", DEFAULTS["worker_start_timeout"])
-        words = {"drain": "drained", "inact": "inactive"}
-        states = "/".join(sorted({words.get(p.state, p.state) for p in chosen}))
-        return [f"{where} is {states} (sinfo): SLURM "
-                "queues the worker jobs and starts them only once an administrator brings it "
-                f"up; the sweep waits at most cluster.worker_start_timeout={timeout} for a "
-                "first worker (another partition: cluster.queue)"]
-    return []
+    if any(p.state == "up" for p in chosen):
+        return []
+    if not any(p.state == "down" for p in chosen):
+        # drained or inactive: sbatch refuses every job ("Required partition not available
+        # (inactive or drain)"), and the sweep stopped after max_submit_failures refusals
+        states = "/".join(sorted({"drained" if p.state.startswith("drain") else "inactive"
+                                  if p.state.startswith("inact") else p.state for p in chosen}))
+        raise ClusterConfigError(
+            f"{where} is {states} (sinfo): SLURM takes no new jobs there (sbatch refuses "
+            "them); choose another cluster.queue, or wait until an administrator brings it up")
+    timeout = setting(cfg, "worker_start_timeout", DEFAULTS["worker_start_timeout"])
+    return [f"{where} is down (sinfo): SLURM queues the worker jobs and starts them only once "
+            "an administrator brings it up; the sweep waits at most "
+            f"cluster.worker_start_timeout={timeout} for a first worker (another partition: "
+            "cluster.queue)"]
 
 
 def _clock(seconds: int) -> str:

@@ -60,11 +60,11 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     """The rows of ``grid``'s points that ``pipeline.load`` keeps (each task's latest attempt),
     found once for the whole store, a batch at a time: the grid's id prefixes (planning's
     match of the stored parameters), then one scan of the key columns (task id, status,
-    version, finish time, row index) keeping 29 bytes of each of the grid's rows and one
-    byte of every row, and load's own rule on them
-    (:func:`pipeline.store.parquet.kept_positions`, by sorts: the Arrow deduplication of the id
-    strings it replaces held about 0.35 KB a stored row, 35 GB for 10^8). The summary's scan
-    then slices ``keep`` by row offset. None when no point is stored."""
+    version, finish time, row index) keeping 30 bytes of each stored row, and load's own
+    rule on them (:func:`pipeline.store.parquet.kept_positions`, by sorts: the Arrow
+    deduplication of the id strings it replaces held about 0.35 KB a stored row, 35 GB for
+    10^8). The summary's scan then slices ``keep`` by row offset. None when no point is
+    stored."""
     from pipeline.engine.resume import grid_row_batches
     from pipeline.store.integrity import scan_parts
     from pipeline.store.parquet import (aligned_prefixes, contains, id_words, kept_positions,
@@ -78,24 +78,25 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     wanted = [c for c in ("task_id", "status", "experiment_version", "finished_at", "row_index")
               if c in schema.names]
     of_version = 0
-    masks = []
-    parts = {k: [] for k in ("head", "tail", "row_index", "failed", "stamp")}
+    # load's rule is applied to every stored row (its steps depend on whether any key of the
+    # folder repeats), then the grid's rows are picked out
+    masks = []  # storage order: rows whose id the arrays hold
+    parts = {k: [] for k in ("head", "tail", "row_index", "failed", "stamp", "mine")}
     for batch in scan_parts(files, wanted, schema=schema):  # storage order, as the scan's
-        prefixes, mine = aligned_prefixes(batch.column("task_id"))
-        mine &= contains(ids, prefixes)
+        prefixes, held = aligned_prefixes(batch.column("task_id"))
+        mine = held & contains(ids, prefixes)
         if "experiment_version" in wanted:
             versions = np.asarray(pc.fill_null(batch.column("experiment_version"), -1))
             mine &= versions == grid.version
             of_version += int(np.count_nonzero(versions == version))
         else:
             of_version += batch.num_rows  # every row is of the summarised version
-        masks.append(mine)
-        if not mine.any():
-            continue
-        rows = batch.filter(pa.array(mine))
+        masks.append(held)
+        rows = batch.filter(pa.array(held))
         head, tail = id_words(rows.column("task_id"))
         parts["head"].append(head)
         parts["tail"].append(tail)
+        parts["mine"].append(mine[held])
         parts["failed"].append(np.asarray(pc.fill_null(pc.not_equal(rows.column("status"), "ok"),
                                                        True)))
         for name, column, unknown in (("row_index", "row_index", 0),
@@ -104,14 +105,16 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
                 np.asarray(pc.fill_null(pc.cast(rows.column(column), pa.int64()), unknown))
                 if column in wanted else np.full(rows.num_rows, unknown, dtype=np.int64))
     del ids
-    if not parts["head"]:
+    head, tail, row_index, failed, stamp, mine = (
+        np.concatenate(parts.pop(k)) for k in ("head", "tail", "row_index", "failed", "stamp",
+                                               "mine"))
+    rows = int(np.count_nonzero(mine))
+    if not rows:
         return None
-    head, tail, row_index, failed, stamp = (np.concatenate(parts.pop(k)) for k in
-                                            ("head", "tail", "row_index", "failed", "stamp"))
-    rows = head.size
-    kept = np.zeros(rows, dtype=bool)
+    kept = np.zeros(head.size, dtype=bool)
     kept[kept_positions(head, tail, row_index, failed, stamp)] = True
-    del row_index, stamp
+    kept &= mine
+    del row_index, stamp, mine
     # a task's kept rows are all ok or all failed (a task stored ok drops its failed rows)
     ok = _distinct_tasks(head[kept & ~failed], tail[kept & ~failed])
     failed_tasks = _distinct_tasks(head[kept & failed], tail[kept & failed])

@@ -471,14 +471,14 @@ def _kept_by_sorting(files, rows: list, columns: list, schema):
     """(positions kept, newest version among them) from the key columns read a batch at a
     time into arrays of 33 bytes a row (:func:`pipeline.store.parquet.kept_positions`): the
     key table and its hash tables held about 200 bytes a row (20 GB for 10^8). (None, None)
-    when an id is malformed, or a row index or status unknown (hand-edited rows): the Arrow
-    rule then."""
+    when an id is not 24 lowercase hex digits, or a row index or status is unknown (rows edited
+    by hand): the Arrow rule then."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from pipeline.store.integrity import scan_parts
-    from pipeline.store.parquet import id_words, kept_positions
+    from pipeline.store.parquet import id_words, kept_positions, well_formed_ids
 
     if not {"task_id", "status", "row_index"} <= set(columns):
         return None, None
@@ -494,8 +494,8 @@ def _kept_by_sorting(files, rows: list, columns: list, schema):
             if at + n > total:
                 raise BadPartFile(f, "its rows differ in number from its footer's")
             ids, index = batch.column("task_id"), batch.column("row_index")
-            if index.null_count or batch.column("status").null_count or not pc.all(pc.fill_null(
-                    pc.equal(pc.binary_length(ids), 24), False)).as_py():
+            if (index.null_count or batch.column("status").null_count
+                    or not pc.all(well_formed_ids(ids)).as_py()):
                 return None, None
             head[at:at + n], tail[at:at + n] = id_words(ids)
             row_index[at:at + n] = index.to_numpy()

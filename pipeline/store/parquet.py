@@ -134,11 +134,17 @@ def id_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return packed.view(">u8").reshape(n).astype(np.uint64)
 
 
+def well_formed_ids(task_ids: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Which task ids are 24 lowercase hex digits, as the engine writes them (False for a
+    null): the id arrays (:func:`id_prefixes`, :func:`id_words`) read any other byte as 0xF,
+    so two ids edited by hand could become one."""
+    return pc.fill_null(pc.match_substring_regex(task_ids, "^[0-9a-f]{24}$"), False)
+
+
 def aligned_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """(prefixes, well_formed): one uint64 a row, aligned with ``task_ids``, and which rows
     hold a well-formed id (24 characters; the others' prefixes are 0, never a match)."""
-    well_formed = np.asarray(pc.fill_null(pc.equal(pc.binary_length(task_ids), 24), False),
-                             dtype=bool)
+    well_formed = np.asarray(well_formed_ids(task_ids), dtype=bool)
     out = np.zeros(len(well_formed), dtype=np.uint64)
     if well_formed.all():
         out[:] = id_prefixes(task_ids)
@@ -196,7 +202,7 @@ def _scan_ids(path, columns: list[str], group=None) -> dict:
     failed_parts: dict[int, list] = {}
     for batch in scan_parts(files, columns):
         ids = batch.column("task_id")
-        keep = pc.fill_null(pc.equal(pc.binary_length(ids), 24), False)
+        keep = well_formed_ids(ids)
         if not pc.all(keep).as_py():
             batch = batch.filter(keep)
             ids = batch.column("task_id")
@@ -249,7 +255,7 @@ def _stored_failure_errors(path, version: int, limit: int):
     for batch in scan_parts(files, ["task_id", "status", "error", "experiment_version"]):
         batch = batch.filter(pc.fill_null(pc.and_(
             pc.equal(batch.column("experiment_version"), version),
-            pc.equal(pc.binary_length(batch.column("task_id")), 24)), False))
+            well_formed_ids(batch.column("task_id"))), False))
         ok_mask = pc.fill_null(pc.equal(batch.column("status"), "ok"), False)
         ok_parts.append(id_prefixes(batch.column("task_id").filter(ok_mask)))
         failed = batch.filter(pc.invert(ok_mask))
@@ -424,7 +430,7 @@ def deduplicate_table(table: pa.Table) -> pa.Table:
 def id_words(task_ids: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """A 24-hex-digit task id as two words, its leading 64 bits (:func:`id_prefixes`) and the
     trailing 32: the whole id, for decisions that drop rows (a 64-bit prefix collides once in
-    about 4,000 stores of 10^8 tasks). Every id must be well-formed (see aligned_prefixes)."""
+    about 4,000 stores of 10^8 tasks). Every id must be well-formed (:func:`well_formed_ids`)."""
     arr = task_ids.combine_chunks() if isinstance(task_ids, pa.ChunkedArray) else task_ids
     n = len(arr)
     if n == 0:
