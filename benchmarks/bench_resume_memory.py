@@ -12,7 +12,8 @@ own after imports, so each figure is its own):
 - ``resume``: ``plan_sweep`` and the code check a resume makes (``stale_points``);
 - ``status``: ``stored_counts_by_version``, status's counts;
 - ``summary``: the table printed at the end of every sweep (``summary_table`` of the grid:
-  each task's kept attempt, found by sorting id prefixes instead of deduplicating the ids);
+  each task's kept attempt, found by load's rule on arrays of the key columns instead of
+  deduplicating the id strings);
 
 and each one's ratio against ``whole``.
 
