@@ -910,3 +910,27 @@ def test_membership_of_id_prefixes_matches_isin_in_both_search_orders():
     head = np.array([7, 7, 7, 3, 3, 9], dtype=np.uint64)  # 7 and 3: prefixes that collide
     tail = np.array([1, 2, 1, 5, 5, 0], dtype=np.uint32)
     assert _distinct_tasks(head, tail) == 4 and _distinct_tasks(head[:0], tail[:0]) == 0
+
+
+def test_a_hand_edited_task_id_leaves_the_grids_rows_loadable(tmp_path):
+    """id_prefixes read every id as hex: a hand-edited one raised ValueError, and pipeline.load
+    of a grid gave a traceback; a null or short one was dropped, misaligning the masks built
+    from it. Now each row has one prefix (0 for such an id), and the edited row is simply not
+    one of the grid's points."""
+    import numpy as np
+
+    import pipeline
+    from pipeline.store.parquet import id_prefixes
+
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 6]}}, {"work_us": 0.0})
+    table = run_batch(grid, range(6))[0]
+    ids = table["task_id"].to_pylist()
+    ids[2] = "hand-edited"
+    table = table.set_column(table.schema.get_field_index("task_id"), "task_id", pa.array(ids))
+    PartWriter(tmp_path / "calibration", "a").write(table)
+    df = pipeline.load(tmp_path, "calibration", grid={"x": {"range": [0, 6]}},
+                       params={"work_us": 0.0})
+    assert sorted(df["x"]) == [0, 1, 3, 4, 5]
+    got = id_prefixes(pa.array([ids[0], None, "hand-edited", ids[1]]))
+    assert got.tolist() == [int(ids[0][:16], 16), 0, 0, int(ids[1][:16], 16)]
+    assert got.dtype == np.uint64

@@ -118,14 +118,17 @@ def unique_ids(ids: np.ndarray) -> np.ndarray:
 
 def id_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The leading 64 bits of each 24-hex-digit task id, as uint64 (vectorised, no Python
-    strings): a stored id set of 10^7 tasks then takes 80 MB instead of a gigabyte."""
+    strings): a stored id set of 10^7 tasks then takes 80 MB instead of a gigabyte. One a
+    row, aligned with ``task_ids``: an id of another length (edited by hand) or a null gives
+    0 (it dropped them, misaligning its callers' masks, and a non-hex one raised ValueError:
+    pipeline.load of a grid gave a traceback)."""
     arr = task_ids.combine_chunks() if isinstance(task_ids, pa.ChunkedArray) else task_ids
     n = len(arr)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1]
     if arr.null_count or not np.all(np.diff(offsets) == 24):
-        return np.array([int(t[:16], 16) for t in arr.to_pylist() if t], dtype=np.uint64)
+        return aligned_prefixes(arr)[0]
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
     # hex digit pairs to bytes, read as big-endian words: 24 bytes of temporaries a row (16
     # nibbles widened to uint64 took 128, with 16 shifted copies of the result)
@@ -143,7 +146,7 @@ def well_formed_ids(task_ids: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def aligned_prefixes(task_ids: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """(prefixes, well_formed): one uint64 a row, aligned with ``task_ids``, and which rows
-    hold a well-formed id (24 characters; the others' prefixes are 0, never a match)."""
+    hold a well-formed id (:func:`well_formed_ids`; the others' prefixes are 0)."""
     well_formed = np.asarray(well_formed_ids(task_ids), dtype=bool)
     out = np.zeros(len(well_formed), dtype=np.uint64)
     if well_formed.all():
