@@ -892,7 +892,7 @@ def test_points_of_an_optional_bool_stored_under_both_versions_are_not_told_apar
 
 def test_membership_of_id_prefixes_matches_isin_in_both_search_orders():
     """contains() sorts large query arrays before its binary search (searches in order stay in
-    the cache: 3.5x faster over a million stored ids); the answer is np.isin's, in the
+    the cache; bench_stored_ids times it); the answer is np.isin's, in the
     queries' own order, for small and large arrays, with repeats and ids absent."""
     import numpy as np
 

@@ -204,28 +204,23 @@ def _latest_ok_codes(files, schema):
     and deduplicated in Arrow held about 330 bytes a row, on every resume after an edit. An
     id the arrays cannot hold (edited by hand) takes that Arrow path."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     from pipeline.store.integrity import scan_parts
-    from pipeline.store.parquet import id_words, kept_positions, well_formed_ids
+    from pipeline.store.parquet import arrays_hold, key_arrays, kept_positions
 
     has_code = "code_id" in schema.names
     columns = ["task_id", "status", "finished_at", "row_index"] + (["code_id"] if has_code
                                                                    else [])
     names: list[str] = []
-    parts = {k: [] for k in ("head", "tail", "row_index", "stamp", "code")}
+    parts = {k: [] for k in ("head", "tail", "row_index", "failed", "stamp", "code")}
     for batch in scan_parts(files, columns, schema=schema):
         batch = batch.filter(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
-        ids, index = batch.column("task_id"), batch.column("row_index")
-        if index.null_count or not pc.all(well_formed_ids(ids)).as_py():
+        if not arrays_hold(batch):
             return _latest_ok_codes_by_hashing(files, schema, columns)
-        head, tail = id_words(ids)
-        parts["head"].append(head)
-        parts["tail"].append(tail)
-        parts["row_index"].append(index.to_numpy())
-        parts["stamp"].append(np.asarray(pc.fill_null(pc.cast(batch.column("finished_at"),
-                                                              pa.int64()), -1)))
+        for name, values in zip(("head", "tail", "row_index", "failed", "stamp"),
+                                key_arrays(batch)):
+            parts[name].append(values)
         code = np.full(batch.num_rows, -1, dtype=np.int32)
         if has_code:
             encoded = batch.column("code_id").dictionary_encode()
@@ -237,13 +232,12 @@ def _latest_ok_codes(files, schema):
             code[valid] = np.asarray(positions, dtype=np.int32)[
                 np.asarray(encoded.indices.fill_null(0))[valid]]
         parts["code"].append(code)
-    arrays = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
-    del parts
-    kept = kept_positions(arrays["head"].astype(np.uint64), arrays["tail"].astype(np.uint32),
-                          arrays["row_index"].astype(np.int64),
-                          np.zeros(arrays["head"].size, dtype=bool),
-                          arrays["stamp"].astype(np.int64))
-    return arrays["head"][kept].astype(np.uint64), arrays["code"][kept].astype(np.int32), names
+    if not parts["head"]:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32), names
+    head, tail, row_index, failed, stamp, code = (np.concatenate(parts.pop(k)) for k in (
+        "head", "tail", "row_index", "failed", "stamp", "code"))
+    kept = kept_positions(head, tail, row_index, failed, stamp)
+    return head[kept], code[kept], names
 
 
 def _latest_ok_codes_by_hashing(files, schema, columns):

@@ -67,7 +67,7 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     stored."""
     from pipeline.engine.resume import grid_row_batches
     from pipeline.store.integrity import scan_parts
-    from pipeline.store.parquet import (aligned_prefixes, contains, id_words, kept_positions,
+    from pipeline.store.parquet import (aligned_prefixes, contains, key_arrays, kept_positions,
                                         unique_ids)
 
     # the grid's points, this version (matched, not hashed), as sorted id prefixes
@@ -92,18 +92,10 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
         else:
             of_version += batch.num_rows  # every row is of the summarised version
         masks.append(held)
-        rows = batch.filter(pa.array(held))
-        head, tail = id_words(rows.column("task_id"))
-        parts["head"].append(head)
-        parts["tail"].append(tail)
+        for name, values in zip(("head", "tail", "row_index", "failed", "stamp"),
+                                key_arrays(batch.filter(pa.array(held)))):
+            parts[name].append(values)
         parts["mine"].append(mine[held])
-        parts["failed"].append(np.asarray(pc.fill_null(pc.not_equal(rows.column("status"), "ok"),
-                                                       True)))
-        for name, column, unknown in (("row_index", "row_index", 0),
-                                      ("stamp", "finished_at", -1)):  # (a store before them)
-            parts[name].append(
-                np.asarray(pc.fill_null(pc.cast(rows.column(column), pa.int64()), unknown))
-                if column in wanted else np.full(rows.num_rows, unknown, dtype=np.int64))
     del ids
     head, tail, row_index, failed, stamp, mine = (
         np.concatenate(parts.pop(k)) for k in ("head", "tail", "row_index", "failed", "stamp",
@@ -130,16 +122,9 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
 
 def _distinct_tasks(head: np.ndarray, tail: np.ndarray) -> int:
     """How many distinct task ids (as :func:`pipeline.store.parquet.id_words`) are given."""
-    if head.size == 0:
-        return 0
-    order = np.argsort(head, kind="stable")  # lexsort of (tail, head) took 3x as long
-    head, tail = head[order], tail[order]
-    same_head = head[1:] == head[:-1]
-    if np.any(same_head & (tail[1:] != tail[:-1])):  # prefixes that collide: by both words
-        order = np.lexsort((tail, head))
-        head, tail = head[order], tail[order]
-        same_head = head[1:] == head[:-1]
-    return 1 + int(np.count_nonzero(~(same_head & (tail[1:] == tail[:-1]))))
+    from pipeline.store.parquet import task_numbers
+
+    return task_numbers(head, tail)[1] if head.size else 0
 
 
 def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | None,

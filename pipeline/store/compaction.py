@@ -474,17 +474,16 @@ def _kept_by_sorting(files, rows: list, columns: list, schema):
     when an id is not 24 lowercase hex digits, or a row index or status is unknown (rows edited
     by hand): the Arrow rule then."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     from pipeline.store.integrity import scan_parts
-    from pipeline.store.parquet import id_words, kept_positions, well_formed_ids
+    from pipeline.store.parquet import arrays_hold, key_arrays, kept_positions
 
     if not {"task_id", "status", "row_index"} <= set(columns):
         return None, None
     total = int(sum(rows))
     head, tail = np.empty(total, np.uint64), np.empty(total, np.uint32)
-    row_index, stamp = np.empty(total, np.int64), np.full(total, -1, np.int64)
+    row_index, stamp = np.empty(total, np.int64), np.empty(total, np.int64)
     failed, version = np.empty(total, bool), np.full(total, -1, np.int64)
     at = 0
     for i, f in enumerate(files):
@@ -493,17 +492,11 @@ def _kept_by_sorting(files, rows: list, columns: list, schema):
             n = batch.num_rows
             if at + n > total:
                 raise BadPartFile(f, "its rows differ in number from its footer's")
-            ids, index = batch.column("task_id"), batch.column("row_index")
-            if (index.null_count or batch.column("status").null_count
-                    or not pc.all(well_formed_ids(ids)).as_py()):
+            if not arrays_hold(batch):
                 return None, None
-            head[at:at + n], tail[at:at + n] = id_words(ids)
-            row_index[at:at + n] = index.to_numpy()
-            failed[at:at + n] = np.asarray(pc.fill_null(pc.equal(batch.column("status"),
-                                                                 "failed"), False))
-            if "finished_at" in columns:
-                stamp[at:at + n] = np.asarray(pc.fill_null(pc.cast(
-                    batch.column("finished_at"), pa.int64()), -1))
+            here = slice(at, at + n)
+            head[here], tail[here], row_index[here], failed[here], stamp[here] = \
+                key_arrays(batch)
             if "experiment_version" in columns:
                 version[at:at + n] = np.asarray(pc.fill_null(batch.column("experiment_version"),
                                                              -1))
