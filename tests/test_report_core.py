@@ -846,3 +846,63 @@ def test_the_generic_summary_writes_its_count_of_values_as_an_integer(tmp_path):
     assert summary["values"].dtype == np.dtype("int64")
     assert summary["mean"].dtype == np.dtype("float64")  # the statistics stay floats
     assert "| x | | 17 |" in (outdir / "summary.md").read_text().replace("  ", " ")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_scope_notes_count_is_what_a_full_load_gives(tmp_path, seed):
+    """The report's scope note is counted in Arrow on the rows ``pick`` read
+    (``points_outside_grid``), where the report loaded the whole store a second time to
+    pandas and matched the id strings there (35 of the 59 s of a report of 4M rows). Random
+    stores: two experiment versions, points inside and outside the grid, several runs, failed
+    attempts retried or not, a run filter and ``version=`` or not; the counts are those of
+    the whole table ``pipeline.load`` gives, filtered in pandas."""
+    import dataclasses
+    import io
+
+    import pipeline
+    from pipeline.engine.provenance import provenance_stamp
+    from pipeline.report.selection import Selection, points_outside_grid, select_picked
+
+    rng = np.random.default_rng(seed)
+    exp = get_experiment("calibration")
+    old_exp = dataclasses.replace(exp, version=exp.version - 1)
+    folder = tmp_path / "calibration"
+    runs = [f"2026010{i + 1}T000000Z-aaaa{i}{v}" for i in range(4) for v in range(2)]
+    for k, run_id in enumerate(runs):
+        i, version_exp = k // 2, (exp, old_exp)[k % 2]
+        xs = sorted(rng.choice(30, size=int(rng.integers(1, 20)), replace=False).tolist())
+        grid = Grid(version_exp, {"x": xs}, {"work_us": 0.0})
+        table = run_batch(grid, range(grid.total))[0].to_pandas()
+        failed = rng.random(len(table)) < 0.3
+        table.loc[failed, ["status", "error", "value"]] = ["failed", "ValueError: r", None]
+        table["finished_at"] = table["finished_at"] + pd.Timedelta(days=i)
+        PartWriter(folder, run_id, stamp=provenance_stamp(version_exp, run_id)).write(
+            pa.Table.from_pandas(table, schema=run_batch(grid, [0])[0].schema,
+                                 preserve_index=False))
+    # every third grid holds every stored point: nothing is left out
+    grid = Grid(exp, {"x": {"range": [0, 30 if seed % 3 == 0 else 20]}}, {"work_us": 0.0})
+    run_ids = tuple(rng.choice(runs, size=4, replace=False)) if seed % 2 else ()
+    versions = [(), (exp.version - 1,), ("latest",), (exp.version - 1, exp.version)][seed % 4]
+    selection = Selection(grid=grid, run_ids=run_ids, versions=versions)
+
+    df, picked = select_picked(tmp_path, "calibration", selection)
+    everything = pipeline.load(tmp_path, "calibration")
+    stored = everything[everything["status"] == "ok"]
+    if run_ids:
+        stored = stored[stored["run_id"].isin(run_ids)]
+    stored = stored[stored["experiment_version"].isin(picked.versions)]
+    shown = set(df.loc[df["status"] == "ok", "task_id"])
+    outside = len(set(stored["task_id"]) - shown)
+    counts = points_outside_grid(picked, selection)
+    assert counts == ((len(shown), outside) if outside else None)
+
+    stream = io.StringIO()
+    code = build_report(tmp_path, "calibration", stream=stream, selection=selection)
+    line = (f"report: {len(shown):,} of {len(shown) + outside:,} stored ok point(s) are in "
+            "this config's grid")
+    if df.empty:
+        assert code == 2
+    elif outside:
+        assert code == 0 and line in stream.getvalue(), stream.getvalue()
+    else:
+        assert code == 0 and "stored ok point" not in stream.getvalue(), stream.getvalue()

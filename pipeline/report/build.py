@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
+import pyarrow.compute as pc
 
 from pipeline.report.core import ReportWriter, reports
 from pipeline.report.html import versions_text, write_html
@@ -24,7 +25,7 @@ from pipeline.report.swap import build_whole
 from pipeline.report.versions import (Problem, failed_points, per_version, report_versions,
                                       versions_apart_note)
 from pipeline.store.manifest import read_manifest
-from pipeline.store.parquet import REPORT_DIR, experiment_dir, load
+from pipeline.store.parquet import REPORT_DIR, experiment_dir
 
 EXIT_OK, EXIT_REPORT_FAILED, EXIT_NO_RESULTS = 0, 1, 2
 
@@ -39,7 +40,7 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
     commits, code_ids, missing grid points) goes into index.md and index.html, warnings also
     to stderr.
     """
-    from pipeline.report.selection import Selection, SelectionError, select
+    from pipeline.report.selection import Selection, SelectionError, select_picked
 
     stream = stream or sys.stdout
     path = experiment_dir(results_dir, name)
@@ -48,8 +49,7 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
     if selection.grid is None and not selection.versions:
         selection.versions = ("latest",)
     try:
-        everything = load(results_dir, name)
-        df = select(results_dir, name, selection)
+        df, picked = select_picked(results_dir, name, selection)
     except FileNotFoundError as exc:
         from pipeline.store.manifest import nothing_stored_yet
 
@@ -60,6 +60,11 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
     except SelectionError as exc:  # a run_id typo, a version of which nothing is stored
         print(f"error: {exc}; nothing was written", file=sys.stderr)
         return EXIT_NO_RESULTS  # (2: bad input)
+    # what the selection leaves out, from the rows pick read; then they are let go
+    scope_note = _scope_note(picked, selection)
+    stored_versions = set(pc.drop_null(pc.unique(picked.stored["experiment_version"]))
+                          .to_pylist())
+    del picked
     ahead = _rows_ahead_of_the_code(df, name)
     if ahead:  # said on the terminal and in index.md's provenance
         df.attrs.setdefault("coverage", {}).setdefault("warnings", []).append(ahead)
@@ -83,8 +88,8 @@ def build_report(results_dir, name: str, stream=None, style: str = "paper", sig_
                   f"{REPORT_LOCK_WAIT_S / 60:g} min; let it finish (or stop it), then run "
                   "this one again", file=sys.stderr)
             return EXIT_NO_RESULTS
-        return _build(results_dir, name, path, df, everything, stream, style, sig_digits,
-                      _scope_note(df, everything, selection))
+        return _build(results_dir, name, path, df, stored_versions, stream, style, sig_digits,
+                      scope_note)
 
 
 def _discover_plugins(name: str) -> None:
@@ -104,30 +109,18 @@ def _discover_plugins(name: str) -> None:
             print(f"warning: {plugins.broken_message(module)}", file=sys.stderr)
 
 
-def _scope_note(df: pd.DataFrame, everything: pd.DataFrame, selection) -> str | None:
+def _scope_note(picked, selection) -> str | None:
     """One line when the report's grid (report_scope=grid) leaves out stored ok points that
     ``report_scope=all`` would report: a report of 1 point of the 7 stored said only
-    "report: ... (2 tables, 0 figures)". None when nothing is left out."""
-    if selection.grid is None:
+    "report: ... (2 tables, 0 figures)". None when nothing is left out. Counted as the
+    export counts them (:func:`pipeline.report.selection.points_outside_grid`)."""
+    from pipeline.report.selection import points_outside_grid
+
+    counts = points_outside_grid(picked, selection)
+    if counts is None:
         return None
-    stored = everything
-    if "status" in stored.columns:
-        stored = stored[stored["status"] == "ok"]
-    for column, values in (("run_id", selection.run_ids), ("code_id", selection.code_ids)):
-        if values:
-            stored = stored[stored[column].isin(values)] if column in stored.columns \
-                else stored.iloc[:0]
-    if len(stored):  # the versions the grid is matched under (selection.grid_versions)
-        latest = stored["experiment_version"].max()
-        wanted = ([latest if v == "latest" else v for v in selection.versions]
-                  if selection.versions else [selection.grid.version])
-        stored = stored[stored["experiment_version"].isin(wanted)]
-    ok = df[df["status"] == "ok"] if "status" in df.columns else df
-    shown = pd.unique(ok["task_id"])
-    outside = int((~pd.Series(pd.unique(stored["task_id"])).isin(shown)).sum())
-    if not outside:
-        return None
-    return (f"{len(shown):,} of {len(shown) + outside:,} stored ok point(s) are in this "
+    shown, outside = counts
+    return (f"{shown:,} of {shown + outside:,} stored ok point(s) are in this "
             "config's grid (report_scope=grid); report_scope=all reports every stored point")
 
 
@@ -177,14 +170,14 @@ class _Built(NamedTuple):
     problems: list  # Problem: the report functions that failed, the plug-ins that did not import
 
 
-def _build(results_dir, name, path, df, everything, stream, style, sig_digits,
+def _build(results_dir, name, path, df, stored_versions, stream, style, sig_digits,
            scope_note=None) -> int:
     """Build the report beside ``_report`` and swap it in whole (report/swap.py): written in
     place, a report cut short (a full disk, Ctrl-C) had already deleted the previous one and
     left half a new one."""
     outdir = path / REPORT_DIR
     built = build_whole(outdir, lambda staging: _build_into(
-        staging, results_dir, name, path, df, everything, stream, style, sig_digits,
+        staging, results_dir, name, path, df, stored_versions, stream, style, sig_digits,
         scope_note))
     print(f"report: {outdir / 'index.html'} ({built.tables} tables, {built.figures} figures)",
           file=stream)
@@ -218,7 +211,7 @@ def _rows_ahead_of_the_code(df: pd.DataFrame, name: str) -> str | None:
             "them")
 
 
-def _build_into(outdir, results_dir, name, path, df, everything, stream, style,
+def _build_into(outdir, results_dir, name, path, df, stored_versions, stream, style,
                 sig_digits, scope_note=None) -> _Built:
     import pipeline.report as plugins
 
@@ -237,7 +230,7 @@ def _build_into(outdir, results_dir, name, path, df, everything, stream, style,
         per_version(_generic_summary, df, out)
     # versions stored but left out: older or newer than the report's (a report of version=0)
     shown = set(df["experiment_version"])
-    others = sorted(set(everything["experiment_version"]) - shown)
+    others = sorted(set(stored_versions) - shown)
     older = [v for v in others if v < max(shown)]
     newer = [v for v in others if v > max(shown)]
     _write_index(path, name, df, out, problems, older_versions=older, newer_versions=newer,

@@ -282,27 +282,18 @@ def scope_note(picked, selection: Selection) -> str | None:
     leaves out stored ok points that the same command without those words would export: the
     grid's scope was otherwise silent. The stored points counted are those the grid can
     match: of the experiment versions its points are matched under (``version=``, else this
-    code's version: the report's count too, unless the code is at another version than the
-    newest stored; other versions' points have other task ids, and "10 of 52" counted
-    them), under the run_id/code_id filters. ``picked`` is what
-    :func:`pipeline.report.selection.pick` read (no second read of the store). None without
-    a grid or when it leaves nothing out."""
-    from pipeline.report.selection import _filter
-    from pipeline.store.parquet import deduplicate_table
+    code's version; other versions' points have other task ids, and "10 of 52" counted
+    them), under the run_id/code_id filters, as the report counts them
+    (:func:`pipeline.report.selection.points_outside_grid`, on what ``pick`` read: no second
+    read of the store). None without a grid or when it leaves nothing out."""
+    from pipeline.report.selection import points_outside_grid
 
-    if selection.grid is None or picked is None:
+    counts = points_outside_grid(picked, selection)
+    if counts is None:
         return None
-    if not picked.stored.num_rows:
-        return None
-    # each task's latest attempt first, then the filters (as pick selects)
-    wider = _filter(deduplicate_table(picked.stored), selection, picked.versions)
-    ok = pc.unique(wider.filter(pc.equal(wider["status"], "ok"))["task_id"])
-    selected = picked.table
-    in_grid = len(pc.unique(selected.filter(pc.equal(selected["status"], "ok"))["task_id"]))
-    if in_grid >= len(ok):
-        return None
+    in_grid, outside = counts
     versions = ", ".join(map(str, picked.versions))
-    return (f"{in_grid:,} of {len(ok):,} stored ok point(s) are in the selected grid "
+    return (f"{in_grid:,} of {in_grid + outside:,} stored ok point(s) are in the selected grid "
             "(experiment=/grid./params. words: the YAML's grid; counted among the points of "
             f"experiment version(s) {versions}); without those words export takes every stored "
             "point")

@@ -124,7 +124,7 @@ def errata_html(name: str, errata_file: Path = ERRATA_FILE) -> str | None:
 
 def versions_text(df) -> str:
     """'experiment version 2', or 'experiment versions 0, 1' for rows of several."""
-    versions = sorted({int(v) for v in df["experiment_version"]})
+    versions = sorted({int(v) for v in df["experiment_version"].dropna().unique()})
     return (f"experiment version{'s' if len(versions) > 1 else ''} "
             f"{', '.join(map(str, versions)) or None}")
 

@@ -32,7 +32,9 @@ def failed_points(df: pd.DataFrame) -> int:
     """How many points (tasks) of the report's rows failed."""
     if "status" not in df.columns or df.empty:
         return 0
-    return int((df.drop_duplicates("task_id")["status"] == "failed").sum())
+    # a task's rows share their status (load's rule drops a task's failed rows when one is
+    # ok): the failed rows' distinct ids, not every row's (1 s for 4M rows)
+    return int(df.loc[df["status"] == "failed", "task_id"].nunique())
 
 
 def failed_note(n_failed: int) -> str:
