@@ -229,7 +229,7 @@ def _build_into(outdir, results_dir, name, path, df, stored_versions, stream, st
     if not functions and not problems:
         per_version(_generic_summary, df, out)
     # versions stored but left out: older or newer than the report's (a report of version=0)
-    shown = set(df["experiment_version"])
+    shown = set(df["experiment_version"].unique())
     others = sorted(set(stored_versions) - shown)
     older = [v for v in others if v < max(shown)]
     newer = [v for v in others if v > max(shown)]

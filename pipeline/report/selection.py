@@ -433,7 +433,7 @@ def coverage(df: pd.DataFrame, selection: Selection, manifest: dict,
         prefixes = (picked.prefixes if picked is not None and picked.prefixes is not None
                     else {v: grid_prefixes(grid, v) for v in matched})
         if stored is None:
-            stored = unique_ids(id_prefixes(pa.array(tasks["task_id"].tolist(), pa.string())))
+            stored = unique_ids(id_prefixes(pa.array(tasks["task_id"], pa.string())))
         have = np.zeros(grid.total, dtype=bool)  # a row under one of the matched versions
         per_version = {}
         for v in matched:
