@@ -18,21 +18,12 @@ import argparse
 import math
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.timing import best_time  # noqa: E402
 
 from pipeline.kernels import composition as kc  # noqa: E402
-
-
-def best_time(fn, repeat: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
 
 
 def pld_eps(eps: float, k: int, dt: float, interval: float) -> float:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.timing import best_time  # noqa: E402
 from pipeline.report.export import _csv_column  # noqa: E402
 
 
@@ -32,15 +32,6 @@ def reference(col: pa.ChunkedArray) -> pa.Array:
     for raw, spec in (("-inf", "-INF"), ("inf", "INF"), ("nan", "NaN"), ("-nan", "NaN")):
         text = pc.if_else(pc.equal(text, raw), spec, text)
     return text
-
-
-def best_of(fn, repeat: int = 3) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
 
 
 def main() -> int:
@@ -64,8 +55,8 @@ def main() -> int:
     print(f"{'column':<32} {'before s':>9} {'now s':>7} {'now/before':>11}")
     failed = 0
     for name, col in columns.items():
-        before, expected = best_of(lambda: reference(col))
-        now, got = best_of(lambda: _csv_column(col))
+        before, expected = best_time(lambda: reference(col))
+        now, got = best_time(lambda: _csv_column(col))
         print(f"{name:<32} {before:9.3f} {now:7.3f} {now / before:11.3f}")
         if not got.equals(expected):
             print(f"FAIL: {name}: the text differs from the reference")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.timing import best_time  # noqa: E402
 from pipeline.store.parquet import load  # noqa: E402
 
 
@@ -40,17 +40,14 @@ def make_results(root: Path, n: int, parts: int) -> None:
             "task_id": [f"{i:024x}" for i in ids],
             "status": ["ok"] * per, "row_index": np.zeros(per, dtype=np.int64),
             "finished_at": pa.array([now] * per, pa.timestamp("us", tz="UTC")),
+            # the rest of a result part's bookkeeping: without it the store refuses the part
+            # as foreign (this benchmark then failed at its first load)
+            "experiment_version": np.zeros(per, dtype=np.int64),
+            "error": pa.nulls(per, pa.string()), "elapsed_s": rng.random(per),
+            "worker": ["tcp://127.0.0.1:1"] * per,
+            "started_at": pa.array([now] * per, pa.timestamp("us", tz="UTC")),
         })
         pq.write_table(table, folder / f"part-x-{p:06d}.parquet", compression="zstd")
-
-
-def best_of(fn, repeat=3):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
 
 
 def main() -> None:
@@ -61,8 +58,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         make_results(root, n, 40)
-        t_load, df = best_of(lambda: load(root, "synthetic"))
-        t_agg, agg = best_of(lambda: df.groupby(["eps", "k"])["value"].agg(["mean", "min", "max"]))
+        t_load, df = best_time(lambda: load(root, "synthetic"))
+        t_agg, agg = best_time(lambda: df.groupby(["eps", "k"])["value"].agg(["mean", "min", "max"]))
         print(f"rows: {n:,}")
         print(f"pandas/pyarrow: load+dedup {t_load:.2f} s, aggregate {t_agg * 1e3:.1f} ms")
         try:
@@ -75,9 +72,9 @@ def main() -> None:
                  f"SELECT * FROM read_parquet('{glob}') QUALIFY row_number() OVER "
                  f"(PARTITION BY task_id, row_index ORDER BY finished_at DESC) = 1) "
                  f"GROUP BY eps, k")
-        t_duck, res = best_of(lambda: duckdb.sql(query).df())
+        t_duck, res = best_time(lambda: duckdb.sql(query).df())
         assert len(res) == len(agg)
-        t_duck_load, _ = best_of(lambda: duckdb.sql(
+        t_duck_load, _ = best_time(lambda: duckdb.sql(
             f"SELECT * FROM read_parquet('{glob}') QUALIFY row_number() OVER "
             f"(PARTITION BY task_id, row_index ORDER BY finished_at DESC) = 1").df())
         print(f"duckdb:         load+dedup {t_duck_load:.2f} s, dedup+aggregate in SQL "
