@@ -31,8 +31,7 @@ from pipeline.experiments.base import get_experiment  # noqa: E402
 from pipeline.report.summary import summary_table  # noqa: E402
 from pipeline.store.part_writer import PartWriter  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_report import best_of  # noqa: E402  (min time of repeats, and the last result)
+from benchmarks.timing import best_time  # noqa: E402  (min time of repeats, and the last result)
 
 
 def write_grid(folder: Path, grid: Grid, points, parts: int, run_id: str) -> None:
@@ -59,8 +58,8 @@ def main() -> None:
         write_grid(folder, grid, range(grid.total), parts, "20260101T000000Z-aaaaaa")
         print(f"store: {n:,} rows in {parts} part files (written in "
               f"{time.perf_counter() - t0:.1f} s)")
-        t_plain, _ = best_of(lambda: summary_table(folder, exp, n, 0), repeat)
-        t_grid, out = best_of(lambda: summary_table(folder, exp, grid=grid), repeat)
+        t_plain, _ = best_time(lambda: summary_table(folder, exp, n, 0), repeat)
+        t_grid, out = best_time(lambda: summary_table(folder, exp, grid=grid), repeat)
         assert out.startswith(f"this sweep's grid ({n:,} points): {n:,} tasks ok"), out
         print(f"one setting: plain {t_plain:.2f} s, with grid= {t_grid:.2f} s "
               f"(ratio {t_grid / t_plain:.2f})")
@@ -68,8 +67,8 @@ def main() -> None:
         other = Grid(exp, {"x": {"range": [0, n]}}, {"work_us": 0.0, "scale": 2.0})
         write_grid(folder, other, range(other.total), parts, "20260102T000000Z-bbbbbb")
         write_grid(folder, grid, range(0, grid.total, 10), 2, "20990101T000000Z-cccccc")
-        t_plain, _ = best_of(lambda: summary_table(folder, exp, n, 0), repeat)
-        t_grid, out = best_of(lambda: summary_table(folder, exp, grid=grid), repeat)
+        t_plain, _ = best_time(lambda: summary_table(folder, exp, n, 0), repeat)
+        t_grid, out = best_time(lambda: summary_table(folder, exp, grid=grid), repeat)
         assert f"{n // 10:,} superseded attempts" in out, out
         total = 2 * n + n // 10
         print(f"mixed ({total:,} rows, half another setting, {n // 10:,} superseded): "
