@@ -58,7 +58,7 @@ if kind == "before":  # the previous code, as it was
         build._selection = sel
         return df, picked
 
-    def old_scope_note(picked, sel):
+    def old_scope_note(picked, sel):  # (its run and code filters left out: none are given)
         df, everything = build._df, build._everything
         stored = everything[everything["status"] == "ok"]
         if len(stored):

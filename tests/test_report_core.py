@@ -906,3 +906,76 @@ def test_the_scope_notes_count_is_what_a_full_load_gives(tmp_path, seed):
         assert code == 0 and line in stream.getvalue(), stream.getvalue()
     else:
         assert code == 0 and "stored ok point" not in stream.getvalue(), stream.getvalue()
+
+
+def _scope_lines(tmp_path, grid_hi, versions=()):
+    """(exit code, the report's scope lines) for the grid x in [0, grid_hi)."""
+    import contextlib
+    import io
+
+    from pipeline.report.selection import Selection
+
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, grid_hi]}}, {"work_us": 0.0})
+    out = io.StringIO()
+    with contextlib.redirect_stderr(io.StringIO()):
+        code = build_report(tmp_path, "calibration", stream=out,
+                            selection=Selection(grid=grid, versions=versions))
+    return code, [ln for ln in out.getvalue().splitlines() if "stored ok point" in ln]
+
+
+def _put(tmp_path, frame, schema, run_id, experiment, days=0):
+    import pandas as pd
+
+    from pipeline.engine.provenance import provenance_stamp
+
+    frame = frame.copy()
+    frame["finished_at"] += pd.Timedelta(days=days)
+    PartWriter(tmp_path / "calibration", run_id, stamp=provenance_stamp(experiment, run_id)).write(
+        pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
+
+
+def test_the_scope_note_follows_loads_rule_on_hand_edited_rows(tmp_path):
+    """The note's shortcut (a task is ok if any row of it is ok; no deduplication) holds for
+    what the engine writes. On rows edited by hand it must not: a later attempt of no status
+    supersedes the ok row in load's table (the shortcut said '15 of 20' of a grid of every
+    stored point), and an id stored under two versions keeps its later version's rows (it said
+    '3 of 23' where load gives '3 of 13'). Found by review; the answers are load's."""
+    import dataclasses
+
+    exp = get_experiment("calibration")
+    table = run_batch(Grid(exp, {"x": {"range": [0, 20]}}, {"work_us": 0.0}), range(20))[0]
+    frame, schema = table.to_pandas(), table.schema
+    first = tmp_path / "a"
+    _put(first, frame, schema, "20260101T000000Z-aaaaa1", exp)
+    later = frame[frame["x"] < 5].copy()
+    later["status"] = None  # (not ok, not failed)
+    _put(first, later, schema, "20260102T000000Z-aaaaa2", exp, days=1)
+    assert _scope_lines(first, 20) == (0, [])
+
+    old = dataclasses.replace(exp, version=exp.version - 1)
+    second = tmp_path / "b"
+    relabelled = frame.copy()
+    relabelled["experiment_version"] = old.version
+    _put(second, relabelled, schema, "20260101T000000Z-aaaaa1", old)
+    _put(second, frame[frame["x"] >= 10], schema, "20260102T000000Z-aaaaa2", exp, days=1)
+    genuine = run_batch(Grid(old, {"x": [0, 1, 2]}, {"work_us": 0.0}), range(3))[0]
+    _put(second, genuine.to_pandas(), genuine.schema, "20260103T000000Z-aaaaa3", old)
+    code, lines = _scope_lines(second, 10, versions=(old.version,))
+    assert code == 0 and len(lines) == 1 and lines[0].startswith(
+        "report: 3 of 13 stored ok point(s)"), lines
+
+
+def test_the_scope_note_of_a_store_whose_ids_were_edited_does_not_crash(tmp_path):
+    """Ids that are not 24 hex digits are matched as strings; where none of the stored ok
+    ones is the grid's, the count of those held was None and the report (and export) raised
+    TypeError. Found by review."""
+    import dataclasses
+
+    exp = get_experiment("calibration")
+    old = dataclasses.replace(exp, version=exp.version - 1)
+    table = run_batch(Grid(exp, {"x": {"range": [0, 20]}}, {"work_us": 0.0}), range(20))[0]
+    frame = table.to_pandas()
+    frame["experiment_version"] = old.version  # this version's ids, labelled the old one
+    frame.loc[frame["x"] == 3, "task_id"] = frame.loc[frame["x"] == 3, "task_id"].str[:16] + "Z" * 8
+    _put(tmp_path, frame, table.schema, "20260101T000000Z-aaaaa1", old)
+    assert _scope_lines(tmp_path, 10) == (0, [])

@@ -319,13 +319,21 @@ def points_outside_grid(picked: Picked, selection: Selection) -> tuple[int, int]
     if selection.grid is None or picked is None or not picked.stored.num_rows:
         return None
     stored = picked.stored
-    if selection.run_ids or selection.code_ids:  # the filters read the kept rows' runs
+    statuses = pc.unique(stored["status"])
+    # The shortcut below holds for what the engine writes: every status ok or failed (load's
+    # rule drops only 'failed' rows, so a later row of another or no status supersedes an ok
+    # one) and one version a task id (a hand-edited id stored under two versions keeps its
+    # later version's rows). Otherwise, and with run or code filters (they read the kept
+    # rows' runs), the rule itself.
+    engine_written = (not statuses.null_count and set(statuses.to_pylist()) <= {"ok", "failed"}
+                      and len(pc.unique(stored["experiment_version"])) == 1)
+    if selection.run_ids or selection.code_ids or not engine_written:
         # only what the rule and the filters read: the whole table's filter copied every column
         keys = stored.select([c for c in stored.column_names if c in _KEY_COLUMNS])
         wider = _filter(deduplicate_table(keys), selection, picked.versions)
         stored_ok = pc.filter(wider["task_id"], pc.equal(wider["status"], "ok"))
     else:  # a task is ok in load's table if any row of it is (the rule drops its failed
-        # ones), and its id holds its version: the ok ids of the grid's versions, no rule
+        # ones): the ok ids of the grid's version, no rule
         stored_ok = pc.filter(stored["task_id"], pc.and_(
             pc.equal(stored["status"], "ok"),
             pc.is_in(stored["experiment_version"],
@@ -342,8 +350,8 @@ def points_outside_grid(picked: Picked, selection: Selection) -> tuple[int, int]
     else:
         stored_ids, shown_ids = pc.unique(stored_ok), pc.unique(shown_ok)
         shown = len(shown_ids)
-        outside = len(stored_ids) - pc.sum(pc.is_in(stored_ids, value_set=shown_ids)).as_py() \
-            if shown else len(stored_ids)
+        held = pc.sum(pc.is_in(stored_ids, value_set=shown_ids)).as_py() or 0  # None: empty
+        outside = len(stored_ids) - held
     return (shown, outside) if outside else None
 
 
