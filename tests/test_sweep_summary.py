@@ -225,3 +225,52 @@ def test_the_summary_applies_loads_rule_to_the_whole_folder(tmp_path, elsewhere)
     assert kept == (2 if elsewhere else 4)
     line = summary_table(folder, exp, grid=grid).splitlines()[0]
     assert f"2 tasks ok, 0 failed; {kept} rows, each task's latest attempt" in line, line
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_summary_counts_the_grids_latest_attempts_on_random_stores(tmp_path, monkeypatch,
+                                                                      seed):
+    """The closing summary finds the grid's rows in one scan of the key columns and the
+    parameters, matched against the grid (it matched them in a scan of their own, then read
+    the key columns again). Random stores: the grid's setting beside another (scale=2) and an
+    older version, tasks of one and of three rows, retries, failures, scanned 7 rows at a
+    time. The counts are those of pipeline.load's table filtered in pandas to the grid's
+    points of this version."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    import pipeline.store.integrity as integrity
+    from pipeline.engine.provenance import provenance_stamp
+
+    rng = np.random.default_rng(seed)
+    exp = get_experiment("calibration")
+    old = dataclasses.replace(exp, version=exp.version - 1)
+    folder = tmp_path / "calibration"
+    rows = int(rng.integers(1, 4))
+    for k in range(6):
+        experiment = old if k == 5 else exp
+        params = {"work_us": 0.0, "rows": rows, "scale": 2.0 if k % 2 else 1.0}
+        xs = sorted(rng.choice(25, size=int(rng.integers(1, 20)), replace=False).tolist())
+        grid = Grid(experiment, {"x": xs}, params)
+        table = run_batch(grid, range(grid.total))[0].to_pandas()
+        failed = np.repeat(rng.random(len(xs)) < 0.3, rows)
+        table.loc[failed, ["status", "error", "value"]] = ["failed", "ValueError: r", None]
+        table["finished_at"] = table["finished_at"] + pd.Timedelta(days=k)
+        run_id = f"2026010{k + 1}T000000Z-aaaaa{k}"
+        PartWriter(folder, run_id, stamp=provenance_stamp(experiment, run_id)).write(
+            pa.Table.from_pandas(table, schema=run_batch(grid, [0])[0].schema,
+                                 preserve_index=False))
+    monkeypatch.setattr(integrity, "SCAN_BATCH_ROWS", 7)
+    grid = Grid(exp, {"x": {"range": [0, 20]}}, {"work_us": 0.0, "rows": rows})
+
+    loaded = pipeline.load(tmp_path, "calibration")
+    mine = loaded[(loaded["x"] < 20) & (loaded["scale"] == 1.0) & (loaded["rows"] == rows)
+                  & (loaded["experiment_version"] == exp.version)]
+    line = summary_table(folder, exp, grid=grid).splitlines()[0]
+    ok = mine.loc[mine["status"] == "ok", "task_id"].nunique()
+    failed = mine.loc[mine["status"] == "failed", "task_id"].nunique()
+    missing = 20 - ok - failed
+    assert line == (f"this sweep's grid (20 points): {ok} tasks ok, {failed} failed"
+                    + (f", {missing} not stored" if missing else "")
+                    + f"; {len(mine)} rows, each task's latest attempt (version {exp.version})")

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipeline.engine.grid import Grid, _fragment
 from pipeline.engine.pending_plan import PendingPlan
@@ -198,7 +197,7 @@ def grid_row_batches(grid: Grid, path, extra: tuple[str, ...] = (), any_version:
         # and every parameter); matching went on without the column and raised KeyError
         return
     extra = [c for c in extra if c in schema.names and c not in wanted]
-    match = _GridMatch(grid, any_version)
+    match = GridMatch(grid, any_version)
     out = ["task_key", "status", "experiment_version", *extra, *(names if any_version else [])]
     for batch in scan_parts(files, wanted + extra, schema=schema):
         hits = match.rows(pa.Table.from_batches([batch]), extra)
@@ -206,11 +205,11 @@ def grid_row_batches(grid: Grid, path, extra: tuple[str, ...] = (), any_version:
             yield hits[out]
 
 
-class _GridMatch:
+class GridMatch:
     """Which stored rows are points of a grid, a table of stored rows at a time: what each
     axis needs to match (its value set, sorted floats, fragments) is made once."""
 
-    def __init__(self, grid: Grid, any_version: bool):
+    def __init__(self, grid: Grid, any_version: bool = False):
         self.grid, self.any_version = grid, any_version
         self.list_typed = {p.name for p in grid.experiment.params
                            if p.type in ("int_list", "float_list")}
@@ -233,14 +232,34 @@ class _GridMatch:
 
     def rows(self, table: pa.Table, extra) -> pd.DataFrame | None:
         """The rows of ``table`` that are points of the grid, with ``task_key``; None if none."""
-        from pipeline.store.parquet import id_prefixes, well_formed_ids
+        from pipeline.store.parquet import id_prefixes
+
+        table, _, df, mask = self._match(table, extra)
+        if df is None or not mask.any():
+            return None
+        hits = df.loc[mask]
+        return hits.assign(task_key=id_prefixes(table["task_id"].filter(pa.array(mask))))
+
+    def row_mask(self, table: pa.Table) -> np.ndarray:
+        """Which rows of ``table`` are points of the grid, one bool a row (a malformed task id:
+        False). For a reader that scans the store once for its own columns too."""
+        _, well_formed, df, mask = self._match(table, ())
+        out = np.zeros(table.num_rows, dtype=bool)
+        if df is not None:
+            out[well_formed] = mask
+        return out
+
+    def _match(self, table: pa.Table, extra):
+        """(the rows of ``table`` with a well-formed task id, which rows those are, their
+        columns as a frame, which of them are points of the grid); the frame None if none."""
+        from pipeline.store.parquet import well_formed_ids
 
         grid, names = self.grid, [p.name for p in self.grid.experiment.params]
-        well_formed = well_formed_ids(table["task_id"])
-        if not pc.all(well_formed).as_py():
-            table = table.filter(well_formed)
+        well_formed = np.asarray(well_formed_ids(table["task_id"]), dtype=bool)
+        if not well_formed.all():
+            table = table.filter(pa.array(well_formed))
         if not table.num_rows:
-            return None
+            return table, well_formed, None, None
         df = table.select(["status", "experiment_version", *extra,
                            *[n for n in names if n in table.column_names]]).to_pandas()
         for p in grid.experiment.params:
@@ -311,10 +330,7 @@ class _GridMatch:
                 stored = df[list(axis.names)].map(_canonical)
                 merged = stored.merge(self.axis_keys[i], how="left", on=list(axis.names))
                 mask &= merged["_hit"].fillna(False).to_numpy(dtype=bool)
-        if not mask.any():
-            return None
-        hits = df.loc[mask]
-        return hits.assign(task_key=id_prefixes(table["task_id"].filter(pa.array(mask))))
+        return table, well_formed, df, mask
 
 
 def _stored_list(v) -> list:

@@ -9,11 +9,12 @@ covers every row of the current version, each attempt included.
 It streams the part files batch by batch (exact min/max/null counts, median of an evenly
 strided sample of at most ``SAMPLE`` values): the driver never gathers the results' columns.
 With a grid, the rows to summarise are found once, before the scan, in time linear in the
-store: planning's match of the stored parameters (``grid_row_batches``; only their id
-prefixes are kept), then one read of the key columns (task id, status, version, finish time, row index) gives a
-flag per stored row, which the scan slices by row offset. Memory: those key columns while the
-flags are built, then one byte a row; when every row of this version is a kept attempt of the
-grid (a folder of this grid alone) no flags are kept and the scan filters nothing.
+store: one read of the key columns (task id, status, version, finish time, row index) and the
+parameters, matched against the grid as planning matches them (``GridMatch``, not hashing its
+points), gives a flag per stored row, which the scan slices by row offset. Memory: about 30
+bytes a stored row while the flags are built, then one byte a row; when every row of this
+version is a kept attempt of the grid (a folder of this grid alone) no flags are kept and the
+scan filters nothing.
 """
 
 from __future__ import annotations
@@ -58,45 +59,45 @@ class _Selection:
 
 def _select(grid, path, files, schema, version) -> _Selection | None:
     """The rows of ``grid``'s points that ``pipeline.load`` keeps (each task's latest attempt),
-    found once for the whole store, a batch at a time: the grid's id prefixes (planning's
-    match of the stored parameters), then one scan of the key columns (task id, status,
-    version, finish time, row index) keeping 30 bytes of each stored row, and load's own
-    rule on them (:func:`pipeline.store.parquet.kept_positions`, by sorts: the Arrow
-    deduplication of the id strings it replaces held about 0.35 KB a stored row, 35 GB for
-    10^8). The summary's scan then slices ``keep`` by row offset. None when no point is
+    found once for the whole store, in one scan a batch at a time of the key columns (task
+    id, status, version, finish time, row index) and the parameters: planning's match of the
+    stored parameters against the grid (not hashing its points), and 30 bytes of each stored
+    row kept for load's own rule (:func:`pipeline.store.parquet.kept_positions`, by sorts: the
+    Arrow deduplication of the id strings it replaces held about 0.35 KB a stored row, 35 GB
+    for 10^8). The summary's scan then slices ``keep`` by row offset. None when no point is
     stored."""
-    from pipeline.engine.resume import grid_row_batches
+    from pipeline.engine.resume import GridMatch
     from pipeline.store.integrity import scan_parts
-    from pipeline.store.parquet import (aligned_prefixes, contains, key_arrays, kept_positions,
-                                        unique_ids)
+    from pipeline.store.parquet import aligned_prefixes, key_arrays, kept_positions
 
-    # the grid's points, this version (matched, not hashed), as sorted id prefixes
-    ids = [hits["task_key"].to_numpy() for hits in grid_row_batches(grid, path)]
-    if not ids:
-        return None
-    ids = unique_ids(np.concatenate(ids))
+    names = [p.name for p in grid.experiment.params]
+    if any(n not in schema.names for n in names):  # parts of a version without a parameter:
+        return None  # none of their rows is a point of this grid (ids hash every parameter)
     wanted = [c for c in ("task_id", "status", "experiment_version", "finished_at", "row_index")
               if c in schema.names]
+    match = GridMatch(grid)
     of_version = 0
     # load's rule is applied to every stored row (its steps depend on whether any key of the
     # folder repeats), then the grid's rows are picked out
     masks = []  # storage order: rows whose id the arrays hold
     parts = {k: [] for k in ("head", "tail", "row_index", "failed", "stamp", "mine")}
-    for batch in scan_parts(files, wanted, schema=schema):  # storage order, as the scan's
-        prefixes, held = aligned_prefixes(batch.column("task_id"))
-        mine = held & contains(ids, prefixes)
+    columns = wanted + [n for n in names if n not in wanted]
+    for batch in scan_parts(files, columns, schema=schema):  # storage order, as the scan's
+        _, held = aligned_prefixes(batch.column("task_id"))
+        mine = held & match.row_mask(pa.Table.from_batches([batch]))  # (of the grid's version)
         if "experiment_version" in wanted:
             versions = np.asarray(pc.fill_null(batch.column("experiment_version"), -1))
-            mine &= versions == grid.version
             of_version += int(np.count_nonzero(versions == version))
         else:
             of_version += batch.num_rows  # every row is of the summarised version
         masks.append(held)
+        keys = batch.select(wanted).filter(pa.array(held))
         for name, values in zip(("head", "tail", "row_index", "failed", "stamp"),
-                                key_arrays(batch.filter(pa.array(held)))):
+                                key_arrays(keys)):
             parts[name].append(values)
         parts["mine"].append(mine[held])
-    del ids
+    if not parts["head"]:  # parts without rows
+        return None
     head, tail, row_index, failed, stamp, mine = (
         np.concatenate(parts.pop(k)) for k in ("head", "tail", "row_index", "failed", "stamp",
                                                "mine"))
