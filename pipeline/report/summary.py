@@ -68,7 +68,7 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     stored."""
     from pipeline.engine.resume import GridMatch
     from pipeline.store.integrity import scan_parts
-    from pipeline.store.parquet import aligned_prefixes, key_arrays, kept_positions
+    from pipeline.store.parquet import key_arrays, kept_positions, well_formed_ids
 
     names = [p.name for p in grid.experiment.params]
     if any(n not in schema.names for n in names):  # parts of a version without a parameter:
@@ -83,8 +83,8 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     parts = {k: [] for k in ("head", "tail", "row_index", "failed", "stamp", "mine")}
     columns = wanted + [n for n in names if n not in wanted]
     for batch in scan_parts(files, columns, schema=schema):  # storage order, as the scan's
-        _, held = aligned_prefixes(batch.column("task_id"))
-        mine = held & match.row_mask(pa.Table.from_batches([batch]))  # (of the grid's version)
+        held = np.asarray(well_formed_ids(batch.column("task_id")), dtype=bool)
+        mine = match.row_mask(pa.Table.from_batches([batch]))  # (held ones, the grid's version)
         if "experiment_version" in wanted:
             versions = np.asarray(pc.fill_null(batch.column("experiment_version"), -1))
             of_version += int(np.count_nonzero(versions == version))
