@@ -897,7 +897,7 @@ def test_membership_of_id_prefixes_matches_isin_in_both_search_orders():
     import numpy as np
 
     from pipeline.report.summary import _distinct_tasks
-    from pipeline.store.parquet import contains, unique_ids
+    from pipeline.store.parquet import contains, task_numbers, unique_ids
 
     rng = np.random.default_rng(5)
     for stored_n, query_n in ((10, 20), (5000, 6000), (20000, 3000), (9000, 50000)):
@@ -909,7 +909,55 @@ def test_membership_of_id_prefixes_matches_isin_in_both_search_orders():
         assert np.array_equal(contains(stored, queries), np.isin(queries, stored))
     head = np.array([7, 7, 7, 3, 3, 9], dtype=np.uint64)  # 7 and 3: prefixes that collide
     tail = np.array([1, 2, 1, 5, 5, 0], dtype=np.uint32)
-    assert _distinct_tasks(head, tail) == 4 and _distinct_tasks(head[:0], tail[:0]) == 0
+    task, tasks = task_numbers(head, tail)
+    assert tasks == 4 and _distinct_tasks(task, tasks) == 4
+    assert _distinct_tasks(task[[0, 2]], tasks) == 1 and _distinct_tasks(task[:0], tasks) == 0
+    assert _distinct_tasks(task[[0, 1, 3]], tasks) == 3  # 7/1 and 7/2 share a prefix only
+
+
+def test_well_formed_ids_agree_with_the_regex_they_replace():
+    """well_formed_ids reads the string buffers in numpy; Arrow's regex ^[0-9a-f]{24}$ (with
+    nulls False) is the oracle: every byte at every position, other lengths, multi-byte
+    characters of 24 bytes, nulls, sliced and chunked arrays, and large_string parts."""
+    import random
+
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from pipeline.store.parquet import well_formed_ids
+
+    def regex(ids):
+        out = pc.fill_null(pc.match_substring_regex(ids, "^[0-9a-f]{24}$"), False)
+        return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+    base = "0123456789abcdef01234567"
+    for pos in range(24):  # each byte value at each position of an otherwise good id
+        ids = pa.array([base[:pos] + chr(b) + base[pos + 1:] for b in range(1, 256)])
+        got = well_formed_ids(ids)
+        assert got.equals(regex(ids)) and np.asarray(got).sum() == 16
+    rng = random.Random(7)
+    odd = "0123456789abcdefABCDEFgxyz \n/:`@é"
+    for _ in range(2000):
+        values = []
+        for _ in range(rng.randrange(0, 30)):
+            r = rng.random()
+            if r < 0.1:
+                values.append(None)
+            elif r < 0.6:
+                values.append("".join(rng.choice("0123456789abcdef") for _ in range(24)))
+            else:
+                length = rng.choice([0, 1, 12, 23, 24, 25, 48])
+                values.append("".join(rng.choice(odd) for _ in range(length)))
+        ids = pa.array(values, pa.string())
+        if len(ids) > 2 and rng.random() < 0.5:
+            start = rng.randrange(len(ids))
+            ids = ids.slice(start, rng.randrange(len(ids) - start + 1))
+        if len(ids) > 1 and rng.random() < 0.3:
+            cut = rng.randrange(len(ids))
+            ids = pa.chunked_array([ids.slice(0, cut), ids.slice(cut)])
+        assert well_formed_ids(ids).equals(regex(ids)), values
+    large = pa.array([base, base.upper(), None], pa.large_string())
+    assert well_formed_ids(large).to_pylist() == [True, False, False]
 
 
 def test_a_hand_edited_task_id_leaves_the_grids_rows_loadable(tmp_path):

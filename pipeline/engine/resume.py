@@ -240,22 +240,24 @@ class GridMatch:
         hits = df.loc[mask]
         return hits.assign(task_key=id_prefixes(table["task_id"].filter(pa.array(mask))))
 
-    def row_mask(self, table: pa.Table) -> np.ndarray:
+    def row_mask(self, table: pa.Table, well_formed: np.ndarray | None = None) -> np.ndarray:
         """Which rows of ``table`` are points of the grid, one bool a row (a malformed task id:
-        False). For a reader that scans the store once for its own columns too."""
-        _, well_formed, df, mask = self._match(table, ())
+        False). For a reader that scans the store once for its own columns too, and may have
+        found the well-formed ids already (:func:`pipeline.store.parquet.well_formed_ids`)."""
+        _, well_formed, df, mask = self._match(table, (), well_formed)
         out = np.zeros(table.num_rows, dtype=bool)
         if df is not None:
             out[well_formed] = mask
         return out
 
-    def _match(self, table: pa.Table, extra):
+    def _match(self, table: pa.Table, extra, well_formed: np.ndarray | None = None):
         """(the rows of ``table`` with a well-formed task id, which rows those are, their
         columns as a frame, which of them are points of the grid); the frame None if none."""
         from pipeline.store.parquet import well_formed_ids
 
         grid, names = self.grid, [p.name for p in self.grid.experiment.params]
-        well_formed = np.asarray(well_formed_ids(table["task_id"]), dtype=bool)
+        if well_formed is None:
+            well_formed = np.asarray(well_formed_ids(table["task_id"]), dtype=bool)
         if not well_formed.all():
             table = table.filter(pa.array(well_formed))
         if not table.num_rows:

@@ -68,7 +68,8 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     stored."""
     from pipeline.engine.resume import GridMatch
     from pipeline.store.integrity import scan_parts
-    from pipeline.store.parquet import key_arrays, kept_positions, well_formed_ids
+    from pipeline.store.parquet import (key_arrays, kept_positions_of_tasks, task_numbers,
+                                        well_formed_ids)
 
     names = [p.name for p in grid.experiment.params]
     if any(n not in schema.names for n in names):  # parts of a version without a parameter:
@@ -84,7 +85,7 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     columns = wanted + [n for n in names if n not in wanted]
     for batch in scan_parts(files, columns, schema=schema):  # storage order, as the scan's
         held = np.asarray(well_formed_ids(batch.column("task_id")), dtype=bool)
-        mine = match.row_mask(pa.Table.from_batches([batch]))  # (held ones, the grid's version)
+        mine = match.row_mask(pa.Table.from_batches([batch]), held)  # the grid's version
         if "experiment_version" in wanted:
             versions = np.asarray(pc.fill_null(batch.column("experiment_version"), -1))
             of_version += int(np.count_nonzero(versions == version))
@@ -104,14 +105,16 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     rows = int(np.count_nonzero(mine))
     if not rows:
         return None
-    kept = np.zeros(head.size, dtype=bool)
-    kept[kept_positions(head, tail, row_index, failed, stamp)] = True
+    task, tasks = task_numbers(head, tail)
+    del head, tail
+    kept = np.zeros(task.size, dtype=bool)
+    kept[kept_positions_of_tasks(task, tasks, row_index, failed, stamp)] = True
     kept &= mine
     del row_index, stamp, mine
     # a task's kept rows are all ok or all failed (a task stored ok drops its failed rows)
-    ok = _distinct_tasks(head[kept & ~failed], tail[kept & ~failed])
-    failed_tasks = _distinct_tasks(head[kept & failed], tail[kept & failed])
-    del head, tail, failed
+    ok = _distinct_tasks(task[kept & ~failed], tasks)
+    failed_tasks = _distinct_tasks(task[kept & failed], tasks)
+    del task, failed
     keep = np.concatenate(masks)
     del masks
     keep[keep] = kept
@@ -121,11 +124,12 @@ def _select(grid, path, files, schema, version) -> _Selection | None:
     return _Selection(ok, failed_tasks, rows, keep)
 
 
-def _distinct_tasks(head: np.ndarray, tail: np.ndarray) -> int:
-    """How many distinct task ids (as :func:`pipeline.store.parquet.id_words`) are given."""
-    from pipeline.store.parquet import task_numbers
-
-    return task_numbers(head, tail)[1] if head.size else 0
+def _distinct_tasks(task: np.ndarray, tasks: int) -> int:
+    """How many distinct numbers ``task`` holds, each in ``range(tasks)`` (no sort: the
+    numbers are dense)."""
+    seen = np.zeros(tasks, dtype=bool)
+    seen[task] = True
+    return int(np.count_nonzero(seen))
 
 
 def _summary_table(path, experiment, tasks_ok: int | None, tasks_failed: int | None,
