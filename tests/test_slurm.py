@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import pipeline
 from pipeline.engine.grid import Grid
 from pipeline.experiments.base import get_experiment
 
@@ -160,6 +161,28 @@ def test_scancel_of_a_worker_job_mid_run_loses_nothing(tmp_path, job_name):
     assert list((results / "calibration" / "_logs" / "jobs").glob(f"{job_name}-*.err"))
     assert not list(Path.cwd().glob("slurm-*.out")), sorted(Path.cwd().iterdir())
     assert len(pd.read_parquet(results / "calibration")) >= n  # still one table to pandas
+
+
+@pytest.mark.timeout(300)
+def test_a_hung_point_is_failed_and_its_worker_restarted_in_its_job(tmp_path, job_name):
+    """No task_timeout, a point that never returns: it was stored failed, then the sweep
+    stopped with exit 3 (NoProgress) and the other points of its batch were left unrun,
+    where cluster=local finished (review, 2026-12-06). The worker running it is now
+    restarted by its nanny inside the job, and the sweep finishes."""
+    results = tmp_path / "results"
+    proc = run_cli(f"results_dir={results}", "grid.x={range:[0,120]}", "params.work_us=20000",
+                   "params.hang_at=10", "batch_size=30", "watchdog.no_progress_timeout=15",
+                   *jobs_of(2), "cluster.maximum_jobs=1", f"cluster.job_name={job_name}",
+                   timeout=260)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # a failed point, not a crash
+    assert "restarting 1 worker(s) whose point never returned" in proc.stderr
+    loaded = pipeline.load(results, "calibration")
+    assert len(loaded) == 120 and loaded.task_id.is_unique
+    failed = loaded[loaded.status == "failed"]
+    assert failed.x.tolist() == [10] and failed.error.iloc[0].startswith("Hung: point ran")
+    assert set(loaded[loaded.status == "ok"].task_id) == expected_ids(
+        120, 20000.0, hang_at=10) - set(failed.task_id)
+    assert manifest_runs(results)[-1]["status"] == "finished"
 
 
 def jobs_of(processes):

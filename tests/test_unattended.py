@@ -2133,6 +2133,31 @@ def test_a_hung_point_with_no_task_timeout_is_failed_at_the_first_no_progress_re
     assert set(df[df.status == "ok"].x) == {0, 1, 2, 4, 5, 6, 7}
 
 
+@pytest.mark.timeout(300)
+def test_a_hung_point_on_a_cluster_the_driver_cannot_restart_is_failed_and_the_sweep_goes_on(
+        tmp_path, scheduler_and_worker):
+    """The same hung point on a cluster the driver does not own (cluster=address here; a
+    batch system takes the same path): the point was stored failed, then the sweep stopped
+    with exit 3 (NoProgress), its batch's other points unrun, where cluster=local went on.
+    Now the worker running it is restarted through its nanny and the sweep finishes."""
+    address, _ = scheduler_and_worker()
+    started = time.monotonic()
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,8]}", "params.hang_at=3",
+                   "params.work_us=0", "watchdog.no_progress_timeout=8", "batch_size=8",
+                   "cluster=address", f"cluster.address={address}",
+                   f"results_dir={tmp_path}", "progress=false", timeout=240)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # a failed point, not a crashed sweep
+    assert time.monotonic() - started < 120, proc.stderr[-3000:]
+    assert "grid index 3) has run for" in proc.stderr
+    assert "restarting 1 worker(s) whose point never returned" in proc.stderr
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 8 and df.task_id.is_unique
+    failed = df[df.status == "failed"]
+    assert failed.x.tolist() == [3] and failed.error.iloc[0].startswith("Hung: point ran for ")
+    assert set(df[df.status == "ok"].x) == {0, 1, 2, 4, 5, 6, 7}
+    assert last_run(tmp_path / "calibration")["status"] == "finished"
+
+
 def test_hung_points_names_the_running_point_of_each_batch_past_the_limit():
     """The workers' side: of each registered batch, the point started and not finished, if it
     has run longer than the limit (the clocks are run_points', filled in place)."""

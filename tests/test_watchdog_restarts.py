@@ -63,10 +63,10 @@ def test_restarts_count_in_a_row_until_a_task_finishes_not_until_workers_join(ca
             assert dog.restarts == attempt
         # a hung point stored failed (HungPoints.fail_stuck) is progress: the restart after
         # it is the first again, so hung points one after another do not end the sweep
-        dog.on_stuck = lambda limit_s: 1
+        dog.on_stuck = lambda limit_s: {"tcp://127.0.0.1:1"}  # the workers of the points
         restart_at(160.0)
         assert dog.restarts == 1
-        dog.on_stuck = lambda limit_s: 0  # nothing stored: this restart counts on
+        dog.on_stuck = lambda limit_s: set()  # nothing stored: this restart counts on
         restart_at(200.0)
         restart_at(240.0)
         assert dog.restarts == 3

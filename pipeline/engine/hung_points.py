@@ -72,14 +72,15 @@ class HungPoints:
                 f"TaskTimeout: point ran longer than task_timeout={event['timeout_s']:g} s "
                 f"and was stopped (worker {event.get('worker')} recycled)"))
 
-    def fail_stuck(self, limit_s: float) -> int:
+    def fail_stuck(self, limit_s: float) -> set[str]:
         """Watchdog.on_stuck (no task_timeout set): no task finished for ``limit_s``, and the
         workers are restarted next (or the sweep ends). A point that has itself run longer
         hangs, or outlasts the limit; run again, it would do the same at every restart, its
         batch split over hours, until Dask gave up on it. Stored now: the sweep may end next.
-        Returns how many points it failed (the watchdog counts them as progress)."""
-        failed = 0
-        for key, index, seconds in points_running_longer_than(self.client, limit_s):
+        Returns the workers running the points it failed (the watchdog counts them as
+        progress, and restarts those workers where it cannot restart the whole cluster)."""
+        stuck_on: set[str] = set()
+        for worker, key, index, seconds in points_running_longer_than(self.client, limit_s):
             if key not in self.in_flight or index in self.pending or index in self.stored:
                 continue  # another sweep's (cluster=address), or known already
             log.warning("task %s (grid index %d) has run for %.0f s while no task finished "
@@ -92,8 +93,8 @@ class HungPoints:
                 "watchdog.no_progress_timeout if points take longer"))
             if index in self.pending:  # its batch went back to the queue without it
                 self._store([index])
-            failed += 1
-        return failed
+            stuck_on.add(worker)
+        return stuck_on
 
     def fail(self, key, index: int, error: str) -> None:
         """Point ``index`` of batch ``key`` hung: its batch is cancelled and queued again

@@ -49,6 +49,7 @@ WATCHDOG_KEYS = ("no_workers_timeout", "no_progress_timeout", "scheduler_timeout
 LOCAL_RESTARTS = 3  # LocalCluster restarts in a row with no batch returning, then give up
 LOCAL_START_GRACE = 30.0  # after a restart, time for the new worker processes to join
 SCHEDULER_CALL_TIMEOUT = 5.0
+RESTART_WORKERS_TIMEOUT_S = 60.0  # bound on restarting the workers of hung points
 NO_WORKERS_REPEAT_S = 600.0  # "no Dask workers left" again within this: in the run log only,
 NO_WORKERS_BACK_S = 60.0  # unless the workers had been back for this long
 
@@ -147,7 +148,8 @@ class Watchdog:
         # Set by the sweep's driver loop: given the no-progress limit, it stores as failed the
         # points running longer than it (a hung point, with no task_timeout to bound it, was
         # rerun at each restart, its batch split over hours, until Dask gave up on it).
-        self.on_stuck: Callable[[float], int] | None = None
+        # It returns the workers of the points it stored.
+        self.on_stuck: Callable[[float], set[str]] | None = None
         self.ever_had_workers = False
         # A batch-system cluster starts with no worker while its jobs queue: that wait is the
         # cluster's worker_start_timeout, so the no-worker clock starts at the first worker.
@@ -182,8 +184,14 @@ class Watchdog:
             # points that never return: stored failed first. That is progress (each has its
             # result): hung points one after another must not use up the restarts and end
             # the sweep, as a restart that achieved nothing would.
-            if self.on_stuck is not None and self.on_stuck(self.no_progress_timeout):
+            stuck_on = self.on_stuck(self.no_progress_timeout) if self.on_stuck else set()
+            if stuck_on:
                 self.restarts = 0
+                if self.n_local is None:  # no LocalCluster to restart (a batch system, an
+                    # address): the sweep stopped here with exit 3, its batch's other points
+                    # unrun, where cluster=local went on
+                    self._restart_workers_of_hung_points(stuck_on)
+                    return
             self._recover_or_raise(NoProgress(
                 f"no task finished for {now - self.progress_at:.0f} s "
                 f"(watchdog.no_progress_timeout={self.no_progress_timeout:g}) with "
@@ -315,6 +323,24 @@ class Watchdog:
         now = self.clock()
         self.workers_seen_at = self.progress_at = now
         self.grace_until = now + LOCAL_START_GRACE
+
+    def _restart_workers_of_hung_points(self, workers: set[str]) -> None:
+        """The workers running points just stored as hung are restarted, as a task_timeout
+        restarts them (a hung thread cannot be stopped in place): their nannies start fresh
+        processes, a worker without one leaves. Their other batches run again elsewhere."""
+        log.warning("restarting %d worker(s) whose point never returned: %s", len(workers),
+                    ", ".join(sorted(workers)))
+        try:
+            answers = ask_scheduler(  # (workers, the restart's timeout, raise_for_error)
+                self.client, self.client._restart_workers, sorted(workers),
+                RESTART_WORKERS_TIMEOUT_S, False,
+                timeout=RESTART_WORKERS_TIMEOUT_S + SCHEDULER_CALL_TIMEOUT)
+            runlog.info("worker restarts: %s", answers)
+        except Exception as exc:  # no nanny (ValueError), a silent scheduler: the sweep goes on
+            log.warning("could not restart %s (%s); each keeps a thread on its hung point",
+                        ", ".join(sorted(workers)), exc)
+        now = self.clock()
+        self.progress_at = now  # the stored points are progress; the limit counts again
 
     def _scheduler_address(self) -> str:
         try:

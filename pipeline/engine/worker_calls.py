@@ -215,16 +215,17 @@ WORKER_CODE_TIMEOUT_S = 10.0  # bound on asking every worker which code it has l
 HUNG_POINTS_TIMEOUT_S = 10.0  # bound on asking the workers for their long-running points
 
 
-def points_running_longer_than(client, limit_s: float) -> list[tuple[str, int, float]]:
-    """(batch key, grid index, seconds) of every point running on a worker for over
-    ``limit_s`` (:func:`batch.hung_points`), asked with a bound; [] if no answer."""
+def points_running_longer_than(client, limit_s: float) -> list[tuple[str, str, int, float]]:
+    """(worker address, batch key, grid index, seconds) of every point running on a worker
+    for over ``limit_s`` (:func:`batch.hung_points`), asked with a bound; [] if no answer."""
     try:
         answers = ask_scheduler(client, client._run, hung_points, limit_s, on_error="return",
                                 wait=True, timeout=HUNG_POINTS_TIMEOUT_S)
     except Exception as exc:
         log.warning("could not ask the workers which points they are running: %s", exc)
         return []
-    return [tuple(point) for got in answers.values() if isinstance(got, list) for point in got]
+    return [(worker, *point) for worker, got in answers.items() if isinstance(got, list)
+            for point in got]
 RETIRE_TIMEOUT_S = 30.0  # bound on retiring workers that run other code
 
 
