@@ -753,6 +753,27 @@ def test_task_timeout_fails_the_hung_point_only(tmp_path):
 
 
 @pytest.mark.timeout(240)
+def test_batches_sent_to_a_worker_ending_for_a_timeout_are_not_failed(tmp_path):
+    """Twenty 2 s points over task_timeout=0.5 beside twenty 1 ms points, one a batch, on two
+    workers: each timeout ends a worker process. In the second before it ended, the driver
+    cancelled the hung batch, the scheduler sent the freed thread new batches, and they died
+    with the process: 1-2 sound 1 ms points a run were stored failed, 'lost on the cluster 2
+    times: KilledWorker' (review, 2026-12-06; 3 runs of 3). The worker now retires first, so
+    those batches go elsewhere without counting as lost."""
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,20]}",
+                   "grid.work_us=[1000,2000000]", "params.work_mode=sleep", "task_timeout=0.5",
+                   "batch_size=1", "cluster.n_workers=2", f"results_dir={tmp_path}", *FAST,
+                   timeout=200)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 40 and df.task_id.is_unique
+    slow, fast = df[df.work_us == 2_000_000], df[df.work_us == 1000]
+    assert (slow.status == "failed").all()
+    assert slow.error.str.startswith("TaskTimeout: point ran longer than").all()
+    assert (fast.status == "ok").all(), fast[fast.status != "ok"].error.tolist()
+
+
+@pytest.mark.timeout(240)
 def test_points_hung_together_on_one_worker_cost_one_restart(tmp_path):
     """Two threads of one worker hang at once (x = 2 and 3 sleep 60 s, task_timeout=2): both
     are reported before the worker exits. Reporting only the first had the other's batch lost
