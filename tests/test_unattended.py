@@ -2154,6 +2154,46 @@ def test_a_hung_point_with_no_task_timeout_is_failed_at_the_first_no_progress_re
     assert set(df[df.status == "ok"].x) == {0, 1, 2, 4, 5, 6, 7}
 
 
+@pytest.mark.timeout(240)
+def test_a_point_that_hangs_mid_batch_is_failed_at_the_first_no_progress_firing(tmp_path):
+    """The hung point is the sixth of its batch: when no batch had returned for the limit, it
+    had itself run for less (the five before it took their time), so it was missed, the
+    workers restarted, the batch ran again, and it was missed again, until the batch was
+    split to single points (review, 2026-12-06: stored at the third firing). The longest
+    running point now restarts the limit's count, and is stored at the first restart."""
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,10]}", "params.hang_at=5",
+                   "params.work_us=1000000", "params.work_mode=sleep", "batch_size=10",
+                   "watchdog.no_progress_timeout=8", "cluster.n_workers=1",
+                   f"results_dir={tmp_path}", *FAST, timeout=200)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    restarts = re.findall(r"attempt (\d) of 3", proc.stderr)
+    assert restarts == ["1"], proc.stderr[-3000:]  # one restart: the one that ends the point
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 10 and df.task_id.is_unique
+    failed = df[df.status == "failed"]
+    assert failed.x.tolist() == [5] and failed.error.iloc[0].startswith("Hung: point ran for")
+    assert set(df[df.status == "ok"].x) == set(range(10)) - {5}
+
+
+@pytest.mark.timeout(240)
+def test_a_healthy_batch_longer_than_no_progress_timeout_is_not_restarted(tmp_path):
+    """One batch of 24 half-second points (12 s) with no_progress_timeout=5: no batch returns
+    for longer than the limit, but a point finishes every half second. The workers were
+    restarted, the batch lost and split, and so on until the restarts gave up or the
+    pieces fitted. Now the sweep runs through, with no restart."""
+    proc = run_cli("experiment=calibration", "grid.x={range:[0,24]}", "params.work_us=500000",
+                   "params.work_mode=sleep", "batch_size=24", "watchdog.no_progress_timeout=5",
+                   "cluster.n_workers=1", f"results_dir={tmp_path}", *FAST, timeout=200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "restarting the LocalCluster" not in proc.stderr, proc.stderr[-3000:]
+    assert "was lost with the workers" not in proc.stderr, proc.stderr[-3000:]
+    df = pipeline.load(tmp_path, "calibration")
+    assert len(df) == 24 and (df.status == "ok").all()
+    assert df.worker.nunique() == 1  # one worker process throughout: none was restarted
+    log = _run_log_text(tmp_path / "calibration")
+    assert "but the longest running point started" in log, log[-3000:]
+
+
 @pytest.mark.timeout(300)
 def test_a_hung_point_on_a_cluster_the_driver_cannot_restart_is_failed_and_the_sweep_goes_on(
         tmp_path, scheduler_and_worker):

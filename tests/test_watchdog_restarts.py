@@ -24,6 +24,7 @@ def test_restarts_count_in_a_row_until_a_task_finishes_not_until_workers_join(ca
     import dask
     from distributed import Client, LocalCluster
 
+    from pipeline.engine.hung_points import Stuck
     from pipeline.engine.watchdog import LOCAL_RESTARTS, NoProgress, Watchdog
 
     assert LOCAL_RESTARTS == 3
@@ -63,10 +64,10 @@ def test_restarts_count_in_a_row_until_a_task_finishes_not_until_workers_join(ca
             assert dog.restarts == attempt
         # a hung point stored failed (HungPoints.fail_stuck) is progress: the restart after
         # it is the first again, so hung points one after another do not end the sweep
-        dog.on_stuck = lambda limit_s: {"tcp://127.0.0.1:1"}  # the workers of the points
+        dog.on_stuck = lambda limit_s: Stuck({"tcp://127.0.0.1:1"}, None)  # their workers
         restart_at(160.0)
         assert dog.restarts == 1
-        dog.on_stuck = lambda limit_s: set()  # nothing stored: this restart counts on
+        dog.on_stuck = lambda limit_s: Stuck(set(), None)  # nothing stored: it counts on
         restart_at(200.0)
         restart_at(240.0)
         assert dog.restarts == 3

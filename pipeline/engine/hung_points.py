@@ -8,7 +8,7 @@ failed once and never run again; the batch it was in goes back to the queue with
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -19,15 +19,24 @@ from pipeline.engine.worker_calls import points_running_longer_than
 log = logging.getLogger("pipeline")
 
 
+class Stuck(NamedTuple):
+    """What :meth:`HungPoints.fail_stuck` found, for the watchdog."""
+
+    workers: set  # the workers running the points it stored as hung
+    longest_s: float | None  # how long the longest other running point of the sweep has run
+    # (None: no answer from the workers, or none of the sweep's points is running)
+
+
 class HungPoints:
     """``in_flight``: the driver's key -> (future, chunk), read in place; ``store(table, n)``
     writes failed rows; ``requeue(key)`` cancels a batch in flight and queues its chunk again
     (:meth:`without_hung` then leaves the hung points out)."""
 
     def __init__(self, client, grid, in_flight: dict, store: Callable, requeue: Callable,
-                 events=None):
+                 events=None, store_hung: bool = True):
         self.client, self.grid, self.in_flight = client, grid, in_flight
         self.store, self.requeue, self.events = store, requeue, events
+        self.store_hung = store_hung  # False with task_timeout set: it bounds each point
         self.pending: dict[int, str] = {}  # grid index -> error, not stored yet
         self.stored: set[int] = set()  # stored failed: never run again
         # A timeout event can come late: after its batch returned (the watcher waits a second
@@ -72,17 +81,25 @@ class HungPoints:
                 f"TaskTimeout: point ran longer than task_timeout={event['timeout_s']:g} s "
                 f"and was stopped (worker {event.get('worker')} recycled)"))
 
-    def fail_stuck(self, limit_s: float) -> set[str]:
-        """Watchdog.on_stuck (no task_timeout set): no task finished for ``limit_s``, and the
-        workers are restarted next (or the sweep ends). A point that has itself run longer
-        hangs, or outlasts the limit; run again, it would do the same at every restart, its
-        batch split over hours, until Dask gave up on it. Stored now: the sweep may end next.
-        Returns the workers running the points it failed (the watchdog counts them as
-        progress, and restarts those workers where it cannot restart the whole cluster)."""
+    def fail_stuck(self, limit_s: float) -> Stuck:
+        """Watchdog.on_stuck: no task finished for ``limit_s``, and the workers are restarted
+        next (or the sweep ends). A point that has itself run longer hangs, or outlasts the
+        limit; run again, it would do the same at every restart, its batch split over hours,
+        until Dask gave up on it. Stored now (not with task_timeout set): the sweep may end
+        next. Returns the workers running the points it stored (the watchdog counts them as
+        progress, and restarts those workers where it cannot restart the whole cluster), and
+        how long the longest other running point of the sweep has run: where that is under
+        the limit, a point finished since it started, so points progress inside batches that
+        have not returned yet (a hung point that started after the last batch returned had
+        run less than the limit, and was missed at one restart after another)."""
         stuck_on: set[str] = set()
-        for worker, key, index, seconds in points_running_longer_than(self.client, limit_s):
+        longest = None
+        for worker, key, index, seconds in points_running_longer_than(self.client, 0.0):
             if key not in self.in_flight or index in self.pending or index in self.stored:
                 continue  # another sweep's (cluster=address), or known already
+            if seconds <= limit_s or not self.store_hung:
+                longest = seconds if longest is None else max(longest, seconds)
+                continue
             log.warning("task %s (grid index %d) has run for %.0f s while no task finished "
                         "(watchdog.no_progress_timeout=%g); stored as failed",
                         self.grid.task_id(index), index, seconds, limit_s)
@@ -94,7 +111,7 @@ class HungPoints:
             if index in self.pending:  # its batch went back to the queue without it
                 self._store([index])
             stuck_on.add(worker)
-        return stuck_on
+        return Stuck(stuck_on, longest)
 
     def fail(self, key, index: int, error: str) -> None:
         """Point ``index`` of batch ``key`` hung: its batch is cancelled and queued again

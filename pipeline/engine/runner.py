@@ -254,9 +254,11 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
         sizer.abandon(chunk)  # a probe that hung is not waited for
         sizer.resubmit([chunk])
 
-    hung = HungPoints(client, grid, in_flight, store, requeue, events)
+    # with task_timeout set, it bounds each point: the watchdog's check stores none as hung
+    hung = HungPoints(client, grid, in_flight, store, requeue, events,
+                      store_hung=not task_timeout)
     for check in checks:
-        if hasattr(check, "on_stuck") and not task_timeout:  # else task_timeout bounds points
+        if hasattr(check, "on_stuck"):
             check.on_stuck = hung.fail_stuck
 
     lost_batches = [0]  # batches lost with their workers, so far

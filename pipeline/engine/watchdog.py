@@ -148,8 +148,9 @@ class Watchdog:
         # Set by the sweep's driver loop: given the no-progress limit, it stores as failed the
         # points running longer than it (a hung point, with no task_timeout to bound it, was
         # rerun at each restart, its batch split over hours, until Dask gave up on it).
-        # It returns the workers of the points it stored.
-        self.on_stuck: Callable[[float], set[str]] | None = None
+        # It returns a hung_points.Stuck: the workers of the points it stored, and how long
+        # the longest other running point has run.
+        self.on_stuck: Callable[[float], object] | None = None
         self.ever_had_workers = False
         # A batch-system cluster starts with no worker while its jobs queue: that wait is the
         # cluster's worker_start_timeout, so the no-worker clock starts at the first worker.
@@ -184,14 +185,25 @@ class Watchdog:
             # points that never return: stored failed first. That is progress (each has its
             # result): hung points one after another must not use up the restarts and end
             # the sweep, as a restart that achieved nothing would.
-            stuck_on = self.on_stuck(self.no_progress_timeout) if self.on_stuck else set()
-            if stuck_on:
+            stuck = self.on_stuck(self.no_progress_timeout) if self.on_stuck else None
+            if stuck is not None and stuck.workers:
                 self.restarts = 0
                 if self.n_local is None:  # no LocalCluster to restart (a batch system, an
                     # address): the sweep stopped here with exit 3, its batch's other points
                     # unrun, where cluster=local went on
-                    self._restart_workers_of_hung_points(stuck_on)
+                    self._restart_workers_of_hung_points(stuck.workers)
                     return
+            elif stuck is not None and stuck.longest_s is not None \
+                    and stuck.longest_s < self.no_progress_timeout:
+                # Every running point started less than the limit ago, each after a point
+                # finished: points progress inside batches not returned yet. The limit now
+                # counts from the start of the longest, which is stored as hung if it
+                # reaches it (restarted, a healthy batch longer than the limit was lost).
+                runlog.info("no batch returned for %.0f s, but the longest running point "
+                            "started %.0f s ago: no restart", now - self.progress_at,
+                            stuck.longest_s)
+                self.progress_at = now - stuck.longest_s
+                return
             self._recover_or_raise(NoProgress(
                 f"no task finished for {now - self.progress_at:.0f} s "
                 f"(watchdog.no_progress_timeout={self.no_progress_timeout:g}) with "
