@@ -190,12 +190,33 @@ def _verify(argv: list[str]) -> int:
     if copies:
         print(f"{len(copies)} copy(ies) of indexed part files quarantined: their rows are in "
               "the parts they copy, nothing to recompute")
+    if parts or again["report"].missing:
+        note = _failed_only_note(folder)
+        if note:
+            print(note)
     if len(parts) + len(others) + len(copies) < len(moved):
         print("the damaged run manifest was quarantined; the next sweep starts a new one")
     if again["report"].unreadable:  # its permissions, not damage: left as it is
         print(_unreadable_text(again["report"].unreadable, repair=True), file=sys.stderr)
         return EXIT_BAD_STORE
     return EXIT_OK
+
+
+def _failed_only_note(folder: Path) -> str:
+    """After a repair that asks for a rerun: the tasks now stored only as failed. A removed
+    part may have held their successful retries (``retry_failed=true``); their older failed
+    rows then count as the latest attempt, and the same command skips them ("0 to run")."""
+    from pipeline.store.parquet import stored_counts_by_version
+
+    try:
+        failed = sum(f for _, f in stored_counts_by_version(folder).values())
+    except Exception:  # what is left unreadable is verify's to report, not this note's
+        return ""
+    if not failed:
+        return ""
+    return (f"{failed:,} task(s) in the folder are now stored only as failed (a removed part "
+            "may have held their retries): the rerun skips them unless given "
+            "retry_failed=true")
 
 
 def _record_repair(folder: Path, report, moved) -> None:

@@ -971,3 +971,45 @@ def test_status_groups_errors_that_differ_only_in_numbers(tmp_path, capsys):
             "it but for its numbers)\n"
             "    2 task(s): ValueError: bad n=-4 (and 1 more like it but for its numbers)\n"
             "    1 task(s): MemoryError\n") in out, out
+
+
+def test_repair_that_removes_a_parts_retries_says_the_rerun_needs_retry_failed(tmp_path):
+    """A part holding the successful retries of failed points (retry_failed=true) is damaged
+    and quarantined: the older failed rows are now each task's latest attempt, and the same
+    command runs nothing ("0 to run"). verify --repair said "rerun the sweep (the same
+    command) to recompute their tasks"; it now says those tasks need retry_failed=true
+    (review, 2026-12-06)."""
+    from pipeline.engine.batch_table import failed_batch_table
+
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 10]}}, {"work_us": 0.0})
+    folder = tmp_path / "calibration"
+    PartWriter(folder, "20260101T000000Z-aaaaa0").write(
+        failed_batch_table(grid, range(10), "ValueError: transient"))
+    PartWriter(folder, "20260102T000000Z-aaaaa1").write(run_batch(grid, range(10))[0])
+    assert (pipeline.load(tmp_path, "calibration").status == "ok").all()
+    retries = max(folder.glob("part-*.parquet"), key=lambda p: p.name)
+    assert "aaaaa1" in retries.name
+    retries.write_bytes(retries.read_bytes()[:300])  # truncated
+
+    repair = run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert repair.returncode == 0, repair.stderr
+    assert "1 part file(s) quarantined; rerun the sweep" in repair.stdout, repair.stdout
+    assert ("10 task(s) in the folder are now stored only as failed (a removed part may have "
+            "held their retries): the rerun skips them unless given retry_failed=true"
+            in repair.stdout), repair.stdout
+    sweep = ["experiment=calibration", "grid.x={range:[0,10]}", "params.work_us=0",
+             "cluster.n_workers=1", "progress=false", "cluster.dashboard_address=:0",
+             f"results_dir={tmp_path}"]
+    again = run("run.py", *sweep)  # what the note warns of: the same command runs nothing
+    assert "0 to run" in again.stderr and "10 failed: skipped" in again.stderr, again.stderr
+    retried = run("run.py", *sweep, "retry_failed=true")
+    assert retried.returncode == 0, retried.stderr
+    assert (pipeline.load(tmp_path, "calibration").status == "ok").all()
+
+    # a repair with nothing failed left says nothing of it
+    truncated = max(folder.glob("part-*.parquet"), key=lambda p: p.name)
+    truncated.write_bytes(truncated.read_bytes()[:300])
+    PartWriter(folder, "20260103T000000Z-aaaaa2").write(run_batch(grid, range(10))[0])
+    repair = run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert repair.returncode == 0 and "quarantined" in repair.stdout, repair.stdout
+    assert "stored only as failed" not in repair.stdout, repair.stdout
