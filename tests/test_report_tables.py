@@ -392,3 +392,44 @@ def test_every_super_and_subscript_compiles(tmp_path):
     proc = _compile([tmp_path / "scripts.tex"], tmp_path, "\\documentclass{article}")
     log = (tmp_path / "tables.log").read_text(errors="replace")
     assert proc.returncode == 0 and "! " not in log, log[-3000:]
+
+
+def test_markdown_cells_show_error_text_as_it_is():
+    """An error's text in failed_tasks.md ('in <lambda>', *x*, _u_) was read as markup by a
+    Markdown viewer: a tag vanished, words turned italic. Rendered by a CommonMark parser
+    (markdown-it-py, with tables and strikethrough, as GitHub renders them), each cell now
+    shows exactly the text stored."""
+    from html.parser import HTMLParser
+
+    from markdown_it import MarkdownIt
+
+    from pipeline.report.core import _markdown
+
+    texts = ["ValueError: bad <b>x</b> *y* _u_ in <lambda> [core.py:3]", "a|b", "back\\slash",
+             "x & y", "&amp; &lt;", "`tick` ``two``", "snake_case_name", "_lead", "trail_",
+             "**bold** __strong__", "[link](http://x) ![img](y)", "1.5e-07", "# no heading",
+             "<!-- comment -->", "a\\*b", "~~struck~~"]
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__(convert_charrefs=True)
+            self.cells, self.inside = [], False
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "td":
+                self.inside = True
+                self.cells.append("")
+
+        def handle_endtag(self, tag):
+            if tag == "td":
+                self.inside = False
+
+        def handle_data(self, data):
+            if self.inside:
+                self.cells[-1] += data
+
+    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(
+        _markdown(pd.DataFrame({"error": texts}), "%.6g"))
+    parser = Cells()
+    parser.feed(html)
+    assert parser.cells == texts, html

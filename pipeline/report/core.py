@@ -26,6 +26,8 @@ column, each figure once per version (``NAME_vN``; report/versions.py ``per_vers
 
 from __future__ import annotations
 
+import re
+
 from collections import defaultdict
 from typing import Callable
 
@@ -255,9 +257,16 @@ def _markdown(df, float_format: str) -> str:
     return "\n".join([header, rule, *body] + (["", NULL_LEGEND + "."] if has_null else []))
 
 
+# Characters a Markdown viewer would read as markup in a cell: an error's "in <lambda>"
+# vanished as an HTML tag, *x* became emphasis. An underscore only at a word's edge (inside
+# a word, as in task_id, it is not emphasis; escaped it would clutter the raw text).
+_MD_MARKUP = re.compile(r"[\\`*\[\]<>|&~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
 def _md_cell(text: str) -> str:
-    """A Markdown table cell: a '|' or a line break in it (an error message) would cut the row."""
-    return " ".join(text.replace("|", "\\|").splitlines())
+    """A Markdown table cell: a '|' or a line break in it (an error message) would cut the row,
+    and markup characters are escaped so that the text shows as it is."""
+    return " ".join(_MD_MARKUP.sub(lambda m: "\\" + m.group(0), text).splitlines())
 
 
 _INTEGER = r"-?[0-9]+"
