@@ -279,6 +279,11 @@ def execute(cfg, node_actions=()) -> int:
                 print(f"note: report=true runs nothing: {' and '.join(ignored)} applies to a "
                       "sweep (the same command without report=true); this report is of the "
                       "rows stored now", file=sys.stderr)
+            given = sorted(command_line_keys(node_actions))
+            if options.get("report_scope") == "all" and given:  # (they were dropped silently)
+                print(f"note: report_scope=all reports every stored point: {', '.join(given)} "
+                      "on the command line select nothing (without report_scope=all the "
+                      "report is of the points this grid would sweep)", file=sys.stderr)
             from pipeline.report.selection import selection_from_options
 
             from pipeline.engine.watchdog import termination_signals

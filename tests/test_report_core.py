@@ -122,6 +122,25 @@ def test_a_report_with_retry_failed_says_it_retries_nothing(tmp_path, capsys):
     assert "note: report=true runs nothing" not in capsys.readouterr().err
 
 
+def test_report_scope_all_says_the_grid_words_select_nothing(tmp_path, capsys):
+    """report_scope=all with grid.x=[1] reported every stored point (index.md: 20 tasks)
+    with no word about the grid given; a note now names the words it leaves aside."""
+    from pipeline.cli import main
+
+    store(tmp_path, "calibration", {"x": {"range": [0, 20]}}, {"work_us": 0.0})
+    words = ["experiment=calibration", f"results_dir={tmp_path}", "report=true"]
+    capsys.readouterr()
+    assert main([*words, "report_scope=all", "grid.x=[1]", "params.work_us=0"]) == 0
+    err = capsys.readouterr().err
+    assert ("note: report_scope=all reports every stored point: grid.x, params.work_us on the "
+            "command line select nothing") in err, err
+    assert "20 ok, 0 failed" in (tmp_path / "calibration" / "_report" / "index.md").read_text()
+    assert main([*words, "report_scope=all"]) == 0
+    assert "note: report_scope=all" not in capsys.readouterr().err
+    assert main([*words, "grid.x=[1]", "params.work_us=0"]) == 0  # the grid's scope: no note
+    assert "note: report_scope=all" not in capsys.readouterr().err
+
+
 def test_report_without_results_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "report=true",
                            "experiment=composition", f"results_dir={tmp_path}"],
