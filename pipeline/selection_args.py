@@ -126,4 +126,19 @@ def load_selected(results_dir, name: str, *, status=None, version=None, words=No
     selection.run_ids += as_tuple(run_id)
     selection.code_ids += as_tuple(code_id)
     selection.versions += versions_of(version)
-    return select(results_dir, name, selection, status=status, on_error=on_error)
+    df = select(results_dir, name, selection, status=status, on_error=on_error)
+    covered = df.attrs.get("coverage", {}).get("grid")
+    if covered is not None and covered["points"] and not covered["stored"] \
+            and not covered.get("left_out_by_filter"):
+        import warnings
+
+        # an empty frame with the reason in attrs only read as "nothing was computed"
+        hint = ("" if words is not None else
+                "; grid=/params= give each parameter they leave out its declared default, "
+                "not the YAML's (select=[...] takes run.py's words, YAML included)")
+        why = [w for w in df.attrs["coverage"]["warnings"] if "point(s) of the grid" in w]
+        warnings.warn(f"none of the {covered['points']:,} point(s) of the grid given is "
+                      f"stored in '{name}'{hint}"
+                      + (f" ({why[0]})" if why else "; df.attrs['coverage'] says more"),
+                      stacklevel=3)
+    return df

@@ -258,3 +258,31 @@ def test_a_load_that_finds_nothing_says_what_to_give(tmp_path):
     assert str(err.value).endswith("(the folder holds no part file: nothing stored yet, or every "
                                    f"part set aside; python -m pipeline status {folder} says "
                                    "which)"), err.value
+
+
+def test_a_grid_that_matches_no_stored_point_warns_and_says_why(tmp_path):
+    """load(grid=..., params=...) of points none of which is stored returned an empty frame,
+    its reason in df.attrs only: a grid=/params= selection takes each parameter's declared
+    default, not the YAML's (work_us=1000), so a sweep run with the YAML matched nothing.
+    It now warns; a grid that matches, or a run_id filter that leaves the points out (its own
+    coverage warning), does not."""
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 4]}}, {"work_us": 1000.0})
+    PartWriter(tmp_path / "calibration", "20260101T000000Z-aaaaa0").write(
+        run_batch(grid, range(4))[0])
+    with pytest.warns(UserWarning, match=r"none of the 4 point\(s\) of the grid given is stored "
+                                         r"in 'calibration'; grid=/params= give each "
+                                         r"parameter they leave out its declared default"):
+        df = pipeline.load(tmp_path, "calibration", grid={"x": {"range": [0, 4]}})
+    assert df.empty and df.attrs["coverage"]["grid"]["missing"] == 4
+    with pytest.warns(UserWarning, match=r"none of the 2 point\(s\) .* stored in "
+                                         r"'calibration' \(2 of 2 point\(s\) of the grid have "
+                                         r"no stored row") as caught:
+        pipeline.load(tmp_path, "calibration", select=["experiment=calibration",
+                                                        "grid.x=[7,8]"])
+    assert "declared default" not in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(pipeline.load(tmp_path, "calibration", grid={"x": {"range": [0, 4]}},
+                                 params={"work_us": 1000.0})) == 4
+        assert len(pipeline.load(tmp_path, "calibration",
+                                 select=["experiment=calibration", "grid.x=[1,2]"])) == 2
