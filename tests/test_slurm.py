@@ -381,6 +381,43 @@ def test_a_pending_worker_job_cancelled_mid_sweep_is_replaced(tmp_path, job_name
     assert_complete(results, 600, 100000.0)
 
 
+@pytest.mark.timeout(300)
+def test_worker_jobs_pending_mid_sweep_are_said_with_slurms_reason(tmp_path, job_name):
+    """The worker job is cancelled while a 16-core job waits for the node: its replacement
+    pends (Resources) behind it, and the sweep has no worker. The driver said nothing until
+    watchdog.no_workers_timeout ended the sweep (an hour by default; review, 2026-12-06).
+    It now warns with SLURM's reason, and finishes once the node is free."""
+    results = tmp_path / "results"
+    blocker = f"{job_name}-blocker"
+    proc = subprocess.Popen(
+        cli(f"results_dir={results}", "grid.x={range:[0,1200]}", "params.work_us=50000",
+            *jobs_of(2), "cluster.maximum_jobs=1", f"cluster.job_name={job_name}",
+            f"cluster.log_directory={tmp_path / 'logs'}"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: [j for j, state in squeue(job_name) if state == "R"] and parts(results),
+                 120, "the worker job running and a first part file")
+        worker_job = [j for j, state in squeue(job_name) if state == "R"][0]
+        subprocess.run(["sbatch", "-J", blocker, "-c", "16", "-o", "/dev/null",
+                        "--wrap", "sleep 300"], check=True, capture_output=True, timeout=15)
+        wait_for(lambda: squeue(blocker), 30, "the blocking job queued")
+        subprocess.run(["scancel", worker_job], check=True, timeout=15)
+        wait_for(lambda: [j for j, state in squeue(blocker) if state == "R"], 60,
+                 "the blocking job running")
+        time.sleep(25)  # the replacement pends behind it; squeue is asked every 15 s
+        cancel_jobs(blocker)
+        out, err = proc.communicate(timeout=200)
+    finally:
+        cancel_jobs(blocker)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out + err
+    assert re.search(r"no Dask worker now: SLURM job\(s\) \d+ pending \(Resources\); the sweep "
+                     r"waits for them, at most watchdog.no_workers_timeout", err), err
+    assert_complete(results, 1200, 50000.0)
+
+
 @contextlib.contextmanager
 def partition_of_this_node(prefix: str, *limits: str):
     """A partition of this node with ``limits`` (``MaxTime=00:10:00``...), removed after; the

@@ -209,6 +209,7 @@ class SubmissionWatch:
         self._forgotten: set[str] = set()  # ended jobs already forgotten (said once)
         self._last_queue: dict = {}  # job id -> (state, reason), squeue's last answer
         self._told_reasons: set = set()  # pending reasons already warned of
+        self._told_waiting: frozenset = frozenset()  # mid-sweep: the reasons last warned of
 
     def submitted(self, job_id: str) -> None:
         with self._lock:
@@ -328,6 +329,25 @@ class SubmissionWatch:
             self._pending_checked_at = now + SQUEUE_QUIET_S  # the driver's loop waits on it
             return
         self._forget([job for job in ids if job not in jobs])
+        self._tell_why_no_worker(jobs)
+
+    def _tell_why_no_worker(self, jobs: dict) -> None:
+        """Mid-sweep, with no worker left (jobs ended at walltime or cancelled, their
+        replacements queued): SLURM's reasons, once for each set of them. The driver said
+        nothing until watchdog.no_workers_timeout (an hour by default) ended the sweep with
+        'no Dask worker', where at the start it quotes squeue."""
+        if self.workers():
+            self._told_waiting = frozenset()  # a later outage is news again
+            return
+        waiting = {job: reason for job, (state, reason) in jobs.items() if state == "PENDING"}
+        reasons = frozenset(reason.split(",")[0] for reason in waiting.values())
+        if not waiting or reasons <= self._told_waiting:
+            return
+        self._told_waiting = reasons
+        log.warning("no Dask worker now: SLURM job(s) %s pending (%s); the sweep waits for "
+                    "them, at most watchdog.no_workers_timeout (squeue -j %s -o %%r)",
+                    ", ".join(list(waiting)[-5:]), "; ".join(sorted(reasons)),
+                    ",".join(list(waiting)[-5:]))
 
     def _forget(self, ended: list[str]) -> None:
         """Forget the ended jobs ``ended`` that no worker of joined (on the cluster's loop:
