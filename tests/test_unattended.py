@@ -2219,6 +2219,39 @@ def test_a_hung_point_on_a_cluster_the_driver_cannot_restart_is_failed_and_the_s
     assert last_run(tmp_path / "calibration")["status"] == "finished"
 
 
+@pytest.mark.timeout(300)
+def test_sound_batches_on_a_worker_restarted_for_a_hung_point_are_not_split(
+        tmp_path, monkeypatch):
+    """Points x=1 and x=2 hang one after the other in a batch of 20, on a worker of 2 threads
+    whose other thread runs a sound batch; allowed-failures=1, as on the schedulers the
+    engine starts (SLURM). Each restart for a hung point counted a worker death against the
+    sound batch: after two it failed with KilledWorker and was split 'down to any point that
+    kills workers' (review, 2026-12-06). A batch lost with a worker the sweep recycled now
+    runs again as it was."""
+    monkeypatch.setenv("DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES", "1")
+    procs = []
+    try:
+        address, _, _ = start_scheduler_and_workers(tmp_path, procs, 1, ["--nthreads", "2"])
+        xs = ",".join(map(str, range(40)))
+        hangs = ",".join(["-1", "1", "2"] + ["-1"] * 37)
+        proc = run_cli("experiment=calibration", "~grid.x",
+                       f"+grid.zip=[{{x:[{xs}],hang_at:[{hangs}]}}]", "params.work_us=1000000",
+                       "params.work_mode=sleep", "batch_size=20",
+                       "watchdog.no_progress_timeout=5", "cluster=address",
+                       f"cluster.address={address}", f"results_dir={tmp_path / 'r'}",
+                       "progress=false", timeout=280)
+    finally:
+        stop_all(procs)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.stderr.count("restarting 1 worker(s) whose point never returned") == 2
+    assert "was lost with the workers" not in proc.stderr, proc.stderr[-3000:]
+    df = pipeline.load(tmp_path / "r", "calibration")
+    assert len(df) == 40 and df.task_id.is_unique
+    failed = df[df.status == "failed"]
+    assert sorted(failed.x) == [1, 2] and failed.error.str.startswith("Hung: point ran").all()
+    assert (df[~df.x.isin([1, 2])].status == "ok").all()
+
+
 def test_hung_points_names_the_running_point_of_each_batch_past_the_limit():
     """The workers' side: of each registered batch, the point started and not finished, if it
     has run longer than the limit (the clocks are run_points', filled in place)."""

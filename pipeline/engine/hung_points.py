@@ -43,6 +43,9 @@ class HungPoints:
         # before ending the process, and the late point may finish meanwhile), or again from a
         # cancelled batch that Dask had already started elsewhere: not acted on twice.
         self.cancelled_keys: set = set()
+        # Workers the sweep itself ends or restarts for a hung point (task_timeout's events,
+        # the watchdog's restarts): a batch lost with one is not at fault (recycled_loss).
+        self.recycled: set[str] = set()
 
     def without_hung(self, chunk):
         """``chunk`` less its known hung points; those not stored yet are stored now."""
@@ -75,6 +78,8 @@ class HungPoints:
                             "before its worker was recycled; stored as failed",
                             event.get("task_id"), index, event["timeout_s"])
                 continue
+            if event.get("worker"):
+                self.recycled.add(str(event["worker"]))
             log.warning("task %s (grid index %d) timed out after %g s; stored as failed",
                         event.get("task_id"), index, event["timeout_s"])
             self.fail(key, index, (
@@ -111,7 +116,16 @@ class HungPoints:
             if index in self.pending:  # its batch went back to the queue without it
                 self._store([index])
             stuck_on.add(worker)
+        self.recycled |= stuck_on  # restarted next, with their other batches
         return Stuck(stuck_on, longest)
+
+    def recycled_loss(self, lost: BaseException | None) -> bool:
+        """Whether ``lost`` (a batch's KilledWorker) last died with a worker the sweep
+        recycled for a hung point. Such a worker's other batches, sound, were counted a worker
+        death each: split as if one of their points killed workers, and a single point lost
+        twice was stored failed ('lost on the cluster 2 times')."""
+        worker = getattr(getattr(lost, "last_worker", None), "address", None)
+        return worker is not None and str(worker) in self.recycled
 
     def fail(self, key, index: int, error: str) -> None:
         """Point ``index`` of batch ``key`` hung: its batch is cancelled and queued again

@@ -299,6 +299,15 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                               len(chunk), int(chunk[0]), exc)
                     table = failed_batch_table(grid, chunk, "could not store the batch's rows: "
                                                f"{type(exc).__name__}: {exc}")
+        elif hung.recycled_loss(lost):
+            # lost with a worker the sweep recycled for another batch's hung point: run again
+            # as it was, not split nor counted against its points
+            fut.release()
+            sizer.abandon(chunk)
+            sizer.resubmit([chunk])
+            runlog.info("a batch of %d points (grid indices %d..) was lost with a worker "
+                        "recycled for a hung point; it runs again", len(chunk), int(chunk[0]))
+            return
         elif len(chunk) > 1:
             # Lost with its workers (a crash, the OOM killer): split it, so that only the point
             # that kills workers ends up failed, not the 10^4 innocent ones batched with it.
