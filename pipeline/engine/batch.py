@@ -71,6 +71,7 @@ TIMEOUT_TOPIC = "pipeline-task-timeout"
 TIMEOUT_EXIT_CODE = 71
 EVENT_FLUSH_SECONDS = 1.0  # the event reaches the scheduler before the process ends
 RETIRE_BEFORE_EXIT_S = 10.0  # bound on leaving the scheduler before the process ends
+EXIT_AFTER_REPLY_S = 0.2  # end_for_hung_point: its reply to the driver gets out first
 
 
 class _PointClock:
@@ -142,6 +143,19 @@ class _PointClock:
             except Exception:  # a closing worker: its end is what matters now
                 pass
         return bool(overdue)
+
+
+async def end_for_hung_point(dask_worker) -> str:
+    """Run on a worker by the driver (``Client.run``) whose point was stored as hung, with no
+    task_timeout set: the process ends just after replying, as after a task_timeout, and its
+    nanny starts a fresh one (a worker without a nanny leaves). A restart through the nanny
+    asks the process to close, which waits for its threads, the hung one too: in a SLURM job
+    the worker had not come back after a minute, and the sweep stopped. Its other batches,
+    lost with it, run again as they were (``HungPoints.recycled_loss``)."""
+    import asyncio
+
+    asyncio.get_running_loop().call_later(EXIT_AFTER_REPLY_S, os._exit, TIMEOUT_EXIT_CODE)
+    return str(dask_worker.address)
 
 
 _CLOCK: _PointClock | None = None

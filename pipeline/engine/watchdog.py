@@ -49,7 +49,6 @@ WATCHDOG_KEYS = ("no_workers_timeout", "no_progress_timeout", "scheduler_timeout
 LOCAL_RESTARTS = 3  # LocalCluster restarts in a row with no batch returning, then give up
 LOCAL_START_GRACE = 30.0  # after a restart, time for the new worker processes to join
 SCHEDULER_CALL_TIMEOUT = 5.0
-RESTART_WORKERS_TIMEOUT_S = 60.0  # bound on restarting the workers of hung points
 NO_WORKERS_REPEAT_S = 600.0  # "no Dask workers left" again within this: in the run log only,
 NO_WORKERS_BACK_S = 60.0  # unless the workers had been back for this long
 
@@ -337,22 +336,22 @@ class Watchdog:
         self.grace_until = now + LOCAL_START_GRACE
 
     def _restart_workers_of_hung_points(self, workers: set[str]) -> None:
-        """The workers running points just stored as hung are restarted, as a task_timeout
-        restarts them (a hung thread cannot be stopped in place): their nannies start fresh
-        processes, a worker without one leaves. Their other batches run again elsewhere."""
+        """The workers running points just stored as hung end their processes, as after a
+        task_timeout (a hung thread cannot be stopped in place): their nannies start fresh
+        ones, a worker without one leaves (:func:`batch.end_for_hung_point`)."""
+        from pipeline.engine.batch import end_for_hung_point
+
         log.warning("restarting %d worker(s) whose point never returned: %s", len(workers),
                     ", ".join(sorted(workers)))
         try:
-            answers = ask_scheduler(  # (workers, the restart's timeout, raise_for_error)
-                self.client, self.client._restart_workers, sorted(workers),
-                RESTART_WORKERS_TIMEOUT_S, False,
-                timeout=RESTART_WORKERS_TIMEOUT_S + SCHEDULER_CALL_TIMEOUT)
-            runlog.info("worker restarts: %s", answers)
-        except Exception as exc:  # no nanny (ValueError), a silent scheduler: the sweep goes on
+            answers = ask_scheduler(self.client, self.client._run, end_for_hung_point,
+                                    workers=sorted(workers), on_error="return", wait=True,
+                                    timeout=SCHEDULER_CALL_TIMEOUT * 2)
+            runlog.info("workers ended to restart: %s", answers)
+        except Exception as exc:  # a silent scheduler: the sweep goes on, its limits count
             log.warning("could not restart %s (%s); each keeps a thread on its hung point",
                         ", ".join(sorted(workers)), exc)
-        now = self.clock()
-        self.progress_at = now  # the stored points are progress; the limit counts again
+        self.progress_at = self.clock()  # the stored points are progress; the limit counts again
 
     def _scheduler_address(self) -> str:
         try:
