@@ -758,8 +758,8 @@ def test_batches_sent_to_a_worker_ending_for_a_timeout_are_not_failed(tmp_path):
     workers: each timeout ends a worker process. In the second before it ended, the driver
     cancelled the hung batch, the scheduler sent the freed thread new batches, and they died
     with the process: 1-2 sound 1 ms points a run were stored failed, 'lost on the cluster 2
-    times: KilledWorker' (review, 2026-12-06; 3 runs of 3). The worker now retires first, so
-    those batches go elsewhere without counting as lost."""
+    times: KilledWorker' (review, 2026-12-06; 3 runs of 3). A batch lost with a worker the
+    sweep recycled for a timeout now runs again as it was (HungPoints.recycled_loss)."""
     proc = run_cli("experiment=calibration", "grid.x={range:[0,20]}",
                    "grid.work_us=[1000,2000000]", "params.work_mode=sleep", "task_timeout=0.5",
                    "batch_size=1", "cluster.n_workers=2", f"results_dir={tmp_path}", *FAST,

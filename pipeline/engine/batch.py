@@ -70,7 +70,6 @@ class _PointFailed:
 TIMEOUT_TOPIC = "pipeline-task-timeout"
 TIMEOUT_EXIT_CODE = 71
 EVENT_FLUSH_SECONDS = 1.0  # the event reaches the scheduler before the process ends
-RETIRE_BEFORE_EXIT_S = 10.0  # bound on leaving the scheduler before the process ends
 EXIT_AFTER_REPLY_S = 0.2  # end_for_hung_point: its reply to the driver gets out first
 
 
@@ -103,32 +102,8 @@ class _PointClock:
             time.sleep(EVENT_FLUSH_SECONDS)
             if self._report_overdue():
                 time.sleep(EVENT_FLUSH_SECONDS)
-            self._leave_scheduler()
         finally:  # whatever a report raised (a closing event loop): the hung points must end
             os._exit(TIMEOUT_EXIT_CODE)
-
-    def _leave_scheduler(self) -> None:
-        """Retire this worker (no new task, and those the scheduler has sent it go elsewhere)
-        before the process ends. Meanwhile the driver cancels the hung batch, which frees
-        its thread on the scheduler: batches sent here in those seconds died with the
-        process, each counted against its points as a worker death, and after two a sound
-        point was stored failed (KilledWorker). Retired, the process leaves as expected;
-        if the retirement fails (unique results with no other worker to take them), it
-        ends all the same."""
-        import asyncio
-
-        workers = {id(w): w for _, _, w in list(self.running.values())}
-        for worker in workers.values():
-            async def retire(worker=worker):
-                return await worker.scheduler.retire_workers(
-                    workers=[worker.address], close_workers=False, remove=True,
-                    stimulus_id=f"pipeline-task-timeout-{time.time()}")
-
-            try:
-                asyncio.run_coroutine_threadsafe(retire(), worker.loop.asyncio_loop).result(
-                    RETIRE_BEFORE_EXIT_S)
-            except Exception:  # a closing loop, a silent scheduler: end all the same
-                pass
 
     def _report_overdue(self) -> bool:
         """Report every point past its deadline that is not reported yet; whether any was."""
