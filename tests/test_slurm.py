@@ -389,11 +389,15 @@ def test_worker_jobs_pending_mid_sweep_are_said_with_slurms_reason(tmp_path, job
     It now warns with SLURM's reason, and finishes once the node is free."""
     results = tmp_path / "results"
     blocker = f"{job_name}-blocker"
-    proc = subprocess.Popen(
-        cli(f"results_dir={results}", "grid.x={range:[0,1200]}", "params.work_us=50000",
-            *jobs_of(2), "cluster.maximum_jobs=1", f"cluster.job_name={job_name}",
-            f"cluster.log_directory={tmp_path / 'logs'}"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = re.compile(r"no Dask worker now: SLURM job\(s\) \d+ pending \(Resources\); the "
+                      r"sweep waits for them, at most watchdog.no_workers_timeout")
+    stderr_path = tmp_path / "stderr.txt"
+    with open(stderr_path, "w") as stderr:
+        proc = subprocess.Popen(
+            cli(f"results_dir={results}", "grid.x={range:[0,1200]}", "params.work_us=50000",
+                *jobs_of(2), "cluster.maximum_jobs=1", f"cluster.job_name={job_name}",
+                f"cluster.log_directory={tmp_path / 'logs'}"),
+            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
     try:
         wait_for(lambda: [j for j, state in squeue(job_name) if state == "R"] and parts(results),
                  120, "the worker job running and a first part file")
@@ -404,17 +408,18 @@ def test_worker_jobs_pending_mid_sweep_are_said_with_slurms_reason(tmp_path, job
         subprocess.run(["scancel", worker_job], check=True, timeout=15)
         wait_for(lambda: [j for j, state in squeue(blocker) if state == "R"], 60,
                  "the blocking job running")
-        time.sleep(25)  # the replacement pends behind it; squeue is asked every 15 s
+        # the replacement pends behind it: said within a few seconds of its submission (a
+        # fixed 25 s wait missed it on CI's busy machine, when squeue was asked every 15 s)
+        wait_for(lambda: said.search(stderr_path.read_text()), 90,
+                 "the warning that the replacement job pends (Resources)")
         cancel_jobs(blocker)
-        out, err = proc.communicate(timeout=200)
+        proc.wait(timeout=200)
     finally:
         cancel_jobs(blocker)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, out + err
-    assert re.search(r"no Dask worker now: SLURM job\(s\) \d+ pending \(Resources\); the sweep "
-                     r"waits for them, at most watchdog.no_workers_timeout", err), err
+    assert proc.returncode == 0, stderr_path.read_text()
     assert_complete(results, 1200, 50000.0)
 
 

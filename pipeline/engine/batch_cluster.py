@@ -215,6 +215,12 @@ class SubmissionWatch:
         with self._lock:
             self.consecutive_failures = 0
             self.job_ids.append(str(job_id))
+            # squeue soon after, not up to PENDING_CHECK_S later: a replacement that pends
+            # mid-sweep is said while it pends (not in a squeue backoff after no answer)
+            now = time.monotonic()
+            if self._pending_checked_at <= now:
+                self._pending_checked_at = min(self._pending_checked_at,
+                                               now - PENDING_CHECK_S + PENDING_FIRST_CHECK_S)
         log.info("%s job %s submitted", BATCH_SYSTEMS[self.kind].label, job_id)
 
     def failed(self, exc: BaseException) -> None:
@@ -339,7 +345,9 @@ class SubmissionWatch:
         if self.workers():
             self._told_waiting = frozenset()  # a later outage is news again
             return
-        waiting = {job: reason for job, (state, reason) in jobs.items() if state == "PENDING"}
+        # ("None": the job is not yet weighed by SLURM's scheduler; its reason comes next time)
+        waiting = {job: reason for job, (state, reason) in jobs.items()
+                   if state == "PENDING" and reason.split(",")[0] != "None"}
         reasons = frozenset(reason.split(",")[0] for reason in waiting.values())
         if not waiting or reasons <= self._told_waiting:
             return
