@@ -103,6 +103,27 @@ def test_failed_rows_are_reported_in_index(tmp_path):
     assert summary.loc["value", "mean"] == pytest.approx(np.mean([x for x in range(20) if x % 7]))
 
 
+def test_an_error_text_with_backticks_shows_whole_in_its_code_span():
+    """index.md's "first error" is a code span: a text holding a run of two backticks ended the
+    span early (the old fence was two backticks whenever one occurred). Oracle: markdown-it-py
+    (CommonMark) renders every span back to the text, over random texts of backticks, spaces
+    and letters."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    from pipeline.report.core import md_code_span
+
+    md = MarkdownIt("commonmark")
+    rng = np.random.default_rng(7)
+    texts = ["ValueError: ``x`` not in `y`", "`", "``", "a``", " `a` ", "x", "`a` `` ```b"]
+    texts += ["".join(rng.choice(list("`` ab"), size=rng.integers(1, 12))) for _ in range(3000)]
+    for text in texts:
+        rendered = md.render(f"first error: {md_code_span(text)} (see)")
+        code = re.fullmatch(r"<p>first error: <code>(.*)</code> \(see\)</p>\n", rendered, re.S)
+        assert code and html.unescape(code.group(1)) == text, (text, md_code_span(text), rendered)
+
+
 def test_a_report_with_retry_failed_says_it_retries_nothing(tmp_path, capsys):
     """report=true retry_failed=true made the report from the old failures with no word;
     the note says it runs nothing. A sweep's engine options (typed in the sweep's own

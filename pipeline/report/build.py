@@ -19,7 +19,7 @@ from typing import NamedTuple
 import pandas as pd
 import pyarrow.compute as pc
 
-from pipeline.report.core import ReportWriter, reports
+from pipeline.report.core import ReportWriter, md_code_span, reports
 from pipeline.report.html import versions_text, write_html
 from pipeline.report.swap import build_whole
 from pipeline.report.versions import (Problem, failed_points, per_version, report_versions,
@@ -333,8 +333,7 @@ def _write_index(path: Path, name: str, df: pd.DataFrame, out: ReportWriter, pro
     if n_failed:
         first = tasks.loc[tasks["status"] == "failed", "error"].iloc[0]
         first = " ".join(str(first).splitlines())  # a line break would end the list item
-        tick = "``" if "`" in first else "`"  # and a backtick the code span
-        lines.append(f"- **{n_failed:,} task(s) failed**; first error: {tick}{first}{tick} "
+        lines.append(f"- **{n_failed:,} task(s) failed**; first error: {md_code_span(first)} "
                      "(see `failed_tasks`, or `python -m pipeline status`; rerun with "
                      "`retry_failed=true`)")
         lines.append(f"- **{n_failed:,} failed point(s) not shown** in the tables and figures "

@@ -269,6 +269,17 @@ def _md_cell(text: str) -> str:
     return " ".join(_MD_MARKUP.sub(lambda m: "\\" + m.group(0), text).splitlines())
 
 
+def md_code_span(text: str) -> str:
+    """``text`` as one Markdown code span, shown as it is (CommonMark 6.1): fenced by a run of
+    backticks that does not occur in it, padded with a space where it begins or ends with a
+    backtick or a space (one is stripped from each side)."""
+    runs = {len(run) for run in re.findall(r"`+", text)}
+    fence = "`" * next(n for n in range(1, len(runs) + 2) if n not in runs)
+    edges = text[:1] + text[-1:]
+    pad = " " if text.strip(" ") and ("`" in edges or " " in edges) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 _INTEGER = r"-?[0-9]+"
 
 
