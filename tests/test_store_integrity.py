@@ -1013,3 +1013,30 @@ def test_repair_that_removes_a_parts_retries_says_the_rerun_needs_retry_failed(t
     repair = run("-m", "pipeline", "verify", str(folder), "--repair")
     assert repair.returncode == 0 and "quarantined" in repair.stdout, repair.stdout
     assert "stored only as failed" not in repair.stdout, repair.stdout
+
+
+def test_a_repair_killed_after_moving_a_part_says_so_and_a_second_repair_finishes(tmp_path):
+    """kill -9 of verify --repair between moving a truncated part to _quarantine/ and
+    forgetting it in the index: load and status said the part was "deleted or moved by hand",
+    though the repair itself had moved it. They now say where it is and how to finish."""
+    folder, parts = _store_of_two_parts(tmp_path)
+    victim = parts[1]
+    with open(victim, "r+b") as fh:
+        fh.truncate(victim.stat().st_size // 2)
+    killed = run("-c", "import os, sys; import pipeline.store.integrity as integrity; "
+                 "integrity.forget_parts = lambda *a, **k: os.kill(os.getpid(), 9); "
+                 "from pipeline.verify import main; sys.exit(main([sys.argv[1], '--repair']))",
+                 str(folder))
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert not victim.exists() and (folder / "_quarantine" / victim.name).exists()
+    with pytest.raises(BadPartFile) as err:
+        pipeline.load(tmp_path, "calibration")
+    said = str(err.value)
+    assert f"{folder / '_quarantine'}/" in said and victim.name in said, said
+    assert "moved by hand" not in said and f"python -m pipeline verify {folder} --repair" in said
+    status = run("-m", "pipeline", "status", str(tmp_path))
+    assert status.returncode == 4 and "was stopped before it forgot them" in status.stdout + \
+        status.stderr, status.stdout + status.stderr
+    repair = run("-m", "pipeline", "verify", str(folder), "--repair")
+    assert repair.returncode == 0, repair.stdout + repair.stderr
+    assert sorted(pipeline.load(tmp_path, "calibration").x) == list(range(10))

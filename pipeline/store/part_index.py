@@ -130,8 +130,17 @@ def missing_parts(folder: str | os.PathLike) -> dict[str, int]:
 
 def missing_parts_text(folder: str | os.PathLike, missing: dict[str, int]) -> str:
     """Why a table read with ``missing`` parts would be short, and what to do."""
+    from pipeline.store.errors import QUARANTINE
+
     names = sorted(missing)
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    aside = Path(folder) / QUARANTINE
+    if aside.is_dir() and any((aside / name).exists() for name in names):
+        # a verify --repair killed between moving the parts and rewriting the index
+        return (f"{len(names)} part file(s) recorded in {PART_INDEX} with "
+                f"{sum(missing.values()):,} row(s) are in {aside}/, not in {folder}: {shown}. "
+                "A verify --repair moved them there and was stopped before it forgot them in "
+                f"the index; finish it with: python -m pipeline verify {folder} --repair")
     return (f"{len(names)} part file(s) recorded in {PART_INDEX} with {sum(missing.values()):,} "
             f"row(s) are no longer in {folder}: {shown} (deleted or moved by hand? or, in a "
             "folder written before 2026-11-28, never published by a writer killed mid-write); "
