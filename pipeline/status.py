@@ -390,9 +390,19 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None,
                 f"pid {pid} still runs on {host} (ssh {host} ps -p {pid}); if not, {rerun}"]
     if state in ("killed", "interrupted"):
         return [f"  next: {rerun}"]
+    kept = [a for a in argv if a.lstrip("+").partition("=")[0] != "retry_failed"]
+    retry = (f"{python} {shlex.join(kept + ['retry_failed=true'])}" if argv
+             else "the same command with retry_failed=true")
     if repaired and state == "finished":  # (a crash's own advice comes first: its rerun recomputes them)
-        return [f"  next: rerun to recompute the tasks the repair took out (tasks stored are "
-                f"not run again): {command}"]
+        steps = [f"  next: rerun to recompute the tasks the repair took out (tasks stored are "
+                 f"not run again): {command}"]
+        retrying = any(a.lstrip("+").partition("=")[0] == "retry_failed"
+                       and a.partition("=")[2].lower() == "true" for a in argv)
+        if failed_stored and not retrying:  # the same command skips them: their rows count
+            steps.append(f"  also: {failed_stored:,} task(s) now stored only as failed (a part "
+                         "the repair took out may have held their retries); the rerun skips "
+                         f"them; to run them again: {retry}")
+        return steps
     if state == "crashed" and any(full in (run.get("error") or "") for full in (
             "No space left on device", "Disk quota exceeded")):
         return [f"  next: free space where the results go (its disk or your quota is full: "
@@ -407,9 +417,6 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None,
                       + int(counts.get("already_failed_skipped") or 0))
         steps = []
         if in_grid:
-            kept = [a for a in argv if a.lstrip("+").partition("=")[0] != "retry_failed"]
-            retry = (f"{python} {shlex.join(kept + ['retry_failed=true'])}" if argv
-                     else "the same command with retry_failed=true")
             steps.append(f"  next: {in_grid:,} task(s) of the last run's grid stored as failed "
                          f"(their rows carry the error); to run them again: {retry}")
         others = failed_stored - in_grid

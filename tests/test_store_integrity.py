@@ -6,6 +6,7 @@ runs through ``run.py``."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -1040,3 +1041,37 @@ def test_a_repair_killed_after_moving_a_part_says_so_and_a_second_repair_finishe
     repair = run("-m", "pipeline", "verify", str(folder), "--repair")
     assert repair.returncode == 0, repair.stdout + repair.stderr
     assert sorted(pipeline.load(tmp_path, "calibration").x) == list(range(10))
+
+
+def test_status_after_a_repair_that_removed_retries_says_they_need_retry_failed(tmp_path):
+    """status after such a repair said only "next: rerun to recompute the tasks the repair
+    took out", and that command runs nothing for tasks whose older failed rows are now their
+    latest attempt. It now counts them and gives the command with retry_failed=true."""
+    from pipeline.engine.batch_table import failed_batch_table
+
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 10]}}, {"work_us": 0.0})
+    folder = tmp_path / "calibration"
+    PartWriter(folder, "20260101T000000Z-aaaaa0").write(
+        failed_batch_table(grid, range(10), "ValueError: transient"))
+    sweep = ["experiment=calibration", "grid.x={range:[0,10]}", "params.work_us=0",
+             "cluster.n_workers=1", "progress=false", "cluster.dashboard_address=:0",
+             f"results_dir={tmp_path}"]
+    assert run("run.py", *sweep, "retry_failed=true").returncode == 0
+    assert (pipeline.load(tmp_path, "calibration").status == "ok").all()
+    retries = max(folder.glob("part-*.parquet"), key=lambda p: p.name)
+    again = run("run.py", *sweep)  # the last run: its command lacks retry_failed=true
+    assert again.returncode == 0 and "0 to run" in again.stderr, again.stderr
+    retries.write_bytes(retries.read_bytes()[:300])  # truncated
+    assert run("-m", "pipeline", "verify", str(folder), "--repair").returncode == 0
+
+    status = run("-m", "pipeline", "status", str(tmp_path), "calibration")
+    out = status.stdout + status.stderr
+    assert status.returncode == 0, out
+    assert "next: rerun to recompute the tasks the repair took out" in out, out
+    also = [line for line in out.splitlines() if line.strip().startswith("also:")]
+    assert len(also) == 1 and "10 task(s) now stored only as failed" in also[0], out
+    assert "retry_failed" not in out.split("next:")[1].split("also:")[0], out
+    command = also[0].rpartition("to run them again: ")[2]
+    assert command.endswith(" retry_failed=true") and "'grid.x={range:[0,10]}'" in command, out
+    assert run(*shlex.split(command)[1:]).returncode == 0
+    assert (pipeline.load(tmp_path, "calibration").status == "ok").all()
