@@ -232,6 +232,8 @@ def describe(path: Path) -> tuple[list[str], bool]:
             lines += dashboard_lines(dashboard, run.get("host"))
     elif run.get("error"):
         lines.append(f"  error: {run['error']}")
+    if state == "killed":  # (asked of squeue whatever the cluster: the record may predate it)
+        lines += _worker_jobs_left(run)
     counts = run.get("counts") or {}
     if state != "running" and "ran" in counts:
         # a run stopped by a full disk ran tasks it could not store (status showed "ran 3,000
@@ -346,6 +348,23 @@ def _repaired_since(repairs: list[dict], run: dict) -> list[str]:
     what += [f"{gone} missing part(s) forgotten"] if gone else []
     return [f"  repaired since (verify --repair, at {since[-1].get('at')}): {' and '.join(what)}; "
             "their tasks are no longer stored"]
+
+
+def _worker_jobs_left(run: dict) -> list[str]:
+    """The SLURM worker jobs a killed driver left queued or running (their comment names it):
+    nothing cancelled them, and pending ones hold the user's place and job limits until they
+    start, to die with no scheduler to join."""
+    from pipeline.engine.orphan_jobs import jobs_of_driver
+
+    jobs = jobs_of_driver(str(run.get("host")), int(run.get("pid") or 0))
+    if not jobs:
+        return []
+    ids = " ".join(job for job, _ in jobs)
+    states = ", ".join(f"{job} {state.lower()}" for job, state in jobs[:10])
+    return [f"  its worker jobs are still in the SLURM queue: {states}"
+            + (f" and {len(jobs) - 10} more" if len(jobs) > 10 else "")
+            + f"; cancel them with: scancel {ids} (the next cluster=slurm sweep from "
+            f"{run.get('host')} cancels them itself)"]
 
 
 def next_step(run: dict, failed_stored: int = 0, path: Path | None = None,

@@ -894,6 +894,13 @@ def test_worker_jobs_left_queued_by_a_killed_driver_are_cancelled_by_the_next_sw
     comment = subprocess.run(["squeue", "-h", "-j", sorted(left)[0], "-o", "%k"],
                              capture_output=True, text=True, timeout=15).stdout.strip()
     assert comment == f"pipeline-driver:{socket.gethostname()}:{driver.pid}"
+    # status names them (it said nothing of them), with the command that cancels them
+    status = subprocess.run([sys.executable, "-m", "pipeline", "status", str(results)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    said = re.search(r"its worker jobs are still in the SLURM queue: (.*); cancel them with: "
+                     r"scancel ([\d ]+) \(the next cluster=slurm sweep", status.stdout)
+    assert said and left <= set(said.group(2).split()), status.stdout + status.stderr
+    assert all(f"{job} pending" in said.group(1) for job in left), status.stdout
     proc = run_cli(*args, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cancelled = re.search(r"cancelled (\d+) worker job\(s\) left queued by a killed driver on "

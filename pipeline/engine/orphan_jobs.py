@@ -54,6 +54,23 @@ def orphan_jobs(squeue_lines: str, host: str, alive: Callable[[int], bool]) -> l
     return orphans
 
 
+def jobs_of_driver(host: str, pid: int) -> list[tuple[str, str]] | None:
+    """(job id, state) of this user's SLURM worker jobs whose comment names the driver
+    ``host``:``pid`` (for `status` after that driver was killed); None when squeue is not
+    there or does not answer within its bound."""
+    try:
+        queue = subprocess.run(["squeue", "--me", "-h", "-o", "%i|%k|%T"], capture_output=True,
+                               text=True, timeout=QUEUE_CALL_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if queue.returncode != 0:
+        return None
+    mine = f"{COMMENT_PREFIX}{host}:{pid}"
+    return [(job, state) for job, comment, state in
+            (line.strip().split("|", 2) for line in queue.stdout.splitlines()
+             if line.count("|") >= 2) if comment == mine]
+
+
 def cancel_orphan_jobs() -> int:
     """Cancel this user's SLURM jobs left by drivers of this host that are gone (see the module
     doc); how many. Bounded; any failure is logged and the sweep goes on."""
