@@ -354,17 +354,29 @@ def _worker_jobs_left(run: dict) -> list[str]:
     """The SLURM worker jobs a killed driver left queued or running (their comment names it):
     nothing cancelled them, and pending ones hold the user's place and job limits until they
     start, to die with no scheduler to join."""
-    from pipeline.engine.orphan_jobs import jobs_of_driver
+    import socket
 
-    jobs = jobs_of_driver(str(run.get("host")), int(run.get("pid") or 0))
+    from pipeline.engine.orphan_jobs import jobs_of_driver
+    from pipeline.store.manifest import pid_alive
+
+    pid, host = run.get("pid"), str(run.get("host"))
+    kind = (run.get("cluster") or {}).get("kind")
+    if not isinstance(pid, int) or isinstance(pid, bool) or kind not in (None, "slurm"):
+        return []  # (a hand-edited record; a run on another cluster: squeue is not asked)
+    jobs = jobs_of_driver(host, pid)
     if not jobs:
         return []
     ids = " ".join(job for job, _ in jobs)
     states = ", ".join(f"{job} {state.lower()}" for job, state in jobs[:10])
+    # the next sweep cancels the jobs of drivers of its own host whose pid is gone: not where
+    # the pid now runs another process, nor from the next node of a driver run as a job
+    itself = (host == socket.gethostname() and not pid_alive(pid)
+              and not run.get("driver_job"))
     return [f"  its worker jobs are still in the SLURM queue: {states}"
             + (f" and {len(jobs) - 10} more" if len(jobs) > 10 else "")
-            + f"; cancel them with: scancel {ids} (the next cluster=slurm sweep from "
-            f"{run.get('host')} cancels them itself)"]
+            + f"; cancel them with: scancel {ids}"
+            + (f" (the next cluster=slurm sweep from {host} cancels them itself)"
+               if itself else "")]
 
 
 def next_step(run: dict, failed_stored: int = 0, path: Path | None = None,
@@ -418,9 +430,14 @@ def next_step(run: dict, failed_stored: int = 0, path: Path | None = None,
         retrying = any(a.lstrip("+").partition("=")[0] == "retry_failed"
                        and a.partition("=")[2].lower() == "true" for a in argv)
         if failed_stored and not retrying:  # the same command skips them: their rows count
+            # (which grid they belong to is not known here: the last run's, or another's)
+            where = (f"{str(path.parent)!r}, {path.name!r}" if path is not None
+                     else "RESULTS_DIR, NAME")
             steps.append(f"  also: {failed_stored:,} task(s) now stored only as failed (a part "
-                         "the repair took out may have held their retries); the rerun skips "
-                         f"them; to run them again: {retry}")
+                         "the repair took out may have held their retries): a rerun skips "
+                         f"them unless given retry_failed=true; pipeline.load({where}, "
+                         "status='failed') lists them; their own sweep's command with "
+                         f"retry_failed=true runs them again, for the last run's grid: {retry}")
         return steps
     if state == "crashed" and any(full in (run.get("error") or "") for full in (
             "No space left on device", "Disk quota exceeded")):

@@ -124,6 +124,25 @@ def test_an_error_text_with_backticks_shows_whole_in_its_code_span():
         assert code and html.unescape(code.group(1)) == text, (text, md_code_span(text), rendered)
 
 
+def test_index_md_shows_a_first_error_with_double_backticks_whole(tmp_path):
+    """The report's own index.md line, rendered by markdown-it-py: the error's text comes back
+    whole inside one code span (the old two-backtick fence ended at the error's own ``)."""
+    from markdown_it import MarkdownIt
+
+    from pipeline.engine.batch_table import failed_batch_table
+
+    error = "ValueError: ``k`` must be ≥ 1, got `0`"
+    grid = Grid(get_experiment("calibration"), {"x": {"range": [0, 3]}}, {"work_us": 0.0})
+    PartWriter(tmp_path / "calibration", "20260101T000000Z-aaaaa0").write(
+        failed_batch_table(grid, range(3), error))
+    assert build_report(tmp_path, "calibration") == 0
+    index = (tmp_path / "calibration" / "_report" / "index.md").read_text()
+    line = next(line for line in index.splitlines() if "first error:" in line)
+    html = MarkdownIt("commonmark").render(line)
+    first = re.search(r"first error: <code>(.*?)</code> \(see", html)
+    assert first and __import__("html").unescape(first.group(1)) == error, html
+
+
 def test_a_report_with_retry_failed_says_it_retries_nothing(tmp_path, capsys):
     """report=true retry_failed=true made the report from the old failures with no word;
     the note says it runs nothing. A sweep's engine options (typed in the sweep's own

@@ -245,3 +245,36 @@ def test_a_job_gone_from_the_queue_before_its_workers_joined_is_forgotten_mid_sw
     answers.append({"11": ("RUNNING", "None")})
     watch._replace_ended_jobs(later + bc.PENDING_CHECK_S + 1)
     assert calls == [("job-b", "12")]  # once
+
+
+def test_a_submission_mid_sweep_is_asked_of_squeue_soon_and_a_none_reason_is_not_said(caplog):
+    """A replacement job submitted with no worker left: squeue is asked PENDING_FIRST_CHECK_S
+    after it (not up to PENDING_CHECK_S later: CI's busy machine missed the whole wait), except
+    within the backoff after squeue gave no answer; SLURM's 'None' (not yet weighed) is not
+    warned of, the next reason is."""
+    import logging
+    import time
+
+    import pipeline.engine.batch_cluster as bc
+
+    caplog.set_level(logging.WARNING, logger="pipeline")
+    watch = bc.SubmissionWatch("slurm", max_failures=3, start_timeout=600)
+    now = time.monotonic()
+    watch._pending_checked_at = now  # just asked
+    watch.submitted("21")
+    due = watch._pending_checked_at + bc.PENDING_CHECK_S  # when the next check fires
+    assert now + bc.PENDING_FIRST_CHECK_S - 1 <= due <= time.monotonic() + bc.PENDING_FIRST_CHECK_S
+    asked_long_ago = time.monotonic() - 3 * bc.PENDING_CHECK_S
+    watch._pending_checked_at = asked_long_ago  # already due: stays due
+    watch.submitted("22")
+    assert watch._pending_checked_at == asked_long_ago
+    quiet = time.monotonic() + bc.SQUEUE_QUIET_S  # squeue gave no answer: the backoff holds
+    watch._pending_checked_at = quiet
+    watch.submitted("23")
+    assert watch._pending_checked_at == quiet
+
+    assert watch.workers() == 0  # (no cluster: no worker)
+    watch._tell_why_no_worker({"22": ("PENDING", "None")})
+    assert "no Dask worker now" not in caplog.text
+    watch._tell_why_no_worker({"22": ("PENDING", "Resources")})
+    assert "no Dask worker now: SLURM job(s) 22 pending (Resources)" in caplog.text

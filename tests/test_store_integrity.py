@@ -1035,11 +1035,39 @@ def test_a_repair_killed_after_moving_a_part_says_so_and_a_second_repair_finishe
     said = str(err.value)
     assert f"{folder / '_quarantine'}/" in said and victim.name in said, said
     assert "moved by hand" not in said and f"python -m pipeline verify {folder} --repair" in said
+    assert said.startswith("1 part file(s)"), said
     status = run("-m", "pipeline", "status", str(tmp_path))
     assert status.returncode == 4 and "was stopped before it forgot them" in status.stdout + \
         status.stderr, status.stdout + status.stderr
     repair = run("-m", "pipeline", "verify", str(folder), "--repair")
     assert repair.returncode == 0, repair.stdout + repair.stderr
+    assert sorted(pipeline.load(tmp_path, "calibration").x) == list(range(10))
+
+
+def test_a_killed_repair_beside_a_part_deleted_by_hand_tells_each_apart(tmp_path):
+    """The same kill, with another part deleted by hand before the repair: the message said
+    both were in _quarantine/ (review, 2026-12-06). Each is now said where it is."""
+    folder, parts = _store_of_two_parts(tmp_path)
+    PartWriter(folder, "run2").write(calibration_table(range(20, 30)))
+    parts = sorted(folder.glob("part-*.parquet"))
+    truncated, deleted = parts[1], parts[2]
+    with open(truncated, "r+b") as fh:
+        fh.truncate(truncated.stat().st_size // 2)
+    killed = run("-c", "import os, sys; import pipeline.store.integrity as integrity; "
+                 "integrity.forget_parts = lambda *a, **k: os.kill(os.getpid(), 9); "
+                 "from pipeline.verify import main; sys.exit(main([sys.argv[1], '--repair']))",
+                 str(folder))
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    deleted.unlink()
+    with pytest.raises(BadPartFile) as err:
+        pipeline.load(tmp_path, "calibration")
+    said = str(err.value)
+    moved, _, rest = said.partition("; ")
+    assert f"1 part file(s) recorded in {PART_INDEX} with 10 row(s) are in " in moved, said
+    assert truncated.name in moved and deleted.name not in moved, said
+    assert deleted.name in rest and "deleted or moved by hand?" in rest, said
+    assert truncated.name not in rest and f"verify {folder} --repair" in rest, said
+    assert run("-m", "pipeline", "verify", str(folder), "--repair").returncode == 0
     assert sorted(pipeline.load(tmp_path, "calibration").x) == list(range(10))
 
 
@@ -1071,7 +1099,10 @@ def test_status_after_a_repair_that_removed_retries_says_they_need_retry_failed(
     also = [line for line in out.splitlines() if line.strip().startswith("also:")]
     assert len(also) == 1 and "10 task(s) now stored only as failed" in also[0], out
     assert "retry_failed" not in out.split("next:")[1].split("also:")[0], out
-    command = also[0].rpartition("to run them again: ")[2]
+    # which grid they belong to is not known: where to find them is said, not only a command
+    assert f"pipeline.load({str(tmp_path)!r}, 'calibration', status='failed') lists them" \
+        in also[0], out
+    command = also[0].rpartition("for the last run's grid: ")[2]
     assert command.endswith(" retry_failed=true") and "'grid.x={range:[0,10]}'" in command, out
     assert run(*shlex.split(command)[1:]).returncode == 0
     assert (pipeline.load(tmp_path, "calibration").status == "ok").all()

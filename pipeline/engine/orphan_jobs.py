@@ -65,10 +65,13 @@ def jobs_of_driver(host: str, pid: int) -> list[tuple[str, str]] | None:
         return None
     if queue.returncode != 0:
         return None
-    mine = f"{COMMENT_PREFIX}{host}:{pid}"
-    return [(job, state) for job, comment, state in
-            (line.strip().split("|", 2) for line in queue.stdout.splitlines()
-             if line.count("|") >= 2) if comment == mine]
+    mine, jobs = f"{COMMENT_PREFIX}{host}:{pid}", []
+    for line in queue.stdout.splitlines():
+        job, _, rest = line.strip().partition("|")
+        comment, _, state = rest.rpartition("|")  # (a comment may hold '|')
+        if comment == mine:
+            jobs.append((job, state))
+    return jobs
 
 
 def cancel_orphan_jobs() -> int:

@@ -273,6 +273,8 @@ def md_code_span(text: str) -> str:
     """``text`` as one Markdown code span, shown as it is (CommonMark 6.1): fenced by a run of
     backticks that does not occur in it, padded with a space where it begins or ends with a
     backtick or a space (one is stripped from each side)."""
+    if not text:
+        return "` `"  # (two backticks alone are no code span)
     runs = {len(run) for run in re.findall(r"`+", text)}
     fence = "`" * next(n for n in range(1, len(runs) + 2) if n not in runs)
     edges = text[:1] + text[-1:]
