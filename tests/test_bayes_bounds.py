@@ -169,3 +169,47 @@ def test_truncated_exponential_tail_on_grid(family, lam, c1, c2):
     r = K.family_constants(family, lam=lam, c1=c1, c2=c2, B=1.0, mu=0.0)
     assert r["tail_ok"]
     assert r["C_numeric"] >= 1 - 1e-9  # sup_theta p_theta(x) >= its prior average phi(x)
+
+
+def test_extreme_priors_and_data_are_computed_not_raised():
+    """Values the experiment accepts broke the numerics (review, 2026-12-06): quadrature of a
+    truncated exponential prior found no mass when lam (c2 - c1) was large (ZeroDivisionError),
+    and of phi(x) none when the integrand's peak was far narrower than the support (ln 0).
+    Oracle: mpmath at 50 digits, in closed form through the incomplete gamma function."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+    # normal_precision, mu far from the data: phi(x) = K int sqrt(t/2pi) e^{-(a+lam) t} dt
+    lam, c1, c2, mu = 1.0, 0.5, 2.0, 1e6
+    model = K.family_model("normal_precision", lam=lam, c1=c1, c2=c2, B=1000.0, mu=mu)
+    norm = K.prior_normaliser(model)
+    log_k = mp.log(lam) + lam * c1 - mp.log(-mp.expm1(-lam * (c2 - c1)))
+    for x in (-1000.0, 0.0, 1000.0):
+        b = (mp.mpf(x) - mu) ** 2 / 2 + lam
+        exact = log_k - mp.log(mp.sqrt(2 * mp.pi)) + mp.log(
+            mp.gammainc(1.5, b * c1, b * c2)) - 1.5 * mp.log(b)
+        top, _ = K.sup_loglik(model, x, np.linspace(c1, c2, 4001))
+        assert K.log_marginal(model, x, norm, top) == pytest.approx(float(exact), rel=1e-9)
+    # exponential, a prior 10^15 times narrower than its support: phi(x) = K int t e^{-(x+lam) t}
+    lam, c1, c2 = 1e6, 1e-9, 1e9
+    model = K.family_model("exponential", lam=lam, c1=c1, c2=c2, B=1e9)
+    norm = K.prior_normaliser(model)
+    assert norm == 1.0
+    log_k = mp.log(lam) + lam * mp.mpf(c1) - mp.log(-mp.expm1(-lam * (mp.mpf(c2) - c1)))
+    for x in (0.0, 1.0, 1e3, 1e9):
+        b = mp.mpf(x) + lam
+        exact = log_k + mp.log(mp.gammainc(2, b * c1, b * c2)) - 2 * mp.log(b)
+        top, _ = K.sup_loglik(model, x, np.linspace(c1, c2, 4001))
+        assert K.log_marginal(model, x, norm, top) == pytest.approx(float(exact), rel=1e-9)
+    # its tails, and the laplace family's with c2 = 1e6: the closed form, not 1/0
+    for family, lam, c1, c2 in (("exponential", 1e6, 1e-9, 1e9), ("laplace", 1.0, 0.5, 1e6)):
+        model = K.family_model(family, lam=lam, c1=c1, c2=c2, B=100.0)
+        kappa = float(model.ell(np.array([1.0]))[0])
+        for t in (c1 + 1e-7, c1 + 3 / lam, c1 + 30 / lam):
+            exact = (mp.exp(-lam * (mp.mpf(t) - c1)) * -mp.expm1(-lam * (mp.mpf(c2) - t))
+                     / -mp.expm1(-lam * (mp.mpf(c2) - c1)))
+            assert K.neg_log_tail(model, kappa * t) == pytest.approx(float(-mp.log(exact)),
+                                                                     rel=1e-9)
+    r = K.family_constants("exponential", lam=1e6, c1=1e-9, c2=1e9, B=1e9)
+    # C = sup_x sup_theta p_theta(x) / phi(x): at x = 0, c2 / E[theta] = 1e9 / (c1 + 1/lam)
+    assert r["C_numeric"] == pytest.approx(1e9 / (1e-9 + 1e-6), rel=1e-6)

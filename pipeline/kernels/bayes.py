@@ -150,6 +150,23 @@ def _trunc_exp_logpdf(lam: float, c1: float, c2: float):
     return logpdf
 
 
+def _trunc_exp_cdf_sf(lam: float, c1: float, c2: float):
+    """The truncated exponential's CDF and survival function in closed form,
+    F(t) = (1 - e^{-lam (t - c1)}) / (1 - e^{-lam (c2 - c1)}), each through expm1: quadrature of
+    the density found no mass (0, then a division by zero) once lam (c2 - c1) was large."""
+    denom = -math.expm1(-lam * (c2 - c1))
+
+    def cdf(t):
+        t = min(max(float(t), c1), c2)
+        return -math.expm1(-lam * (t - c1)) / denom
+
+    def sf(t):
+        t = min(max(float(t), c1), c2)
+        return math.exp(-lam * (t - c1)) * -math.expm1(-lam * (c2 - t)) / denom
+
+    return cdf, sf
+
+
 def family_model(family: str, *, alpha: float = 2.0, n: int = 10, lam: float = 1.0,
                  c1: float = 0.5, c2: float = 2.0, B: float = 1.0, mu: float = 0.0,
                  grid_points: int = 201) -> FamilyModel:
@@ -199,12 +216,18 @@ def family_model(family: str, *, alpha: float = 2.0, n: int = 10, lam: float = 1
             def loglik(x, t):
                 return 0.5 * np.log(t / (2 * np.pi)) - t * (x - mu) ** 2 / 2
         kappa = scale_family_kappa(g, rho, grid)
+        cdf, sf = _trunc_exp_cdf_sf(lam, c1, c2)
         return FamilyModel(loglik, prior_logpdf, c1, c2, grid,
-                           lambda t: kappa * np.asarray(t, dtype=float), c1)
+                           lambda t: kappa * np.asarray(t, dtype=float), c1,
+                           prior_cdf=cdf, prior_sf=sf)
     raise ValueError(f"unknown family {family!r}; one of {FAMILIES}")
 
 
 def prior_normaliser(model: FamilyModel) -> float:
+    """The prior's total mass (1 up to rounding): from its CDF where the model has one, else by
+    quadrature of its density."""
+    if model.prior_cdf is not None:
+        return model.prior_cdf(model.hi) - model.prior_cdf(model.lo)
     val, _ = integrate.quad(lambda t: math.exp(float(model.prior_logpdf(t))), model.lo, model.hi,
                             limit=200)
     return val
@@ -285,9 +308,25 @@ def log_marginal(model: FamilyModel, x: float, norm: float, log_scale: float) ->
     def f(t):
         return math.exp(float(model.loglik(x, t) + model.prior_logpdf(t)) - log_scale)
 
-    pts = None
-    val, _ = integrate.quad(f, model.lo, model.hi, limit=400, points=pts, epsabs=0,
-                            epsrel=1e-10)
+    # Breakpoints closing in on the integrand's peak (found on a grid): a peak far narrower
+    # than the prior's support (normal_precision with a large |x - mu|) fell between
+    # quadrature nodes, which found 0 and ln 0 raised.
+    lo, hi = model.lo, model.hi
+    grid = np.linspace(lo, hi, 2001)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.asarray(model.loglik(x, grid) + model.prior_logpdf(grid), dtype=float)
+    logs = np.where(np.isnan(logs), -np.inf, logs)
+    i = int(np.argmax(logs))
+    peak = float(grid[i])
+    beside = logs[max(i - 1, 0):i + 2]
+    sharp = not np.isfinite(logs[i]) or float(logs[i] - beside.min()) > 5.0  # finer than the grid
+    near = [peak + side * (hi - lo) * 10.0 ** -j for j in range(1, 17) for side in (-1, 1)] \
+        if sharp else []
+    pts = sorted({t for t in [peak, *near] if lo < t < hi})
+    with warnings.catch_warnings():  # (the far tails' roundoff notes, as in neg_log_tail)
+        warnings.simplefilter("ignore", integrate.IntegrationWarning)
+        val, _ = integrate.quad(f, lo, hi, limit=400, points=pts or None, epsabs=0,
+                                epsrel=1e-10)
     return math.log(val) + log_scale - math.log(norm)
 
 
