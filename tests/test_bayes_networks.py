@@ -441,3 +441,34 @@ def test_fourier_mechanism_empirical_privacy_loss():
 
     assert loss(1.0, 13) <= 1.0
     assert loss(16.0, 14) > 1.0
+
+
+@pytest.mark.parametrize("structure", ["naive_bayes", "chain", "random_dag"])
+def test_a_point_too_large_for_memory_is_refused_and_the_limit_holds(structure):
+    """n_total at its maximum (1e7) with d = 40 took more than 6 GiB in one point before it
+    was killed (limits probe, 2026-12-06): the data and its test-set evaluation take about 50
+    bytes a cell of n_total x (d + 1). Such points are refused before any task runs, and the
+    bound's premise is checked here: tracemalloc's peak of one real point."""
+    import tracemalloc
+
+    from pipeline.engine.grid import Grid
+    from pipeline.experiments.bayes import MAX_DATA_CELLS
+
+    exp = get_experiment("bayes_network")
+    at_limit = MAX_DATA_CELLS // 41
+    Grid(exp, {"eps": [1.0]}, {"d": 40, "n_total": at_limit, "repeats": 1,
+                               "structure": structure})
+    with pytest.raises(ParamError, match=rf"n_total \* \(d \+ 1\) must be <= 5e7.*"
+                                         rf"n_total <= {at_limit} at this d"):
+        Grid(exp, {"eps": [1.0]}, {"d": 40, "n_total": at_limit + 1, "repeats": 1,
+                                   "structure": structure})
+    n = 100_000
+    grid = Grid(exp, {"eps": [1.0]}, {"d": 40, "n_total": n, "repeats": 1,
+                                      "structure": structure})
+    tracemalloc.start()
+    try:
+        exp.run(grid.point(0), 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 20 * n * 41 < peak <= 50 * n * 41  # bytes a cell: the limit's premise

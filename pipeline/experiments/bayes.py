@@ -215,6 +215,19 @@ def _check_split(q: dict) -> str | None:
     return None
 
 
+MAX_DATA_CELLS = 5 * 10 ** 7  # n_total x nodes: about 50 bytes a cell at its peak (2.3 GB
+# measured at n_total = 1.2e6, d = 40), so one point stays within a cluster core's memory
+
+
+def _check_data_size(q: dict) -> str | None:
+    nodes = q["d"] + 1  # (naive_bayes: d features and the class; chain, random_dag: d nodes)
+    if q["n_total"] * nodes > MAX_DATA_CELLS:
+        return (f"n_total * (d + 1) must be <= 5e7 (the data and its test-set evaluation take "
+                f"about 50 bytes a cell: 2.5 GB at the limit); got n_total={q['n_total']}, "
+                f"d={q['d']}: n_total <= {MAX_DATA_CELLS // nodes} at this d")
+    return None
+
+
 BAYES_NETWORK = register(Experiment(
     name="bayes_network", version=1, stochastic=True,
     doc="Private Bayesian inference on binary Bayesian networks with Beta priors: Laplace on "
@@ -255,7 +268,8 @@ BAYES_NETWORK = register(Experiment(
     },
     run=run_bayes_network,
     checks=[PointCheck(("structure", "d", "max_indeg"), _check_network),
-            PointCheck(("n_train", "n_total", "repeats"), _check_split)],
+            PointCheck(("n_train", "n_total", "repeats"), _check_split),
+            PointCheck(("n_total", "d"), _check_data_size)],
 ))
 
 
