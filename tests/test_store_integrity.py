@@ -1016,19 +1016,25 @@ def test_repair_that_removes_a_parts_retries_says_the_rerun_needs_retry_failed(t
     assert "stored only as failed" not in repair.stdout, repair.stdout
 
 
+def _truncate_and_kill_repair_before_it_forgets(folder, part):
+    """Truncate ``part``, then kill -9 a verify --repair at the moment between moving the bad
+    parts to _quarantine/ and forgetting them in the index (its forget step is a SIGKILL)."""
+    with open(part, "r+b") as fh:
+        fh.truncate(part.stat().st_size // 2)
+    killed = run("-c", "import os, sys; import pipeline.store.integrity as integrity; "
+                 "integrity.forget_parts = lambda *a, **k: os.kill(os.getpid(), 9); "
+                 "from pipeline.verify import main; sys.exit(main([sys.argv[1], '--repair']))",
+                 str(folder))
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+
+
 def test_a_repair_killed_after_moving_a_part_says_so_and_a_second_repair_finishes(tmp_path):
     """kill -9 of verify --repair between moving a truncated part to _quarantine/ and
     forgetting it in the index: load and status said the part was "deleted or moved by hand",
     though the repair itself had moved it. They now say where it is and how to finish."""
     folder, parts = _store_of_two_parts(tmp_path)
     victim = parts[1]
-    with open(victim, "r+b") as fh:
-        fh.truncate(victim.stat().st_size // 2)
-    killed = run("-c", "import os, sys; import pipeline.store.integrity as integrity; "
-                 "integrity.forget_parts = lambda *a, **k: os.kill(os.getpid(), 9); "
-                 "from pipeline.verify import main; sys.exit(main([sys.argv[1], '--repair']))",
-                 str(folder))
-    assert killed.returncode == -9, killed.stdout + killed.stderr
+    _truncate_and_kill_repair_before_it_forgets(folder, victim)
     assert not victim.exists() and (folder / "_quarantine" / victim.name).exists()
     with pytest.raises(BadPartFile) as err:
         pipeline.load(tmp_path, "calibration")
@@ -1051,13 +1057,7 @@ def test_a_killed_repair_beside_a_part_deleted_by_hand_tells_each_apart(tmp_path
     PartWriter(folder, "run2").write(calibration_table(range(20, 30)))
     parts = sorted(folder.glob("part-*.parquet"))
     truncated, deleted = parts[1], parts[2]
-    with open(truncated, "r+b") as fh:
-        fh.truncate(truncated.stat().st_size // 2)
-    killed = run("-c", "import os, sys; import pipeline.store.integrity as integrity; "
-                 "integrity.forget_parts = lambda *a, **k: os.kill(os.getpid(), 9); "
-                 "from pipeline.verify import main; sys.exit(main([sys.argv[1], '--repair']))",
-                 str(folder))
-    assert killed.returncode == -9, killed.stdout + killed.stderr
+    _truncate_and_kill_repair_before_it_forgets(folder, truncated)
     deleted.unlink()
     with pytest.raises(BadPartFile) as err:
         pipeline.load(tmp_path, "calibration")
