@@ -1,6 +1,7 @@
 """The three experiments through the contract: resolve + run, parameter errors, reports."""
 
 import math
+import re
 from fractions import Fraction
 
 import pandas as pd
@@ -102,6 +103,21 @@ def test_random_triangulation_quenched_reproducible_and_below_annealed():
 def test_random_triangulation_bad_values(params):
     with pytest.raises(ParamError):
         RANDOM_TRIANGULATION.resolve(params)
+
+
+def test_random_triangulation_samples_refusal_says_what_fits():
+    """Where not one sample fits the budget, the refusal said "samples <= 0"; it now names the
+    ways out, and the largest n that a sample fits at that m (checked: it resolves, n + 1 not)."""
+    with pytest.raises(ParamError, match=r"not one sample fits at this m and n: samples=0 "
+                                         r"\(the exact expectation only\), or n <= (\d+) at "
+                                         r"this m") as err:
+        RANDOM_TRIANGULATION.resolve(dict(m=15, n=100_000, samples=10))
+    largest = int(re.search(r"or n <= (\d+) at this m", str(err.value)).group(1))
+    RANDOM_TRIANGULATION.resolve(dict(m=15, n=largest, samples=1))
+    with pytest.raises(ParamError, match="not one sample fits"):
+        RANDOM_TRIANGULATION.resolve(dict(m=15, n=largest + 1, samples=1))
+    with pytest.raises(ParamError, match=r"allowed at this m and n: samples <= 4$"):
+        RANDOM_TRIANGULATION.resolve(dict(m=15, n=largest // 4, samples=5))
 
 
 def test_fraction_to_decimal():

@@ -194,8 +194,11 @@ def _sample_check(point: dict) -> str | None:
     cost = samples * n * (m + 1) * 2 ** (m + 2)
     if cost > SAMPLE_BUDGET:
         allowed = int(SAMPLE_BUDGET // (n * (m + 1) * 2 ** (m + 2)))
+        fits = (f"allowed at this m and n: samples <= {allowed}" if allowed else
+                "not one sample fits at this m and n: samples=0 (the exact expectation only), "
+                f"or n <= {int(SAMPLE_BUDGET // ((m + 1) * 2 ** (m + 2)))} at this m")
         return (f"samples * n * (m + 1) * 2^(m + 2) = {cost:.3g} exceeds {SAMPLE_BUDGET:.0e} (m={m}, "
-                f"n={n}, samples={samples}); allowed at this m and n: samples <= {allowed}")
+                f"n={n}, samples={samples}); {fits}")
     return None
 
 
