@@ -2252,6 +2252,29 @@ def test_sound_batches_on_a_worker_restarted_for_a_hung_point_are_not_split(
     assert (df[~df.x.isin([1, 2])].status == "ok").all()
 
 
+def test_a_chunk_lost_with_recycled_workers_is_excused_a_bounded_number_of_times():
+    """A batch lost with a worker the sweep recycled runs again whole, but not forever: a
+    worker restarted at the same address (fixed ports) that a point of the batch really kills
+    would have run it again without end. After MAX_EXCUSED_LOSSES the loss counts as usual
+    (split, then the point that kills workers stored failed)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pipeline.engine.hung_points import MAX_EXCUSED_LOSSES, HungPoints
+
+    hung = HungPoints(None, None, {}, lambda *a: None, lambda key: None)
+    hung.recycled.add("tcp://10.0.0.1:9000")
+    on = lambda address: SimpleNamespace(last_worker=SimpleNamespace(address=address))  # noqa: E731
+    chunk = np.arange(5, 25)
+    assert [hung.recycled_loss(on("tcp://10.0.0.1:9000"), chunk)
+            for _ in range(MAX_EXCUSED_LOSSES + 2)] == [True] * MAX_EXCUSED_LOSSES + [False] * 2
+    assert hung.recycled_loss(on("tcp://10.0.0.1:9000"), np.arange(25, 45))  # another chunk
+    assert not hung.recycled_loss(on("tcp://10.0.0.2:9000"), np.arange(45, 65))
+    assert not hung.recycled_loss(None, np.arange(65, 85))
+    assert not hung.recycled_loss(SimpleNamespace(last_worker=None), np.arange(85, 90))
+
+
 def test_hung_points_names_the_running_point_of_each_batch_past_the_limit():
     """The workers' side: of each registered batch, the point started and not finished, if it
     has run longer than the limit (the clocks are run_points', filled in place)."""

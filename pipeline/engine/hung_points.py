@@ -19,6 +19,9 @@ from pipeline.engine.worker_calls import points_running_longer_than
 log = logging.getLogger("pipeline")
 
 
+MAX_EXCUSED_LOSSES = 3  # a chunk lost with recycled workers runs again whole this often
+
+
 class Stuck(NamedTuple):
     """What :meth:`HungPoints.fail_stuck` found, for the watchdog."""
 
@@ -46,6 +49,7 @@ class HungPoints:
         # Workers the sweep itself ends or restarts for a hung point (task_timeout's events,
         # the watchdog's restarts): a batch lost with one is not at fault (recycled_loss).
         self.recycled: set[str] = set()
+        self.excused: dict[tuple[int, int], int] = {}  # chunk -> losses excused so far
 
     def without_hung(self, chunk):
         """``chunk`` less its known hung points; those not stored yet are stored now."""
@@ -119,13 +123,19 @@ class HungPoints:
         self.recycled |= stuck_on  # restarted next, with their other batches
         return Stuck(stuck_on, longest)
 
-    def recycled_loss(self, lost: BaseException | None) -> bool:
+    def recycled_loss(self, lost: BaseException | None, chunk) -> bool:
         """Whether ``lost`` (a batch's KilledWorker) last died with a worker the sweep
         recycled for a hung point. Such a worker's other batches, sound, were counted a worker
         death each: split as if one of their points killed workers, and a single point lost
-        twice was stored failed ('lost on the cluster 2 times')."""
+        twice was stored failed ('lost on the cluster 2 times'). Excused at most
+        MAX_EXCUSED_LOSSES times a chunk: a worker restarted at the same address (fixed ports)
+        that a point of ``chunk`` really kills would otherwise run it again forever."""
         worker = getattr(getattr(lost, "last_worker", None), "address", None)
-        return worker is not None and str(worker) in self.recycled
+        if worker is None or str(worker) not in self.recycled:
+            return False
+        which = (int(chunk[0]), len(chunk))
+        self.excused[which] = self.excused.get(which, 0) + 1
+        return self.excused[which] <= MAX_EXCUSED_LOSSES
 
     def fail(self, key, index: int, error: str) -> None:
         """Point ``index`` of batch ``key`` hung: its batch is cancelled and queued again

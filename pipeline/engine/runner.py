@@ -299,7 +299,7 @@ def _drive_loop(grid, client, writer, plan, sizer, stats, bar, checks, task_time
                               len(chunk), int(chunk[0]), exc)
                     table = failed_batch_table(grid, chunk, "could not store the batch's rows: "
                                                f"{type(exc).__name__}: {exc}")
-        elif hung.recycled_loss(lost):
+        elif hung.recycled_loss(lost, chunk):
             # lost with a worker the sweep recycled for another batch's hung point: run again
             # as it was, not split nor counted against its points
             fut.release()
