@@ -132,23 +132,23 @@ def missing_parts_text(folder: str | os.PathLike, missing: dict[str, int]) -> st
     """Why a table read with ``missing`` parts would be short, and what to do."""
     from pipeline.store.errors import QUARANTINE
 
+    def some(names: list[str]) -> str:
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
     names = sorted(missing)
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     aside = Path(folder) / QUARANTINE
     moved = [name for name in names if aside.is_dir() and (aside / name).exists()]
     if moved:  # a verify --repair killed between moving the parts and rewriting the index
         gone = [name for name in names if name not in moved]
-        listed = ", ".join(moved[:3]) + (f" and {len(moved) - 3} more" if len(moved) > 3
-                                         else "")
         return (f"{len(moved)} part file(s) recorded in {PART_INDEX} with "
                 f"{sum(missing[n] for n in moved):,} row(s) are in {aside}/, not in {folder}: "
-                f"{listed}. A verify --repair moved them there and was stopped before it "
+                f"{some(moved)}. A verify --repair moved them there and was stopped before it "
                 "forgot them in the index"
                 + (f"; {missing_parts_text(folder, {n: missing[n] for n in gone})}"
                    if gone else "")
                 + f". Finish the repair with: python -m pipeline verify {folder} --repair")
     return (f"{len(names)} part file(s) recorded in {PART_INDEX} with {sum(missing.values()):,} "
-            f"row(s) are no longer in {folder}: {shown} (deleted or moved by hand? or, in a "
+            f"row(s) are no longer in {folder}: {some(names)} (deleted or moved by hand? or, in a "
             "folder written before 2026-11-28, never published by a writer killed mid-write); "
             "the table would lack their rows. Put them back, or forget them with: python -m "
             f"pipeline verify {folder} --repair, then rerun the sweep to recompute their tasks")
